@@ -1,0 +1,124 @@
+"""The command layer: parse options, call the core with plain arguments, print, return an exit code.
+
+Only this package imports click. Heavy modules (PyGithub, GitPython, jinja2, pydantic) are imported
+inside the commands so `porttrack --help` stays fast. Each command module registers itself on
+`cli` when imported below; `main()` is the one error boundary that turns `PorttrackError`s into a
+one-line message and the exit code from the published table (`porttrack.errors.ExitCode`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from porttrack import __version__
+from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
+
+
+@dataclass
+class Context:
+    """What every command may need, resolved lazily so a bad tracks.yaml only matters when read."""
+
+    workspace_arg: str | None = None
+    fork_arg: str | None = None
+    api_url_arg: str | None = None
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def workspace(self):
+        if "ws" not in self._cache:
+            from porttrack.workspace import Workspace
+
+            self._cache["ws"] = Workspace.locate(self.workspace_arg)
+        return self._cache["ws"]
+
+    @property
+    def config(self):
+        if "config" not in self._cache:
+            from porttrack.config import load_config
+
+            self._cache["config"] = load_config(self.workspace.tracks_file, fork_override=self.fork_arg)
+        return self._cache["config"]
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def _exit_code_epilog() -> str:
+    rows = "\n".join(f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items())
+    return f"\b\nExit codes:\n{rows}"
+
+
+@click.group(epilog=_exit_code_epilog(), context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="porttrack")
+@click.option("--workspace", "-C", metavar="DIR", help="Workspace holding tracks.yaml [env PORTTRACK_WORKSPACE; default: nearest folder up].")
+@click.option("--fork", "fork", metavar="DIR", help="The fork's local checkout [env PORTTRACK_FORK; default: fork.checkout in tracks.yaml].")
+@click.option("--api-url", metavar="URL", help="GitHub REST API base [env GITHUB_API_URL; default https://api.github.com].")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: str | None) -> None:
+    """Follow upstream pull requests into a downstream fork: observe, take stable hunks, apply,
+    prove, converge, report."""
+    ctx.obj = Context(workspace_arg=workspace, fork_arg=fork or os.environ.get("PORTTRACK_FORK"), api_url_arg=api_url)
+
+
+def emit_json(data: Any) -> None:
+    """Data goes to stdout; talk goes to stderr (`say`)."""
+    from porttrack.workspace import dump_json
+
+    click.echo(dump_json(data), nl=False)
+
+
+def say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+# Command modules register themselves on `cli`. Keep this list in the README's order.
+from porttrack.cli import status as _status  # noqa: E402,F401
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: the single boundary where errors become messages and exit codes."""
+    try:
+        result = cli.main(args=argv, prog_name="porttrack", standalone_mode=False)
+    except PorttrackError as exc:
+        click.echo(f"porttrack: error: {exc}", err=True)
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("porttrack: interrupted; nothing was changed", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("porttrack: interrupted; nothing was changed", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        return int(ExitCode.USAGE)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except Exception as exc:  # a bug: one line here, the whole story in a log file
+        return _report_internal_error(exc)
+    return int(result or 0)
+
+
+def _report_internal_error(exc: BaseException) -> int:
+    from porttrack.secrets import redact
+
+    log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / "crash.log"
+        log.write_text(redact("".join(traceback.format_exception(exc))), encoding="utf-8")
+        where = str(log)
+    except OSError:
+        where = "(could not write a log)"
+    click.echo(f"porttrack: internal error: {redact(type(exc).__name__ + ': ' + str(exc))[:300]}; full log: {where}", err=True)
+    return int(ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

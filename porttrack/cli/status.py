@@ -1,0 +1,123 @@
+"""`porttrack status` and `porttrack eligibility`."""
+
+from __future__ import annotations
+
+import click
+
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/status/v1).")
+@click.option("--offline", is_flag=True, help="Show the recorded state without asking GitHub.")
+@click.option("--no-fetch", is_flag=True, help="Do not fetch PR heads into the fork checkout; classify with GitHub's compare.")
+@click.option("--dry-run", is_flag=True, help="Poll, but record nothing.")
+@pass_ctx
+def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: bool) -> int:
+    """Poll every tracked PR, record its state, and show per track what changed and what to do next."""
+    from porttrack.status import refresh, report_to_json
+
+    report, problem = refresh(
+        ctx.workspace,
+        ctx.config,
+        offline=offline,
+        api_url=ctx.api_url_arg,
+        use_git=not no_fetch,
+        dry_run=dry_run,
+        progress=(lambda line: say(f"  fetch: {line}")) if not as_json else None,
+        know=_knowledge(ctx),
+    )
+    if problem is not None:
+        say(f"porttrack: warning: {problem}")
+    if report.mode == "offline":
+        say(f"offline: {report.offline_reason}")
+        say(f"showing the state recorded at {report.observed_at or 'never'} (source: {report.source})")
+    if as_json:
+        emit_json(report_to_json(report))
+    else:
+        click.echo(render(report))
+    if dry_run and report.mode == "live":
+        say("dry run: nothing was recorded")
+    return int(problem.exit_code) if problem is not None else 0
+
+
+def _knowledge(ctx: Context):
+    """What the queue and convergence records know; empty until those exist in the workspace."""
+    from porttrack.status import Knowledge
+
+    try:
+        from porttrack.knowledge import gather
+    except ImportError:
+        return Knowledge()
+    return gather(ctx.workspace, ctx.config)
+
+
+def render(report) -> str:
+    from porttrack.text import for_terminal, short_sha
+
+    lines = []
+    when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" if report.mode == "live" else "OFFLINE (recorded state)"
+    lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
+    for note in report.notes:
+        lines.append(f"note: {for_terminal(note, 300)}")
+    for track in report.tracks:
+        lines.append("")
+        lines.append(f"{track.id}  {for_terminal(track.title, 100)}")
+        for pr in track.prs:
+            state = pr.state
+            if pr.state == "merged":
+                state = f"merged {(pr.merged_at or '')[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
+            elif pr.state == "closed":
+                state = f"closed without merging {(pr.closed_at or '')[:10]}".strip()
+            head = f"head {short_sha(pr.head_sha)}"
+            if pr.head_change in ("appended", "force-pushed"):
+                count = f" +{pr.head_change_commits}" if pr.head_change_commits else ""
+                head += f" ({pr.head_change}{count})"
+            elif pr.head_change == "unchanged":
+                head += " (unchanged)"
+            base = f"base {pr.base_ref}" if pr.base_ref else ""
+            lines.append(f"  #{pr.number:<6} {state:<36} {head:<34} {base}".rstrip())
+            if pr.title:
+                lines.append(f"           {for_terminal(pr.title, 110)}")
+            for link in pr.stacked_on:
+                lines.append(f"           stacked on #{link['number']} ({link['state']}, from {link['via']})")
+            for change in pr.changes:
+                lines.append(f"           changed: {for_terminal(change, 110)}")
+            for note in pr.notes:
+                lines.append(f"           {for_terminal(note, 110)}")
+            if pr.updated_at:
+                lines.append(f"           last updated {pr.updated_at}")
+        action = track.next_action
+        lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{action.command}]" if action.command else ""))
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/eligibility/v1).")
+@pass_ctx
+def eligibility(ctx: Context, as_json: bool) -> int:
+    """Models × tracks: eligible, not (which requirement failed), or conditional (which proof is pending)."""
+    from porttrack import eligibility as elig
+
+    proofs = _proofs_passed(ctx)
+    result = elig.evaluate(ctx.config, proofs)
+    if as_json:
+        emit_json(elig.to_json(result))
+        return 0
+    click.echo(elig.render_text(result) if hasattr(elig, "render_text") else _render_eligibility(result))
+    return 0
+
+
+def _proofs_passed(ctx: Context) -> frozenset[str]:
+    try:
+        from porttrack.evidence import proofs_passed
+    except ImportError:
+        return frozenset()
+    return proofs_passed(ctx.workspace, ctx.config)
+
+
+def _render_eligibility(result) -> str:
+    from porttrack.eligibility import to_json
+
+    data = to_json(result)
+    return str(data)

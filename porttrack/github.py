@@ -1,0 +1,462 @@
+"""The one door to GitHub.
+
+Everything that talks to the GitHub REST API goes through `GitHubClient`, which returns porttrack's
+own records (never PyGithub objects). Policy, all of it deliberate (library notes §1):
+
+- PyGithub's own retry and throttle are switched off (its default retry re-sends POSTs on 5xx and
+  sleeps until a rate-limit reset); this module retries **only GET/HEAD**, a bounded number of
+  times with exponential backoff, on 5xx, connection errors, timeouts and malformed bodies.
+- A rate-limit answer (403/429 with `Retry-After`, or `X-RateLimit-Remaining: 0` with
+  `X-RateLimit-Reset`) is waited out when the wait is within `max_wait_s`; otherwise `RateLimited`
+  says when to retry.
+- Writes (POST/PATCH) are sent once. A failed write raises `WriteUncertain` (it may or may not have
+  been applied), so the caller can look before trying again instead of creating duplicates.
+- GETs are conditional when an ETag is cached: an unchanged poll is answered 304 and costs no rate
+  limit. The cache lives in the workspace's git-ignored `.porttrack/` and never holds the token.
+- The token is registered with `porttrack.secrets` so no message can carry it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from porttrack import secrets
+from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
+from porttrack.workspace import atomic_write_text
+
+DEFAULT_API_URL = "https://api.github.com"
+IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
+class WriteUncertain(UpstreamUnreachable):
+    """A write failed in a way that leaves it unknown whether GitHub applied it. Look before retrying."""
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    title: str
+    body: str
+    state: str  # "open" | "merged" | "closed" (closed without merging)
+    author: str
+    html_url: str
+    draft: bool
+    created_at: str | None
+    updated_at: str | None
+    merged_at: str | None
+    closed_at: str | None
+    merge_commit_sha: str | None
+    head_sha: str
+    head_ref: str
+    head_repo: str | None
+    base_ref: str
+    base_sha: str | None
+    default_branch: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "PullRequest":
+        try:
+            merged = bool(data.get("merged")) or data.get("merged_at") is not None
+            state = "open" if data["state"] == "open" else ("merged" if merged else "closed")
+            head, base = data["head"], data["base"]
+            base_repo = base.get("repo") or {}
+            return cls(
+                number=int(data["number"]),
+                title=str(data.get("title") or ""),
+                body=str(data.get("body") or ""),
+                state=state,
+                author=str((data.get("user") or {}).get("login") or ""),
+                html_url=str(data.get("html_url") or ""),
+                draft=bool(data.get("draft")),
+                created_at=data.get("created_at"),
+                updated_at=data.get("updated_at"),
+                merged_at=data.get("merged_at"),
+                closed_at=data.get("closed_at"),
+                merge_commit_sha=data.get("merge_commit_sha") if merged else None,
+                head_sha=str(head["sha"]),
+                head_ref=str(head.get("ref") or ""),
+                head_repo=((head.get("repo") or {}) or {}).get("full_name"),
+                base_ref=str(base["ref"]),
+                base_sha=base.get("sha"),
+                default_branch=base_repo.get("default_branch"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"pull request payload is missing or mistyped: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    status: str  # "ahead" | "behind" | "diverged" | "identical"
+    ahead_by: int
+    behind_by: int
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    state: str
+    state_reason: str | None
+    html_url: str
+    labels: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Issue":
+        return cls(
+            number=int(data["number"]),
+            title=str(data.get("title") or ""),
+            body=str(data.get("body") or ""),
+            state=str(data.get("state") or "open"),
+            state_reason=data.get("state_reason"),
+            html_url=str(data.get("html_url") or ""),
+            labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
+        )
+
+
+class MalformedResponse(PorttrackError):
+    """GitHub answered with a body we cannot read; retried like a 5xx."""
+
+
+@dataclass
+class EtagCache:
+    """url -> (etag, last-modified, decoded body). Loaded once, saved once, atomically."""
+
+    path: Path | None
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dirty: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def load(cls, path: Path | None) -> "EtagCache":
+        cache = cls(path)
+        if path and path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("schema") == "porttrack/etag-cache/v1":
+                    cache.entries = dict(data.get("entries") or {})
+            except (OSError, ValueError):
+                pass  # a broken cache only costs a full request
+        return cache
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self.entries.get(key)
+
+    def put(self, key: str, etag: str | None, last_modified: str | None, body: Any) -> None:
+        if not etag and not last_modified:
+            return
+        with self._lock:
+            self.entries[key] = {"etag": etag, "last_modified": last_modified, "body": body}
+            self.dirty = True
+
+    def save(self) -> None:
+        if self.path and self.dirty:
+            with self._lock:
+                payload = {"schema": "porttrack/etag-cache/v1", "entries": self.entries}
+                atomic_write_text(self.path, json.dumps(payload, sort_keys=True))
+                self.dirty = False
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    data: Any
+    from_cache: bool = False
+
+
+class GitHubClient:
+    def __init__(
+        self,
+        repo: str,
+        token: str | None,
+        api_url: str | None = None,
+        *,
+        timeout_s: float = 15.0,
+        max_attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_wait_s: float = 60.0,
+        cache: EtagCache | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.repo = repo
+        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        self._token = token
+        if token:
+            secrets.register(token)
+        self.timeout_s = timeout_s
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_s = backoff_s
+        self.max_wait_s = max_wait_s
+        self.cache = cache or EtagCache(None)
+        self._sleep = sleep
+        self._local = threading.local()
+        self.requests_sent = 0
+        self._count_lock = threading.Lock()
+
+    # -- transport ----------------------------------------------------------------------------
+    def _requester(self):
+        """One PyGithub requester per thread: requests' sessions are not documented thread-safe."""
+        requester = getattr(self._local, "requester", None)
+        if requester is None:
+            import logging
+
+            import github
+
+            github.set_log_level(logging.WARNING)
+            auth = github.Auth.Token(self._token) if self._token else None
+            gh = github.Github(
+                base_url=self.api_url,
+                auth=auth,
+                timeout=self.timeout_s,  # type: ignore[arg-type]  # requests accepts a float
+                retry=None,  # retries are ours: GET only, bounded (see module docstring)
+                lazy=True,
+                per_page=100,
+                seconds_between_requests=None,
+                seconds_between_writes=None,
+            )
+            requester = self._local.requester = gh.requester
+        return requester
+
+    def _send(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None, body: Any):
+        import requests
+
+        with self._count_lock:
+            self.requests_sent += 1
+        try:
+            status, hdrs, text = self._requester().requestJson(verb, path, parameters=dict(params or {}) or None, headers=headers, input=body)
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"timed out after {self.timeout_s:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        except (AssertionError, ValueError) as exc:  # PyGithub asserts on foreign hosts in payload URLs
+            raise _Transient(f"unexpected answer: {exc}") from exc
+        return status, {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}, text
+
+    def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True) -> Answer:
+        """GET with conditional request, bounded retries and rate-limit handling."""
+        key = f"{self.api_url}{path}?{json.dumps(dict(params or {}), sort_keys=True)}"
+        cached = self.cache.get(key) if conditional else None
+        headers = {}
+        if cached:
+            if cached.get("etag"):
+                headers["If-None-Match"] = cached["etag"]
+            elif cached.get("last_modified"):
+                headers["If-Modified-Since"] = cached["last_modified"]
+        last_problem = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                status, hdrs, text = self._send("GET", path, params, headers or None, None)
+            except _Transient as exc:
+                last_problem = str(exc)
+                self._backoff(attempt)
+                continue
+            if status == 304 and cached:
+                return Answer(200, hdrs, cached["body"], from_cache=True)
+            if 200 <= status < 300:
+                try:
+                    data = json.loads(text) if text else None
+                except ValueError:
+                    last_problem = f"malformed JSON in answer to GET {path}"
+                    self._backoff(attempt)
+                    continue
+                if conditional:
+                    self.cache.put(key, hdrs.get("etag"), hdrs.get("last-modified"), data)
+                return Answer(status, hdrs, data)
+            wait = self._rate_limit_wait(status, hdrs, text)
+            if wait is not None:
+                self._sleep(wait)
+                last_problem = f"rate limited (waited {wait:.0f}s)"
+                continue
+            self._raise_for_status("GET", path, status, text)
+            last_problem = f"HTTP {status}"
+            self._backoff(attempt)
+        raise UpstreamUnreachable(
+            f"GitHub at {self.api_url} failed for GET {path} after {self.max_attempts} attempts: {secrets.redact(last_problem)}"
+        )
+
+    def write(self, verb: str, path: str, body: Any) -> Answer:
+        """POST/PATCH/PUT/DELETE: sent exactly once, never retried blindly."""
+        if verb in IDEMPOTENT:
+            raise ValueError("use get() for reads")
+        try:
+            status, hdrs, text = self._send(verb, path, None, None, body)
+        except _Transient as exc:
+            raise WriteUncertain(
+                f"{verb} {path} did not complete ({secrets.redact(str(exc))}); it may or may not have been applied"
+            ) from None
+        if 200 <= status < 300:
+            try:
+                return Answer(status, hdrs, json.loads(text) if text else None)
+            except ValueError:
+                raise WriteUncertain(f"{verb} {path} answered {status} with an unreadable body") from None
+        if status >= 500:
+            raise WriteUncertain(f"{verb} {path} answered {status}; it may or may not have been applied")
+        if self._rate_limit_wait(status, hdrs, text) is not None or status == 429:
+            raise RateLimited(f"{verb} {path} was rate limited; nothing was written", _retry_at(hdrs))
+        self._raise_for_status(verb, path, status, text)
+        raise UpstreamUnreachable(f"{verb} {path} answered HTTP {status}")
+
+    def _backoff(self, attempt: int) -> None:
+        if attempt < self.max_attempts:
+            self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+
+    def _rate_limit_wait(self, status: int, hdrs: dict[str, str], text: str) -> float | None:
+        """Seconds to wait for a rate-limit answer, None if the answer is not a rate limit.
+
+        Raises RateLimited when GitHub asks for a longer wait than we accept.
+        """
+        if status not in (403, 429):
+            return None
+        wait: float | None = None
+        if "retry-after" in hdrs:
+            try:
+                wait = max(0.0, float(hdrs["retry-after"]))
+            except ValueError:
+                wait = 60.0
+        elif hdrs.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in hdrs:
+            try:
+                wait = max(0.0, float(hdrs["x-ratelimit-reset"]) - time.time()) + 1.0
+            except ValueError:
+                wait = None
+        elif status == 429 or "rate limit" in (text or "").lower():
+            wait = 60.0
+        if wait is None:
+            return None
+        if wait > self.max_wait_s:
+            raise RateLimited(
+                f"GitHub rate limit reached; retry after {_retry_at(hdrs) or f'{wait:.0f}s'}", _retry_at(hdrs)
+            )
+        return wait
+
+    def _raise_for_status(self, verb: str, path: str, status: int, text: str) -> None:
+        message = _message(text)
+        if status == 401:
+            raise GitHubAuthError(f"GitHub refused the token for {verb} {path}: {message or 'bad credentials'}")
+        if status == 403:
+            raise GitHubAuthError(f"GitHub denied {verb} {path}: {message or 'forbidden'} (check the token's permissions)")
+        if status == 404:
+            raise NotFound(f"GitHub has no {path} (HTTP 404){': ' + message if message else ''}")
+        if 400 <= status < 500:
+            raise PorttrackError(f"GitHub rejected {verb} {path} (HTTP {status}): {message}")
+        # 5xx and anything else: the caller's retry loop continues
+
+    # -- pull requests ------------------------------------------------------------------------
+    def get_pull(self, number: int) -> tuple[PullRequest, bool]:
+        """The PR and whether the answer came from the cache (304: unchanged since last poll)."""
+        answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}")
+        return PullRequest.from_json(answer.data), answer.from_cache
+
+    def get_pulls(self, numbers: Iterable[int], max_workers: int = 8) -> dict[int, tuple[PullRequest, bool]]:
+        """Several PRs at once: the requests go out concurrently, so N PRs cost ~1 round trip."""
+        numbers = sorted(set(int(n) for n in numbers))
+        if not numbers:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
+            results = list(pool.map(self.get_pull, numbers))
+        return dict(zip(numbers, results))
+
+    def find_pull_by_head(self, branch: str) -> int | None:
+        """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
+        owner = self.repo.split("/")[0]
+        answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10})
+        items = answer.data or []
+        return int(items[0]["number"]) if items else None
+
+    def compare(self, base: str, head: str) -> Comparison | None:
+        try:
+            answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}")
+        except NotFound:
+            return None  # e.g. the old head was garbage-collected after a force-push
+        data = answer.data or {}
+        return Comparison(str(data.get("status")), int(data.get("ahead_by") or 0), int(data.get("behind_by") or 0))
+
+    def list_all(self, path: str, params: Mapping[str, Any] | None = None, limit: int = 1000) -> list[Any]:
+        """Follow pagination (per_page=100) up to `limit` items."""
+        items: list[Any] = []
+        page = 1
+        while len(items) < limit:
+            answer = self.get(path, {**dict(params or {}), "per_page": 100, "page": page}, conditional=False)
+            batch = answer.data or []
+            if not isinstance(batch, list):
+                raise MalformedResponse(f"expected a list from {path}")
+            items.extend(batch)
+            if 'rel="next"' not in answer.headers.get("link", "") or not batch:
+                break
+            page += 1
+        return items[:limit]
+
+    def save_cache(self) -> None:
+        self.cache.save()
+
+
+class _Transient(Exception):
+    """A failure worth retrying for an idempotent request."""
+
+
+def _message(text: str) -> str:
+    try:
+        data = json.loads(text or "")
+        return secrets.redact(str(data.get("message") or ""))[:200] if isinstance(data, dict) else ""
+    except ValueError:
+        return ""
+
+
+def _retry_at(hdrs: Mapping[str, str]) -> str | None:
+    if "x-ratelimit-reset" in hdrs:
+        try:
+            return datetime.fromtimestamp(float(hdrs["x-ratelimit-reset"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except (ValueError, OverflowError, OSError):
+            return None
+    if "retry-after" in hdrs:
+        try:
+            at = time.time() + float(hdrs["retry-after"])
+            return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return None
+    return None
+
+
+def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
+    """The client the commands use: token and API base from the environment, ETags cached on disk."""
+    import os
+
+    token = secrets.resolve_token()
+    api_url = api_url_arg or os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL
+    cache = EtagCache.load(cache_dir / "etags.json" if cache_dir else None)
+    # Operators (and tests) may tune the network policy; the defaults suit a cron job.
+    for env_name, key, kind in (
+        ("PORTTRACK_HTTP_TIMEOUT", "timeout_s", float),
+        ("PORTTRACK_HTTP_ATTEMPTS", "max_attempts", int),
+        ("PORTTRACK_HTTP_BACKOFF", "backoff_s", float),
+        ("PORTTRACK_RATE_LIMIT_MAX_WAIT", "max_wait_s", float),
+    ):
+        if os.environ.get(env_name):
+            try:
+                kw.setdefault(key, kind(os.environ[env_name]))
+            except ValueError:
+                raise ConfigError(f"{env_name}={os.environ[env_name]!r}: expected a number") from None
+    return GitHubClient(repo, token, api_url, cache=cache, **kw)
+
+
+def has_token() -> bool:
+    return secrets.resolve_token() is not None
+
+
+__all__: Sequence[str] = (
+    "Comparison",
+    "EtagCache",
+    "GitHubClient",
+    "Issue",
+    "PullRequest",
+    "WriteUncertain",
+    "client_for",
+)

@@ -1,0 +1,212 @@
+"""The one door to git.
+
+Policy lives here and nowhere else: commands run with `cwd=` (never chdir), no pager, no prompts,
+C locale, bytes in and bytes out (patches are bytes: a trailing newline or a Latin-1 byte matters),
+and a failing command raises `GitError` carrying the command, its exit status and stderr.
+
+GitPython is used for what it is good at — opening and describing a repository (discovery, the
+dirty check, the current branch) — and the git binary through `subprocess` for everything that moves
+bytes, because GitPython strips trailing newlines of output unless told otherwise and cannot stream
+stdin from memory (library notes §2).
+
+porttrack keeps its own refs under `refs/porttrack/` in the fork checkout:
+  refs/porttrack/pull/<N>/head          the PR head as last fetched
+  refs/porttrack/pull/<N>/seen/<sha>    every head ever seen (keeps old revisions reachable, so
+                                        "stable across revisions" and "appended vs force-pushed"
+                                        can be decided locally after a force-push)
+  refs/porttrack/upstream/<branch>      upstream's default branch as last fetched
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from porttrack.errors import ConfigError, GitError
+
+REF_NS = "refs/porttrack"
+_SHA = re.compile(r"^[0-9a-f]{7,64}$")
+
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def pull_ref(number: int) -> str:
+    return f"{REF_NS}/pull/{number}/head"
+
+
+def seen_ref(number: int, sha: str) -> str:
+    return f"{REF_NS}/pull/{number}/seen/{sha}"
+
+
+def upstream_ref(branch: str) -> str:
+    return f"{REF_NS}/upstream/{branch}"
+
+
+@dataclass(frozen=True)
+class HeadChange:
+    """How a PR head moved between two observations."""
+
+    kind: str  # "unchanged" | "appended" | "force-pushed" | "unknown"
+    commits: int | None = None  # appended: how many new commits; force-pushed: commits in the new head not in the old
+    method: str = "git"  # "git" (local ancestry) or "compare" (GitHub's compare endpoint)
+
+
+class GitRepo:
+    """A work tree (the fork checkout, or a temporary worktree of it)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, path: Path) -> "GitRepo":
+        import git  # GitPython: discovery with a clear error; imported here because it spawns processes
+
+        try:
+            repo = git.Repo(path)
+        except git.NoSuchPathError:
+            raise ConfigError(f"fork checkout {path}: no such folder (set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK)") from None
+        except git.InvalidGitRepositoryError:
+            raise ConfigError(f"fork checkout {path}: not a git repository") from None
+        try:
+            if repo.bare or not repo.working_tree_dir:
+                raise ConfigError(f"fork checkout {path}: a bare repository; porttrack needs a work tree")
+            return cls(Path(repo.working_tree_dir))
+        finally:
+            repo.close()
+
+    # -- the runner ---------------------------------------------------------------------------
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", *args]
+        try:
+            proc = subprocess.run(
+                argv,
+                cwd=cwd or self.path,
+                input=input,
+                capture_output=True,
+                env=git_env(env),
+                timeout=timeout,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise ConfigError("git is not installed or not on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise GitError(list(args), -1, f"timed out after {timeout}s") from None
+        if check and proc.returncode != 0:
+            raise GitError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    def text(self, *args: str, **kw) -> str:
+        """Output as text with the final newline removed (for SHAs, names; never for patches)."""
+        return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+
+    # -- questions ----------------------------------------------------------------------------
+    def rev_parse(self, rev: str) -> str | None:
+        proc = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def has_commit(self, sha: str) -> bool:
+        return bool(_SHA.match(sha or "")) and self.rev_parse(sha) is not None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        proc = self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise GitError(["merge-base", "--is-ancestor", ancestor, descendant], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        proc = self.run("merge-base", a, b, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def count(self, rev_range: str) -> int:
+        return int(self.text("rev-list", "--count", rev_range) or 0)
+
+    def is_clean(self) -> bool:
+        """No staged, unstaged or untracked (non-ignored) changes."""
+        return not self.run("status", "--porcelain=v1", "--untracked-files=normal").stdout.strip()
+
+    def current_branch(self) -> str | None:
+        proc = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return proc.stdout.decode().strip() or None
+
+    def remote_url(self, remote: str) -> str | None:
+        proc = self.run("remote", "get-url", remote, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def diff(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
+        """The full-fidelity diff a patch is made from: renames, binary payloads, full index lines."""
+        args = ["diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", f"{base}", f"{head}"]
+        if paths:
+            args += ["--", *paths]
+        return self.run(*args).stdout
+
+    def show_file(self, rev: str, path: str) -> bytes | None:
+        proc = self.run("cat-file", "blob", f"{rev}:{path}", check=False)
+        return proc.stdout if proc.returncode == 0 else None
+
+    # -- movement -----------------------------------------------------------------------------
+    def fetch(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None) -> None:
+        """One fetch for many refspecs (one round trip). Progress lines go to `progress` when given."""
+        refspecs = list(refspecs)
+        if not refspecs:
+            return
+        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet" if progress is None else "--progress", remote, *refspecs]
+        if progress is None:
+            self.run(*args)
+            return
+        proc = subprocess.Popen(
+            ["git", *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        tail: list[str] = []
+        assert proc.stderr is not None
+        buf = b""
+        while chunk := proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(4096):
+            buf += chunk
+            *lines, buf = re.split(rb"[\r\n]", buf)
+            for line in lines:
+                text = line.decode("utf-8", "replace").strip()
+                if text:
+                    tail.append(text)
+                    progress(text)
+        rc = proc.wait()
+        if rc != 0:
+            raise GitError(args, rc, "\n".join(tail[-5:]))
+
+    def update_ref(self, ref: str, sha: str) -> None:
+        self.run("update-ref", ref, sha)
+
+    def classify_head_change(self, old: str, new: str) -> HeadChange:
+        """Appended (old head is an ancestor of the new) or force-pushed (history rewritten)."""
+        if old == new:
+            return HeadChange("unchanged", 0)
+        if not (self.has_commit(old) and self.has_commit(new)):
+            return HeadChange("unknown")
+        if self.is_ancestor(old, new):
+            return HeadChange("appended", self.count(f"{old}..{new}"))
+        return HeadChange("force-pushed", self.count(f"{old}..{new}"))

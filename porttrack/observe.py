@@ -1,0 +1,222 @@
+"""Observe upstream: poll the tracked PRs, classify what changed, and fold it into the recorded state.
+
+A poll is all-or-nothing: the new state is computed in memory and returned; the caller writes it
+once, atomically, only when every PR was observed. A failure anywhere leaves the recorded state as
+it was.
+
+Request budget (measured in benchmarks/status_poll.py): one GET per PR, all sent concurrently; with
+stored ETags an unchanged PR is answered 304. Extra requests happen only when something needs them:
+a changed head without a local fork checkout (one compare), a base branch that is not the default
+branch (one search for the PR owning it), and a stacked-on PR that is not tracked (one GET).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from porttrack.errors import GitError
+from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
+from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, utcnow
+
+if TYPE_CHECKING:
+    from porttrack.github import GitHubClient, PullRequest
+
+# "stacked on #46076", "(stacked on #41481)", "depends on #123", "on top of owner/repo#45",
+# "based on https://github.com/o/r/pull/7". Bounded quantifiers only: the body is untrusted text.
+_STACK_TEXT = re.compile(
+    r"(?i)\b(?:stacked\s+(?:on\s+top\s+of|on|upon)|depends\s+on|based\s+on|builds\s+on|on\s+top\s+of|requires)"
+    r"\s{1,5}(?:(?P<repo>[\w.-]{1,100}/[\w.-]{1,100})?#(?P<num>\d{1,9})|https://github\.com/(?P<urepo>[\w.-]{1,100}/[\w.-]{1,100})/pull/(?P<unum>\d{1,9}))"
+)
+_TEXT_SCAN_LIMIT = 65536
+
+
+def stacked_from_text(title: str, body: str, repo: str) -> list[int]:
+    """PR numbers this PR says it is stacked on, in order of mention, same repository only."""
+    found: list[int] = []
+    for match in _STACK_TEXT.finditer(f"{title}\n{(body or '')[:_TEXT_SCAN_LIMIT]}"):
+        other_repo = match.group("repo") or match.group("urepo")
+        if other_repo and other_repo.lower() != repo.lower():
+            continue
+        number = int(match.group("num") or match.group("unum"))
+        if number not in found:
+            found.append(number)
+    return found
+
+
+@dataclass(frozen=True)
+class PRChange:
+    """What one poll learned about one PR."""
+
+    number: int
+    events: tuple[Event, ...]
+    head_change: HeadChange | None
+    unchanged: bool  # answered 304 and nothing derived changed
+
+
+@dataclass(frozen=True)
+class PollResult:
+    state: UpstreamState
+    changes: dict[int, PRChange]
+    requests: int
+    notes: tuple[str, ...] = ()
+
+
+def poll(
+    state: UpstreamState,
+    tracked: Iterable[int],
+    client: "GitHubClient",
+    repo: GitRepo | None = None,
+    remote: str = "upstream",
+    now: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PollResult:
+    """Observe every tracked PR (and the PRs they are stacked on) and return the new state."""
+    now = now or utcnow()
+    notes: list[str] = []
+    start_requests = client.requests_sent
+    wanted = set(tracked) | {s.number for n in tracked if n in state.prs for s in state.prs[n].stacked_on}
+    fetched = client.get_pulls(wanted)
+
+    stacks: dict[int, tuple[StackLink, ...]] = {}
+    for number, (pr, _) in fetched.items():
+        stacks[number] = _stack_links(pr, client)
+    missing = {s.number for links in stacks.values() for s in links} - set(fetched)
+    if missing:
+        fetched.update(client.get_pulls(missing))
+        for number in missing:
+            stacks[number] = _stack_links(fetched[number][0], client)
+
+    head_changes = _classify_heads(state, {n: pr for n, (pr, _) in fetched.items()}, client, repo, remote, notes, progress)
+
+    prs = dict(state.prs)
+    changes: dict[int, PRChange] = {}
+    for number, (pr, cached) in sorted(fetched.items()):
+        old = state.prs.get(number)
+        new = _fold(old, pr, stacks[number], head_changes.get(number), now)
+        prs[number] = new
+        fresh_events = new.events[len(old.events) if old else 0 :]
+        changes[number] = PRChange(number, fresh_events, head_changes.get(number), cached and not fresh_events)
+    new_state = UpstreamState(
+        upstream=client.repo, observed_at=now, source=f"live poll of {client.api_url}", prs=prs
+    )
+    return PollResult(new_state, changes, client.requests_sent - start_requests, tuple(notes))
+
+
+def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, ...]:
+    links: list[StackLink] = []
+    default = pr.default_branch or "main"
+    if pr.base_ref and pr.base_ref != default:
+        base_pr = client.find_pull_by_head(pr.base_ref)
+        if base_pr and base_pr != pr.number:
+            links.append(StackLink(base_pr, "base-branch"))
+    for number in stacked_from_text(pr.title, pr.body, client.repo):
+        if number != pr.number and all(link.number != number for link in links):
+            links.append(StackLink(number, "text"))
+    return tuple(links)
+
+
+def _classify_heads(
+    state: UpstreamState,
+    fetched: dict[int, "PullRequest"],
+    client: "GitHubClient",
+    repo: GitRepo | None,
+    remote: str,
+    notes: list[str],
+    progress: Callable[[str], None] | None,
+) -> dict[int, HeadChange]:
+    """Appended or force-pushed, for every PR whose head moved since the last observation."""
+    moved = {
+        n: (state.prs[n].head_sha, pr.head_sha)
+        for n, pr in fetched.items()
+        if n in state.prs and state.prs[n].head_sha and state.prs[n].head_sha != pr.head_sha
+    }
+    result: dict[int, HeadChange] = {}
+    if repo is not None:
+        try:
+            _fetch_heads(repo, remote, fetched, progress)
+            result = {n: repo.classify_head_change(old, new) for n, (old, new) in moved.items()}
+        except GitError as exc:
+            notes.append(f"git fetch from {remote} failed ({exc}); classified head changes with GitHub's compare instead")
+    # Without a checkout, or when the old head is not local (state recorded on another machine):
+    # ask GitHub whether the new head is ahead of the old one or diverged from it.
+    for number, (old, new) in moved.items():
+        if number in result and result[number].kind != "unknown":
+            continue
+        cmp = client.compare(old, new)
+        if cmp is None:
+            result[number] = HeadChange("force-pushed", None, "compare")  # old head no longer exists upstream
+        elif cmp.status == "ahead":
+            result[number] = HeadChange("appended", cmp.ahead_by, "compare")
+        elif cmp.status == "identical":
+            result[number] = HeadChange("unchanged", 0, "compare")
+        else:
+            result[number] = HeadChange("force-pushed", cmp.ahead_by, "compare")
+    return result
+
+
+def _fetch_heads(repo: GitRepo, remote: str, fetched: dict[int, "PullRequest"], progress) -> None:
+    """One fetch for every PR head we do not have yet, plus upstream's default branch."""
+    refspecs = [f"+refs/pull/{n}/head:{pull_ref(n)}" for n, pr in sorted(fetched.items()) if not repo.has_commit(pr.head_sha)]
+    defaults = sorted({pr.default_branch for pr in fetched.values() if pr.default_branch})
+    merged_missing = [pr for pr in fetched.values() if pr.merge_commit_sha and not repo.has_commit(pr.merge_commit_sha)]
+    if refspecs or merged_missing:
+        refspecs += [f"+refs/heads/{b}:{upstream_ref(b)}" for b in defaults]
+        repo.fetch(remote, refspecs, progress)
+    for number, pr in fetched.items():
+        if repo.has_commit(pr.head_sha):
+            repo.update_ref(pull_ref(number), pr.head_sha)
+            repo.update_ref(seen_ref(number, pr.head_sha), pr.head_sha)
+
+
+def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, ...], head: HeadChange | None, now: str) -> RecordedPR:
+    events = list(old.events) if old else []
+    heads = list(old.heads) if old else []
+    if old is None:
+        events.append(Event(now, "observed", f"first observed: {pr.state}"))
+    else:
+        if head is not None and head.kind in ("appended", "force-pushed", "unknown"):
+            count = f", {head.commits} new commit{'s' if head.commits != 1 else ''}" if head.commits else ""
+            kind = "force-pushed" if head.kind == "unknown" else head.kind
+            events.append(Event(now, kind, f"{(old.head_sha or '?')[:12]} -> {pr.head_sha[:12]}{count} (by {head.method})"))
+        if old.state != pr.state:
+            if pr.state == "merged":
+                events.append(Event(pr.merged_at or now, "merged", f"merge commit {pr.merge_commit_sha or '?'}"))
+            elif pr.state == "closed":
+                events.append(Event(pr.closed_at or now, "closed", "closed without merging"))
+            else:
+                events.append(Event(now, "reopened", f"was {old.state}"))
+        if old.base_ref and old.base_ref != pr.base_ref:
+            events.append(Event(now, "rebased-onto", f"base {old.base_ref} -> {pr.base_ref}"))
+        if old.title != pr.title:
+            events.append(Event(now, "retitled", pr.title[:200]))
+    if not heads or heads[-1].sha != pr.head_sha:
+        if not heads:
+            kind, commits = "initial", None
+        elif head is None:
+            kind, commits = "unknown", None
+        else:
+            kind, commits = ("force-pushed" if head.kind == "unknown" else head.kind), head.commits
+        heads.append(HeadSeen(pr.head_sha, now, kind, commits))
+    return RecordedPR(
+        number=pr.number,
+        title=pr.title,
+        author=pr.author,
+        state=pr.state,
+        html_url=pr.html_url,
+        created_at=pr.created_at,
+        updated_at=pr.updated_at,
+        merged_at=pr.merged_at,
+        closed_at=pr.closed_at,
+        merge_commit_sha=pr.merge_commit_sha,
+        head_sha=pr.head_sha,
+        head_ref=pr.head_ref,
+        base_ref=pr.base_ref,
+        base_sha=pr.base_sha,
+        default_branch=pr.default_branch,
+        observed_at=now,
+        stacked_on=stacked,
+        heads=tuple(heads),
+        events=tuple(events),
+    )

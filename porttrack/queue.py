@@ -1,0 +1,296 @@
+"""The patch queue in `patches/`: what was taken from upstream, from where, and in what state.
+
+Files (all text, committed with the workspace):
+  patches/manifest.json   the truth: every patch ever queued, in order, with provenance, hunks taken
+                          and left out (with reasons), dependencies, lifecycle state and history
+  patches/series          quilt's series file, derived from the manifest (live patches, in order)
+  patches/*.patch         one `git format-patch` file per live patch; `git am` and `quilt push`
+                          both apply them
+  patches/retired/*.patch the files of dropped or converged patches (kept for provenance)
+
+Crash safety: patch file names carry a hash of their content, so a new or refreshed patch is always
+written to a new name first; then the manifest is replaced atomically (the commit point); then
+`series` is rewritten from it; then files no longer referenced are removed. A crash before the
+commit point leaves an unreferenced file (swept by the next write); a crash after it leaves a stale
+`series` that `load` detects and the next write repairs. Readers derive the order from the
+manifest, never from `series`.
+
+Lifecycle (DESIGN.md): queued -> gated-pass | gated-fail -> default-enabled; ungated (no gate on
+the track: can never be promoted); dropped (reason); converged (upstream has it; evidence kept).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from porttrack.errors import InputError, NotFound, PreconditionError
+from porttrack.state import utcnow
+from porttrack.workspace import Workspace, atomic_write_bytes, atomic_write_text, dump_json
+
+SCHEMA = "porttrack/queue/v1"
+LIVE_STATES = frozenset({"queued", "ungated", "gated-pass", "gated-fail", "default-enabled"})
+RETIRED_STATES = frozenset({"dropped", "converged"})
+STATES = LIVE_STATES | RETIRED_STATES
+STAGING_STATES = LIVE_STATES  # the staging build carries every live patch
+DEFAULT_STATES = frozenset({"default-enabled"})  # the default build carries promoted patches only
+
+
+@dataclass(frozen=True)
+class HunkRef:
+    id: str
+    path: str
+    kind: str = "text"  # text | binary | meta
+    reason: str | None = None  # for hunks left out: why
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: str
+    to: str
+    why: str
+    by: str = ""
+    evidence: tuple[str, ...] = ()
+    from_: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["from"] = data.pop("from_")
+        data["evidence"] = list(self.evidence)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Transition":
+        data = dict(data)
+        data["from_"] = data.pop("from", None)
+        data["evidence"] = tuple(data.get("evidence") or ())
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """Exactly which upstream content the patch was made from."""
+
+    head: str  # the PR head imported (or the merge commit for a merged PR)
+    base: str  # the merge base the diff was computed against
+    through: str | None = None  # --through: the PR taken only up to this commit
+    merged: bool = False
+    merge_commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str  # stable identifier, e.g. "0003-pr46849-fuse-ar-speculator"
+    file: str  # current file name under patches/ (retired/ for retired patches)
+    sha256: str
+    track: str
+    pr: int
+    upstream: str
+    title: str
+    revision: Revision
+    hunks_taken: tuple[HunkRef, ...]
+    hunks_left_out: tuple[HunkRef, ...]
+    depends_on: tuple[str, ...]
+    state: str
+    gate: str | None  # the track whose gate proves this patch; None = ungated
+    history: tuple[Transition, ...] = ()
+    fork_commits: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["revision"] = asdict(self.revision)
+        data["hunks_taken"] = [asdict(h) for h in self.hunks_taken]
+        data["hunks_left_out"] = [asdict(h) for h in self.hunks_left_out]
+        data["depends_on"] = list(self.depends_on)
+        data["history"] = [t.to_json() for t in self.history]
+        data["fork_commits"] = list(self.fork_commits)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Patch":
+        data = dict(data)
+        data["revision"] = Revision(**data["revision"])
+        data["hunks_taken"] = tuple(HunkRef(**h) for h in data.get("hunks_taken") or ())
+        data["hunks_left_out"] = tuple(HunkRef(**h) for h in data.get("hunks_left_out") or ())
+        data["depends_on"] = tuple(data.get("depends_on") or ())
+        data["history"] = tuple(Transition.from_json(t) for t in data.get("history") or ())
+        data["fork_commits"] = tuple(data.get("fork_commits") or ())
+        if data["state"] not in STATES:
+            raise ValueError(f"unknown state {data['state']!r}")
+        return cls(**data)
+
+    def transition(self, to: str, why: str, by: str = "", evidence: Iterable[str] = (), at: str | None = None) -> "Patch":
+        if to not in STATES:
+            raise ValueError(f"unknown state {to!r}")
+        step = Transition(at or utcnow(), to, why, by or _who(), tuple(evidence), self.state)
+        return replace(self, state=to, history=self.history + (step,))
+
+
+@dataclass(frozen=True)
+class Queue:
+    patches: tuple[Patch, ...] = ()
+    series_stale: bool = False  # `series` on disk does not match the manifest (repaired on next write)
+
+    def live(self) -> tuple[Patch, ...]:
+        return tuple(p for p in self.patches if p.live)
+
+    def get(self, name_or_pr: str | int) -> Patch:
+        """By name, unique name prefix, or PR number (the live patch for it)."""
+        key = str(name_or_pr).lstrip("#")
+        exact = [p for p in self.patches if p.name == key or p.file == key]
+        if exact:
+            return exact[0]
+        if key.isdigit():
+            by_pr = [p for p in self.patches if p.pr == int(key) and p.live] or [p for p in self.patches if p.pr == int(key)]
+            if len(by_pr) == 1:
+                return by_pr[0]
+            if len(by_pr) > 1:
+                raise PreconditionError(f"PR #{key} has several patches: {', '.join(p.name for p in by_pr)}; name one")
+        prefixed = [p for p in self.patches if p.name.startswith(key)]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        raise NotFound(f"no queued patch {name_or_pr!r} (see `porttrack queue`)")
+
+    def for_pr(self, pr: int) -> tuple[Patch, ...]:
+        return tuple(p for p in self.patches if p.pr == pr)
+
+    def series(self, states: frozenset[str] = STAGING_STATES) -> tuple[Patch, ...]:
+        return tuple(p for p in self.patches if p.state in states)
+
+    def next_name(self, pr: int, title: str) -> str:
+        seq = max((int(p.name[:4]) for p in self.patches if p.name[:4].isdigit()), default=0) + 1
+        return f"{seq:04d}-pr{pr}-{slug(title)}"
+
+    def replace_patch(self, patch: Patch) -> "Queue":
+        return replace(self, patches=tuple(patch if p.name == patch.name else p for p in self.patches))
+
+    def add(self, patch: Patch) -> "Queue":
+        if any(p.name == patch.name for p in self.patches):
+            raise PreconditionError(f"patch {patch.name} already exists")
+        return replace(self, patches=self.patches + (patch,))
+
+
+def slug(text: str, limit: int = 40) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", re.sub(r"\[[^\]]*\]", " ", text.lower())).strip("-")
+    return (words[:limit].rstrip("-") or "change")
+
+
+def patch_file_name(name: str, content: bytes) -> str:
+    return f"{name}.{hashlib.sha256(content).hexdigest()[:10]}.patch"
+
+
+def _who() -> str:
+    return os.environ.get("PORTTRACK_ACTOR") or os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown"
+
+
+# -- persistence -------------------------------------------------------------------------------
+
+def manifest_path(ws: Workspace) -> Path:
+    return ws.patches_dir / "manifest.json"
+
+
+def series_path(ws: Workspace) -> Path:
+    return ws.patches_dir / "series"
+
+
+def retired_dir(ws: Workspace) -> Path:
+    return ws.patches_dir / "retired"
+
+
+def patch_path(ws: Workspace, patch: Patch) -> Path:
+    return (retired_dir(ws) if not patch.live else ws.patches_dir) / patch.file
+
+
+def load(ws: Workspace) -> Queue:
+    path = manifest_path(ws)
+    if not path.is_file():
+        return Queue()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {data.get('schema')!r}, expected {SCHEMA}")
+        patches = tuple(Patch.from_json(p) for p in data.get("patches") or ())
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: malformed queue manifest ({exc}); restore it from git") from None
+    return Queue(patches, series_stale=_read_series(ws) != _series_lines(patches))
+
+
+def read_patch(ws: Workspace, patch: Patch) -> bytes:
+    path = patch_path(ws, patch)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; the queue manifest names it (restore it from git)") from None
+    if hashlib.sha256(data).hexdigest() != patch.sha256:
+        raise InputError(f"{path}: content does not match the manifest's sha256 (edited by hand?)")
+    return data
+
+
+def save(ws: Workspace, queue: Queue, new_files: Mapping[str, bytes] | None = None) -> Queue:
+    """Commit a new queue: new files first, then the manifest (commit point), then series, then sweep.
+
+    `new_files` maps file name -> content for patches created or refreshed in this change. The
+    caller holds the workspace lock.
+    """
+    ws.patches_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in (new_files or {}).items():
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"bad patch file name {name!r}")
+        atomic_write_bytes(ws.patches_dir / name, content)
+    _retire_files(ws, queue)
+    atomic_write_text(manifest_path(ws), dump_json({"schema": SCHEMA, "patches": [p.to_json() for p in queue.patches]}))
+    atomic_write_text(series_path(ws), _series_text(queue.patches))
+    _sweep(ws, queue)
+    return replace(queue, series_stale=False)
+
+
+def _series_lines(patches: Iterable[Patch]) -> list[str]:
+    return [p.file for p in patches if p.live]
+
+
+def _series_text(patches: Iterable[Patch]) -> str:
+    lines = _series_lines(patches)
+    header = "# quilt series, written by porttrack from manifest.json: do not edit by hand\n"
+    return header + "".join(f"{line}\n" for line in lines)
+
+
+def _read_series(ws: Workspace) -> list[str]:
+    try:
+        text = series_path(ws).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _retire_files(ws: Workspace, queue: Queue) -> None:
+    """Copy files of newly retired patches into retired/ before the manifest says they are there."""
+    for patch in queue.patches:
+        if patch.live:
+            continue
+        target = retired_dir(ws) / patch.file
+        source = ws.patches_dir / patch.file
+        if not target.exists() and source.exists():
+            atomic_write_bytes(target, source.read_bytes())
+
+
+def _sweep(ws: Workspace, queue: Queue) -> None:
+    live = {p.file for p in queue.patches if p.live}
+    retired = {p.file for p in queue.patches if not p.live}
+    for path in ws.patches_dir.glob("*.patch"):
+        if path.name not in live:
+            path.unlink(missing_ok=True)
+    for path in ws.patches_dir.glob(".*.tmp"):
+        path.unlink(missing_ok=True)
+    if retired_dir(ws).is_dir():
+        for path in retired_dir(ws).glob("*.patch"):
+            if path.name not in retired:
+                path.unlink(missing_ok=True)

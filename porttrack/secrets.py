@@ -1,0 +1,49 @@
+"""Tokens: where they come from, and the guarantee that they never leave the process.
+
+The token is resolved once, registered here, and every text porttrack writes anywhere a person or
+a file could see it (messages, logs, crash reports, recorded state) passes through `redact`.
+Resolution order: GITHUB_TOKEN, GH_TOKEN, then `gh auth token` when the gh CLI is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+_KNOWN: set[str] = set()
+# Shapes of GitHub tokens, so even a token we were never told about is masked in our output.
+_TOKEN_SHAPES = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9_]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")
+REDACTED = "***"
+
+
+def register(token: str) -> None:
+    if token and len(token) >= 4:
+        _KNOWN.add(token)
+
+
+def redact(text: str) -> str:
+    for token in sorted(_KNOWN, key=len, reverse=True):
+        text = text.replace(token, REDACTED)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def resolve_token(env: dict[str, str] | None = None) -> str | None:
+    env = os.environ if env is None else env
+    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+        value = (env.get(name) or "").strip()
+        if value:
+            register(value)
+            return value
+    if env.get("PORTTRACK_NO_GH_CLI") or not shutil.which("gh"):
+        return None
+    try:
+        out = subprocess.run(["gh", "auth", "token"], capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = out.stdout.decode("utf-8", "replace").strip()
+    if out.returncode == 0 and value:
+        register(value)
+        return value
+    return None

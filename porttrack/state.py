@@ -1,0 +1,137 @@
+"""Recorded upstream state: what porttrack last knew about each tracked PR, and how it got there.
+
+`state/upstream.json` is machine-written text committed with the workspace, so a fresh CI checkout
+(or a newcomer with no network) sees the same picture, and the weekly report can say what changed
+"since the previous report" from history rather than from a machine-local cache.
+
+Shape (schema `porttrack/upstream-state/v1`, keys sorted when written):
+  observed_at   when the last successful observation was made (UTC, ISO 8601, `Z`)
+  source        where it came from: a live poll of <api url>, or a documented reference
+  prs.<N>       the PR as last seen: number, title, author, state (open|merged|closed), created_at,
+                updated_at, merged_at, closed_at, merge_commit_sha, head_sha, head_ref, base_ref,
+                base_sha, default_branch, html_url, stacked_on [{number, via}], observed_at,
+                heads  [{sha, first_seen, change: initial|appended|force-pushed|unknown, commits}]
+                events [{at, kind, detail}]   kinds: observed, appended, force-pushed, merged,
+                                              closed, reopened, retitled, rebased-onto
+Unknown values are null, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from porttrack.errors import InputError
+from porttrack.workspace import write_json
+
+SCHEMA = "porttrack/upstream-state/v1"
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class StackLink:
+    number: int
+    via: str  # "base-branch" | "text"
+
+
+@dataclass(frozen=True)
+class HeadSeen:
+    sha: str
+    first_seen: str
+    change: str  # initial | appended | force-pushed | unknown
+    commits: int | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    at: str
+    kind: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedPR:
+    number: int
+    title: str
+    author: str
+    state: str
+    html_url: str
+    created_at: str | None
+    updated_at: str | None
+    merged_at: str | None
+    closed_at: str | None
+    merge_commit_sha: str | None
+    head_sha: str | None
+    head_ref: str | None
+    base_ref: str | None
+    base_sha: str | None
+    default_branch: str | None
+    observed_at: str
+    stacked_on: tuple[StackLink, ...] = ()
+    heads: tuple[HeadSeen, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stacked_on"] = [asdict(s) for s in self.stacked_on]
+        data["heads"] = [asdict(h) for h in self.heads]
+        data["events"] = [asdict(e) for e in self.events]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RecordedPR":
+        fields = dict(data)
+        fields["stacked_on"] = tuple(StackLink(**s) for s in fields.get("stacked_on") or ())
+        fields["heads"] = tuple(HeadSeen(**h) for h in fields.get("heads") or ())
+        fields["events"] = tuple(Event(**e) for e in fields.get("events") or ())
+        return cls(**fields)
+
+    def with_changes(self, **changes: Any) -> "RecordedPR":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class UpstreamState:
+    upstream: str
+    observed_at: str | None
+    source: str
+    prs: dict[int, RecordedPR] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "upstream": self.upstream,
+            "observed_at": self.observed_at,
+            "source": self.source,
+            "prs": {str(n): pr.to_json() for n, pr in sorted(self.prs.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "state") -> "UpstreamState":
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            raise InputError(f"{where}: not a porttrack upstream state file (expected schema {SCHEMA})")
+        try:
+            prs = {int(k): RecordedPR.from_json(v) for k, v in (data.get("prs") or {}).items()}
+            return cls(upstream=str(data["upstream"]), observed_at=data.get("observed_at"), source=str(data.get("source") or ""), prs=prs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: malformed recorded state ({type(exc).__name__}: {exc}); restore it from git") from None
+
+
+def load(path: Path, upstream: str) -> UpstreamState:
+    if not path.is_file():
+        return UpstreamState(upstream=upstream, observed_at=None, source="nothing recorded yet")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{path}: recorded state is not valid JSON ({exc}); restore it from git") from None
+    return UpstreamState.from_json(data, where=str(path))
+
+
+def save(path: Path, state: UpstreamState) -> None:
+    write_json(path, state.to_json())

@@ -1,0 +1,242 @@
+"""`porttrack status`: what each tracked PR is now, what changed, and what to do next.
+
+`refresh` polls (or declines to, saying why) and records; `build_report` turns recorded state plus
+whatever the queue and convergence checks know into plain records; the CLI prints them. The JSON
+shape (`report_to_json`) is published in the README and golden-tested: change it only additively.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from porttrack import state as state_mod
+from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
+from porttrack.observe import PRChange, poll
+from porttrack.state import RecordedPR, UpstreamState
+from porttrack.workspace import Workspace, lock
+
+if TYPE_CHECKING:
+    from porttrack.config import Config
+
+JSON_SCHEMA = "porttrack/status/v1"
+
+
+@dataclass(frozen=True)
+class NextAction:
+    kind: str  # port-candidate | wait-for-stack | queued | convergence-check | converged | orphaned | unknown
+    text: str
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class PRStatus:
+    number: int
+    title: str
+    author: str
+    state: str
+    url: str
+    merged_at: str | None
+    closed_at: str | None
+    merge_commit_sha: str | None
+    head_sha: str | None
+    head_change: str | None  # appended | force-pushed | unchanged | None (first observation / offline)
+    head_change_commits: int | None
+    base_ref: str | None
+    stacked_on: tuple[dict[str, Any], ...]
+    updated_at: str | None
+    observed_at: str | None
+    changes: tuple[str, ...]  # events of this poll, human words
+    fork_commits: tuple[str, ...]
+    notes: tuple[str, ...]
+    next_action: NextAction
+
+
+@dataclass(frozen=True)
+class TrackStatus:
+    id: str
+    title: str
+    prs: tuple[PRStatus, ...]
+    next_action: NextAction
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    mode: str  # "live" | "offline"
+    offline_reason: str | None
+    observed_at: str | None
+    source: str
+    tracks: tuple[TrackStatus, ...]
+    notes: tuple[str, ...] = ()
+    requests: int = 0
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What other parts of porttrack know about a PR, folded into its next action."""
+
+    queued: Mapping[int, str] = field(default_factory=dict)  # PR -> "queued" | "gated" | "default-enabled" | ...
+    converged: Mapping[int, str] = field(default_factory=dict)  # PR -> verdict of the last verify-converged
+    coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
+
+
+def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tuple[str, ...], know: Knowledge) -> NextAction:
+    n = pr.number
+    if pr.state == "merged":
+        verdict = know.converged.get(n)
+        if verdict == "converged":
+            return NextAction("converged", f"#{n} is in the fork (verified); drop any carried copy", None)
+        when = (pr.merged_at or "")[:10] or "date unknown"
+        return NextAction(
+            "convergence-check",
+            f"#{n} merged {when} -> now a convergence check" + (f" (last verdict: {verdict})" if verdict else ""),
+            f"porttrack verify-converged {n}",
+        )
+    if pr.state == "closed":
+        carried = f"; the fork carries {', '.join(fork_commits)}" if fork_commits else ""
+        return NextAction(
+            "orphaned",
+            f"#{n} closed without merging -> orphaned: decide carry / follow a successor / drop{carried}",
+            None,
+        )
+    if pr.state != "open":
+        return NextAction("unknown", f"#{n}: state {pr.state!r} not understood", None)
+    blocking = [s.number for s in pr.stacked_on if prs.get(s.number) is None or prs[s.number].state != "merged"]
+    blocking = [b for b in blocking if b not in know.queued]
+    if blocking:
+        listed = ", ".join(f"#{b} ({prs[b].state if b in prs else 'not observed'})" for b in blocking)
+        return NextAction("wait-for-stack", f"#{n} is stacked on {listed}: import that first or wait for it to merge", f"porttrack import {blocking[0]}")
+    if n in know.queued:
+        return NextAction("queued", f"#{n} is in the queue ({know.queued[n]}); refresh it when upstream moves", f"porttrack refresh {n}")
+    return NextAction("port-candidate", f"#{n} open -> port candidate: take its stable, separable hunks", f"porttrack import {n}")
+
+
+_PRIORITY = ["orphaned", "convergence-check", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]
+
+
+def build_report(
+    config: "Config",
+    state: UpstreamState,
+    *,
+    mode: str,
+    offline_reason: str | None = None,
+    changes: Mapping[int, PRChange] | None = None,
+    notes: tuple[str, ...] = (),
+    requests: int = 0,
+    know: Knowledge | None = None,
+) -> StatusReport:
+    know = know or Knowledge()
+    changes = changes or {}
+    tracks = []
+    for track_id, track in config.tracks.items():
+        fork_commits = tuple(track.fork_commits)
+        numbers: list[int] = []
+        for n in track.prs:  # the track's PRs, then what they are stacked on
+            numbers.append(n)
+            for link in state.prs[n].stacked_on if n in state.prs else ():
+                if link.number not in numbers:
+                    numbers.append(link.number)
+        prs = tuple(_pr_status(n, state, changes.get(n), fork_commits if n in track.prs else (), know) for n in numbers)
+        actions = [p.next_action for p in prs if p.number in track.prs]
+        actions.sort(key=lambda a: _PRIORITY.index(a.kind) if a.kind in _PRIORITY else len(_PRIORITY))
+        track_action = actions[0] if actions else NextAction("unknown", "no PR of this track has been observed", "porttrack status")
+        tracks.append(TrackStatus(track_id, track.title, prs, track_action))
+    return StatusReport(mode, offline_reason, state.observed_at, state.source, tuple(tracks), notes, requests)
+
+
+def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commits: tuple[str, ...], know: Knowledge) -> PRStatus:
+    pr = state.prs.get(n)
+    if pr is None:
+        return PRStatus(
+            n, "", "", "unobserved", "", None, None, None, None, None, None, None, (), None, None, (), fork_commits, (),
+            NextAction("unknown", f"#{n} has not been observed yet: run a live `porttrack status`", "porttrack status"),
+        )
+    head = change.head_change if change else None
+    stacked = tuple(
+        {"number": s.number, "via": s.via, "state": state.prs[s.number].state if s.number in state.prs else "unobserved"}
+        for s in pr.stacked_on
+    )
+    extra = tuple(x for x in (know.coverage.get(n),) if x)
+    return PRStatus(
+        number=n,
+        title=pr.title,
+        author=pr.author,
+        state=pr.state,
+        url=pr.html_url,
+        merged_at=pr.merged_at,
+        closed_at=pr.closed_at,
+        merge_commit_sha=pr.merge_commit_sha,
+        head_sha=pr.head_sha,
+        head_change=(head.kind if head else ("unchanged" if change else None)),
+        head_change_commits=(head.commits if head else None),
+        base_ref=pr.base_ref,
+        stacked_on=stacked,
+        updated_at=pr.updated_at,
+        observed_at=pr.observed_at,
+        changes=tuple(f"{e.kind}: {e.detail}" if e.detail else e.kind for e in (change.events if change else ())),
+        fork_commits=fork_commits,
+        notes=extra,
+        next_action=next_action(pr, state.prs, fork_commits, know),
+    )
+
+
+def report_to_json(report: StatusReport) -> dict[str, Any]:
+    return {"schema": JSON_SCHEMA, **asdict(report)}
+
+
+def tracked_numbers(config: "Config") -> list[int]:
+    return sorted({n for track in config.tracks.values() for n in track.prs})
+
+
+def refresh(
+    ws: Workspace,
+    config: "Config",
+    *,
+    offline: bool = False,
+    api_url: str | None = None,
+    use_git: bool = True,
+    dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
+    know: Knowledge | None = None,
+) -> tuple[StatusReport, PorttrackError | None]:
+    """Poll and record, or show the recorded state saying why. Returns the report and the error
+    that forced an offline view (None when the poll succeeded or offline was asked for)."""
+    from porttrack import secrets
+
+    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    if offline:
+        return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=know), None
+    if secrets.resolve_token() is None:
+        reason = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)"
+        return build_report(config, recorded, mode="offline", offline_reason=reason, know=know), None
+
+    from porttrack.github import client_for
+
+    client = client_for(config.upstream.repo, api_url, ws.cache_dir)
+    repo = _fork_repo(config) if use_git else None
+    try:
+        result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
+    except (UpstreamUnreachable, GitHubAuthError) as exc:
+        report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
+        return report, exc
+    if not dry_run:
+        with lock(ws, "status: recording upstream state"):
+            state_mod.save(ws.upstream_state_file, result.state)
+            client.save_cache()
+    return (
+        build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes, requests=result.requests, know=know),
+        None,
+    )
+
+
+def _fork_repo(config: "Config"):
+    """The fork checkout when it exists; status works without one (GitHub's compare is used instead)."""
+    from porttrack.gitrepo import GitRepo
+
+    path = config.fork_checkout()
+    if path is None or not path.exists():
+        return None
+    try:
+        return GitRepo.open(path)
+    except PorttrackError:
+        return None

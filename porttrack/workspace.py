@@ -1,0 +1,162 @@
+"""The workspace: where tracks.yaml, recorded state, the queue and caches live, and how they are written.
+
+Invariants kept here:
+- every machine-written file is replaced atomically (write a sibling temp file, fsync, rename),
+  so a reader sees the old content or the new one, never half of either;
+- JSON is written with sorted keys, two-space indent and a trailing newline, so diffs stay small;
+- one porttrack process at a time mutates a workspace (`lock`); a second one waits, then refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from porttrack.errors import ConfigError, WorkspaceBusy
+
+TRACKS_FILE = "tracks.yaml"
+WORKSPACE_ENV = "PORTTRACK_WORKSPACE"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def tracks_file(self) -> Path:
+        return self.root / TRACKS_FILE
+
+    @property
+    def state_dir(self) -> Path:
+        """Recorded upstream state and run records: text, committed with the repository."""
+        return self.root / "state"
+
+    @property
+    def upstream_state_file(self) -> Path:
+        return self.state_dir / "upstream.json"
+
+    @property
+    def patches_dir(self) -> Path:
+        return self.root / "patches"
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.patches_dir / "evidence"
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / "templates"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Machine- and token-local caches (ETags, fetched objects): git-ignored, safe to delete."""
+        return self.root / ".porttrack"
+
+    @classmethod
+    def locate(cls, explicit: str | os.PathLike[str] | None = None, start: Path | None = None) -> "Workspace":
+        """The workspace named by flag or PORTTRACK_WORKSPACE, else the nearest folder up holding tracks.yaml."""
+        chosen = explicit or os.environ.get(WORKSPACE_ENV)
+        if chosen:
+            root = Path(chosen).expanduser().resolve()
+            if not (root / TRACKS_FILE).is_file():
+                raise ConfigError(f"{root / TRACKS_FILE}: no such file (the workspace must hold {TRACKS_FILE})")
+            return cls(root)
+        here = (start or Path.cwd()).resolve()
+        for candidate in (here, *here.parents):
+            if (candidate / TRACKS_FILE).is_file():
+                return cls(candidate)
+        raise ConfigError(
+            f"no {TRACKS_FILE} in {here} or any folder above it; run porttrack inside a workspace "
+            f"or pass --workspace / set {WORKSPACE_ENV}"
+        )
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dump_json(obj: Any) -> str:
+    """The one JSON spelling for files in the repository: stable, diff-friendly, newline-terminated."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, dump_json(obj))
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def lock(ws: Workspace, what: str, wait_s: float = 10.0) -> Iterator[None]:
+    """Hold the workspace's exclusive lock while mutating it; wait up to `wait_s`, then refuse.
+
+    flock is released by the kernel when the process dies (even by SIGKILL), so a crash never
+    leaves a stale lock behind.
+    """
+    ws.cache_dir.mkdir(parents=True, exist_ok=True)
+    path = ws.cache_dir / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(path)
+                    raise WorkspaceBusy(
+                        f"another porttrack process is working on {ws.root} ({holder}); "
+                        f"waited {wait_s:.0f}s. Try again when it has finished."
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}: {what}".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip() or "unknown holder"
+    except OSError:
+        return "unknown holder"
