@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "ghp_TESTTOKENabcdefghijklmnopqrstuvwx0123"  # a token-shaped string tests assert never leaks
 
 TARGETS = {
@@ -77,6 +78,8 @@ class TestWorkspace:
     def env(self, **overrides: str | None) -> dict[str, str]:
         """The environment for a subprocess CLI run (and for monkeypatching an in-process one)."""
         env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "GITHUB_API_URL", "PORTTRACK_FORK")}
+        # The package under test, whether or not it is installed (an editable install also works).
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         env["PORTTRACK_WORKSPACE"] = str(self.root)
         env["PORTTRACK_NO_GH_CLI"] = "1"
         env["PORTTRACK_LOG_DIR"] = str(self.root / ".porttrack" / "logs")

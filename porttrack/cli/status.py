@@ -27,11 +27,11 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         progress=(lambda line: say(f"  fetch: {line}")) if not as_json else None,
         know=_knowledge(ctx),
     )
+    when = report.observed_at or "never"
     if problem is not None:
-        say(f"porttrack: warning: {problem}")
-    if report.mode == "offline":
-        say(f"offline: {report.offline_reason}")
-        say(f"showing the state recorded at {report.observed_at or 'never'} (source: {report.source})")
+        say(f"porttrack: error: {problem} — showing the state recorded at {when} instead")
+    elif report.mode == "offline":
+        say(f"offline: {report.offline_reason}; showing the state recorded at {when} (source: {report.source})")
     if as_json:
         emit_json(report_to_json(report))
     else:
