@@ -73,6 +73,26 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """What the import was asked to take, kept so `refresh --update` can ask the same again."""
+
+    paths: tuple[str, ...] = ()  # --paths: only files matching one of these globs
+    exclude: tuple[str, ...] = ()  # --exclude: never files matching these globs
+    hunks: tuple[str, ...] = ()  # --hunk: only these hunk ids (empty: every qualifying hunk)
+    force_unstable: bool = False  # --force-unstable: take hunks that changed in recent revisions
+
+    def to_json(self) -> dict[str, Any]:
+        return {"paths": list(self.paths), "exclude": list(self.exclude), "hunks": list(self.hunks),
+                "force_unstable": self.force_unstable}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "Selection":
+        data = data or {}
+        return cls(tuple(data.get("paths") or ()), tuple(data.get("exclude") or ()),
+                   tuple(data.get("hunks") or ()), bool(data.get("force_unstable")))
+
+
+@dataclass(frozen=True)
 class Revision:
     """Exactly which upstream content the patch was made from."""
 
@@ -100,6 +120,7 @@ class Patch:
     gate: str | None  # the track whose gate proves this patch; None = ungated
     history: tuple[Transition, ...] = ()
     fork_commits: tuple[str, ...] = ()
+    selection: Selection = Selection()
 
     @property
     def live(self) -> bool:
@@ -113,6 +134,7 @@ class Patch:
         data["depends_on"] = list(self.depends_on)
         data["history"] = [t.to_json() for t in self.history]
         data["fork_commits"] = list(self.fork_commits)
+        data["selection"] = self.selection.to_json()
         return data
 
     @classmethod
@@ -124,6 +146,7 @@ class Patch:
         data["depends_on"] = tuple(data.get("depends_on") or ())
         data["history"] = tuple(Transition.from_json(t) for t in data.get("history") or ())
         data["fork_commits"] = tuple(data.get("fork_commits") or ())
+        data["selection"] = Selection.from_json(data.get("selection"))
         if data["state"] not in STATES:
             raise ValueError(f"unknown state {data['state']!r}")
         return cls(**data)

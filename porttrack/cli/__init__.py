@@ -80,6 +80,7 @@ def say(message: str) -> None:
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.
 from porttrack.cli import status as _status  # noqa: E402,F401
+from porttrack.cli import queue as _queue  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

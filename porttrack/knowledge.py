@@ -1,0 +1,50 @@
+"""What the queue, coverage and convergence records know about each PR, for `porttrack status`.
+
+`gather` never fails status: a part that cannot be read (no queue yet, no fork checkout, a
+malformed record) is simply left out of the `Knowledge` it returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from porttrack.errors import PorttrackError
+from porttrack.status import Knowledge
+from porttrack.workspace import Workspace
+
+if TYPE_CHECKING:
+    from porttrack.config import Config
+
+
+def gather(ws: Workspace, config: "Config") -> Knowledge:
+    return Knowledge(queued=_queued(ws), converged=_converged(ws), coverage=_coverage(ws, config))
+
+
+def _queued(ws: Workspace) -> dict[int, str]:
+    from porttrack import queue as queue_mod
+
+    try:
+        return {p.pr: p.state for p in queue_mod.load(ws).live()}
+    except PorttrackError:
+        return {}
+
+
+def _converged(ws: Workspace) -> dict[int, str]:
+    try:
+        from porttrack.converge import latest_verdicts
+    except ImportError:
+        return {}
+    try:
+        found = latest_verdicts(ws)
+    except PorttrackError:
+        return {}
+    return {int(n): str(getattr(v, "verdict", v)) for n, v in dict(found).items()}
+
+
+def _coverage(ws: Workspace, config: "Config") -> dict[int, str]:
+    from porttrack.coverage import track_coverage
+
+    try:
+        return {c.pr: c.text for c in track_coverage(ws, config)}
+    except PorttrackError:
+        return {}
