@@ -19,6 +19,7 @@ own records (never PyGithub objects). Policy, all of it deliberate (library note
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -107,22 +108,94 @@ class Issue:
     state_reason: str | None
     html_url: str
     labels: tuple[str, ...]
+    created_at: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Issue":
-        return cls(
-            number=int(data["number"]),
-            title=str(data.get("title") or ""),
-            body=str(data.get("body") or ""),
-            state=str(data.get("state") or "open"),
-            state_reason=data.get("state_reason"),
-            html_url=str(data.get("html_url") or ""),
-            labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
-        )
+        try:
+            return cls(
+                number=int(data["number"]),
+                title=str(data.get("title") or ""),
+                body=str(data.get("body") or ""),
+                state=str(data.get("state") or "open"),
+                state_reason=data.get("state_reason"),
+                html_url=str(data.get("html_url") or ""),
+                labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
+                created_at=data.get("created_at"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
+
+
+@dataclass(frozen=True)
+class IssueComment:
+    id: int
+    body: str
+    html_url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "IssueComment":
+        try:
+            return cls(int(data["id"]), str(data.get("body") or ""), str(data.get("html_url") or ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"issue comment payload is missing or mistyped: {exc}") from None
 
 
 class MalformedResponse(PorttrackError):
     """GitHub answered with a body we cannot read; retried like a 5xx."""
+
+
+@dataclass(frozen=True)
+class WorkflowRun:
+    id: int
+    name: str
+    display_title: str
+    status: str  # queued | in_progress | completed | waiting | requested | pending
+    conclusion: str | None  # success | failure | cancelled | timed_out | ... (when completed)
+    html_url: str
+    head_sha: str | None
+    created_at: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WorkflowRun":
+        try:
+            return cls(
+                id=int(data["id"]),
+                name=str(data.get("name") or ""),
+                display_title=str(data.get("display_title") or ""),
+                status=str(data.get("status") or "queued"),
+                conclusion=data.get("conclusion"),
+                html_url=str(data.get("html_url") or ""),
+                head_sha=data.get("head_sha"),
+                created_at=data.get("created_at"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"workflow run payload is missing or mistyped: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    id: int
+    name: str
+    size_in_bytes: int
+    expired: bool
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Artifact":
+        try:
+            return cls(int(data["id"]), str(data["name"]), int(data.get("size_in_bytes") or 0), bool(data.get("expired")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"artifact payload is missing or mistyped: {exc}") from None
+
+
+def _read_limited(response: Any, max_bytes: int, what: str) -> bytes:
+    chunks, size = [], 0
+    for chunk in response.iter_content(chunk_size=1 << 16):
+        size += len(chunk)
+        if size > max_bytes:
+            raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass
@@ -216,7 +289,7 @@ class GitHubClient:
             gh = github.Github(
                 base_url=self.api_url,
                 auth=auth,
-                timeout=self.timeout_s,  # type: ignore[arg-type]  # requests accepts a float
+                timeout=max(1, math.ceil(self.timeout_s)),  # PyGithub asserts an int
                 retry=None,  # retries are ours: GET only, bounded (see module docstring)
                 lazy=True,
                 per_page=100,
@@ -397,6 +470,130 @@ class GitHubClient:
     def save_cache(self) -> None:
         self.cache.save()
 
+    # -- actions --------------------------------------------------------------------------------
+    # Gate jobs on the fork's self-hosted runners: dispatch a workflow, poll its run, download the
+    # results artifact. Dispatch is a write (sent once); the rest are GETs (retried, bounded).
+
+    def dispatch_workflow(self, workflow_file: str, ref: str, inputs: Mapping[str, str]) -> int | None:
+        """POST a `workflow_dispatch` event. Returns the run id when GitHub says it (it does when
+        asked with `return_run_details`), else None: find the run with `find_dispatched_run`."""
+        answer = self.write(
+            "POST",
+            f"/repos/{self.repo}/actions/workflows/{workflow_file}/dispatches",
+            {"ref": ref, "inputs": dict(inputs), "return_run_details": True},
+        )
+        data = answer.data if isinstance(answer.data, dict) else {}
+        run_id = data.get("workflow_run_id") or data.get("id")
+        return int(run_id) if run_id else None
+
+    def find_dispatched_run(self, workflow_file: str, marker: str, created_since: str | None = None) -> WorkflowRun | None:
+        """The newest run of `workflow_file` whose title carries `marker` (the workflow's
+        `run-name:` echoes the request id porttrack passed as an input)."""
+        params: dict[str, Any] = {"event": "workflow_dispatch", "per_page": 50}
+        if created_since:
+            params["created"] = f">={created_since}"
+        answer = self.get(f"/repos/{self.repo}/actions/workflows/{workflow_file}/runs", params, conditional=False)
+        runs = (answer.data or {}).get("workflow_runs") if isinstance(answer.data, dict) else None
+        for item in runs or ():
+            run = WorkflowRun.from_json(item)
+            if marker in run.display_title or marker in run.name:
+                return run
+        return None
+
+    def get_workflow_run(self, run_id: int) -> WorkflowRun:
+        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}", conditional=False)
+        return WorkflowRun.from_json(answer.data)
+
+    def list_run_artifacts(self, run_id: int) -> list[Artifact]:
+        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}/artifacts", {"per_page": 100}, conditional=False)
+        items = (answer.data or {}).get("artifacts") if isinstance(answer.data, dict) else None
+        return [Artifact.from_json(item) for item in items or ()]
+
+    def download_artifact(self, artifact_id: int, max_bytes: int = 64 << 20) -> bytes:
+        """The artifact's zip archive, as bytes.
+
+        GitHub answers `/zip` with a 302 to a short-lived signed URL on another host (blob
+        storage). PyGithub refuses to follow redirects to hosts it does not know, so both legs are
+        sent here with `requests`: the first with the token, the second without it (the URL is
+        signed; the token must not travel to another host). GETs: retried like any other.
+        """
+        import requests
+
+        path = f"/repos/{self.repo}/actions/artifacts/{int(artifact_id)}/zip"
+        headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        last_problem = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            with self._count_lock:
+                self.requests_sent += 1
+            try:
+                first = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=self.timeout_s)
+                if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
+                    with self._count_lock:
+                        self.requests_sent += 1
+                    final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
+                                         timeout=self.timeout_s, stream=True)
+                else:
+                    final = first
+                if final.status_code == 200:
+                    return _read_limited(final, max_bytes, f"artifact {artifact_id}")
+                status, text = final.status_code, final.text if final is first else ""
+            except requests.exceptions.RequestException as exc:
+                last_problem = f"connection failed: {type(exc).__name__}"
+                self._backoff(attempt)
+                continue
+            if status == 410:
+                raise NotFound(f"artifact {artifact_id} has expired (HTTP 410)")
+            wait = self._rate_limit_wait(status, {k.lower(): v for k, v in final.headers.items()}, text)
+            if wait is not None:
+                self._sleep(wait)
+                last_problem = f"rate limited (waited {wait:.0f}s)"
+                continue
+            if final is first:
+                self._raise_for_status("GET", path, status, text)
+            last_problem = f"HTTP {status}"
+            self._backoff(attempt)
+        raise UpstreamUnreachable(f"downloading artifact {artifact_id} failed after {self.max_attempts} attempts: {secrets.redact(last_problem)}")
+
+    # -- issues ---------------------------------------------------------------------------------
+    # The weekly status issue. Reads are GETs (retried, bounded); each write is sent once and a
+    # failure raises WriteUncertain: the caller looks (`list_issues`) before trying again.
+
+    def can_write_issues(self) -> bool | None:
+        """Whether the token may create and edit issues in this repository: from the repository's
+        `permissions` (triage, push, maintain or admin). None when GitHub does not say: tokens of
+        GitHub Apps, such as Actions' GITHUB_TOKEN, get no `permissions` object."""
+        data = self.get(f"/repos/{self.repo}", conditional=False).data
+        permissions = data.get("permissions") if isinstance(data, dict) else None
+        if not isinstance(permissions, dict):
+            return None
+        return any(bool(permissions.get(key)) for key in ("triage", "push", "maintain", "admin"))
+
+    def list_issues(self, labels: Sequence[str], state: str = "all", limit: int = 1000) -> list[Issue]:
+        """Issues (not pull requests) carrying every one of `labels`, newest first."""
+        params = {"labels": ",".join(labels), "state": state, "sort": "created", "direction": "desc"}
+        items = self.list_all(f"/repos/{self.repo}/issues", params, limit)
+        return [Issue.from_json(item) for item in items if isinstance(item, dict) and "pull_request" not in item]
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str]) -> Issue:
+        answer = self.write("POST", f"/repos/{self.repo}/issues", {"title": title, "body": body, "labels": list(labels)})
+        return Issue.from_json(answer.data)
+
+    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Issue:
+        """PATCH only the fields given (never `state`: porttrack does not reopen or close issues)."""
+        payload = {key: value for key, value in (("title", title), ("body", body)) if value is not None}
+        answer = self.write("PATCH", f"/repos/{self.repo}/issues/{int(number)}", payload)
+        return Issue.from_json(answer.data)
+
+    def list_issue_comments(self, number: int, limit: int = 1000) -> list[IssueComment]:
+        items = self.list_all(f"/repos/{self.repo}/issues/{int(number)}/comments", None, limit)
+        return [IssueComment.from_json(item) for item in items if isinstance(item, dict)]
+
+    def comment_issue(self, number: int, body: str) -> IssueComment:
+        answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
+        return IssueComment.from_json(answer.data)
+
 
 class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
@@ -452,11 +649,14 @@ def has_token() -> bool:
 
 
 __all__: Sequence[str] = (
+    "Artifact",
     "Comparison",
     "EtagCache",
     "GitHubClient",
     "Issue",
+    "IssueComment",
     "PullRequest",
+    "WorkflowRun",
     "WriteUncertain",
     "client_for",
 )
