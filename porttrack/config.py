@@ -189,6 +189,13 @@ class ForkConfig(_Record):
     upstream_base: GitRef = "upstream/main"  # the ref in the checkout that the fork is based on
     staging_branch: GitRef = "porttrack/staging"  # every queued patch: what gates run on
     default_build_branch: GitRef = "porttrack/default"  # only promoted patches
+    # Where the staging and default builds start: by default the fork's own branch (its upstream
+    # base plus the fork's own commits), the same tip `import` probes separability against, so
+    # the queue is applied over the fork. Set it to `upstream/main` for a pure quilt-style fork.
+    build_base: GitRef | None = None
+
+    def build_from(self) -> str:
+        return self.build_base or self.branch
 
 
 class Target(_Record):

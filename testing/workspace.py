@@ -47,6 +47,7 @@ def tracks_document(
     checkout: str | None = None,
     models: Mapping[str, Any] | None = None,
     proofs: Mapping[str, Any] | None = None,
+    fork_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "upstream": {"repo": upstream, "remote": "upstream", "default_branch": "main"},
@@ -58,6 +59,7 @@ def tracks_document(
     }
     if checkout:
         doc["fork"]["checkout"] = checkout
+    doc["fork"].update(fork_options or {})
     if proofs:
         doc["proofs"] = dict(proofs)
     return doc

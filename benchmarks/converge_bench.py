@@ -1,0 +1,272 @@
+"""How long `porttrack verify-converged` takes on a big repository, against a naive patch-id pass.
+
+    python benchmarks/converge_bench.py [--commits 20000] [--fork-commits 8000] [--runs 5]
+
+Builds, in a temporary folder (isolated from your git configuration), with one `git fast-import`
+stream per repository:
+  upstream  `--commits` commits on main, each rewriting 3 of 5,000 generated files; at 60 % a
+            commit adds 7 attention modules; at 75 % PR #9001 is squash-merged (2 hunks in each
+            module plus a new test file); at 85 % one of the modules is deleted (churn, as
+            happened to #48407's `vllm/models/deepseek_v32/nvidia/attention.py`).
+  fork      a clone (remote `upstream`) with two branches:
+            rebased  upstream's tip + 50 fork commits            -> the ancestry case (converged)
+            old      forked at 60 %, `--fork-commits` fork commits, the last a hand port of #9001
+                     with one hunk edited                        -> no patch-id match; the
+                                                                    per-hunk content check decides
+Commit dates grow monotonically along every branch, as in a real history: git's walks are date
+ordered, and `testing.gitfixtures.generate_history` restarts its clock on every call, which makes
+a history built from several calls unrealistically expensive to walk.
+
+Each case runs the whole command as a subprocess (`python -m porttrack verify-converged 9001
+--fork-ref ... --json`) from the recorded PR state (no token: no GitHub round trip), median of
+`--runs` after one warm-up run; once more with the PR state served by the GitHub emulator over
+HTTP, and once more after `git commit-graph write`. Then the naive pass,
+`git log -p <merge-base>..old | git patch-id --stable`, over the range the command narrows with
+`-- <paths of the PR>`, and the ratio. It prints figures; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from testing.gitfixtures import GIT_EPOCH, git, isolated_environ  # noqa: E402
+from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402
+from testing.workspace import make_workspace, track  # noqa: E402
+
+PR = 9001
+MODULES = [f"vllm/model_executor/layers/mod_{i}.py" for i in range(7)]
+DELETED_LATER = MODULES[-1]
+TEST_FILE = "tests/test_short_prefill.py"
+FILES = 5000
+AUTHOR = b"Porttrack Bench <bench@porttrack.invalid>"
+
+
+def module(i: int, edits: dict[int, str] | None = None) -> str:
+    lines = [f"def f_{i}_{j}(x):\n    return x + {j}  # module {i}\n" for j in range(60)]
+    for j, text in (edits or {}).items():
+        lines[j] = text
+    return "".join(lines)
+
+
+def pr_edits(i: int, variant: str = "") -> dict[int, str]:
+    return {
+        10: f"def f_{i}_10(x):\n    # skip the indexer for dense short prefills{variant}\n    return x\n",
+        45: f"def f_{i}_45(x):\n    return x * 2  # module {i}, changed by #{PR}\n",
+    }
+
+
+class Stream:
+    """A `git fast-import` stream: commits with monotonic dates, generated or given file changes."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.mark = 0
+        self.rev = [0] * FILES
+
+    def commit(self, branch: str, parent: str | None, when: int, message: str, files: dict[str, str | None]) -> str:
+        self.mark += 1
+        msg = message.encode() + b"\n"
+        self.parts.append(b"commit refs/heads/%s\nmark :%d\ncommitter %s %d +0000\ndata %d\n%s"
+                          % (branch.encode(), self.mark, AUTHOR, GIT_EPOCH + when, len(msg), msg))
+        if parent:
+            self.parts.append(b"from %s\n" % parent.encode())
+        for name, content in files.items():
+            if content is None:
+                self.parts.append(b"D %s\n" % name.encode())
+            else:
+                data = content.encode()
+                self.parts.append(b"M 100644 inline %s\ndata %d\n%s\n" % (name.encode(), len(data), data))
+        self.parts.append(b"\n")
+        return f":{self.mark}"
+
+    def generated(self, branch: str, parent: str | None, when: int, n: int) -> str:
+        """Commit `n` of a deterministic series rewriting 3 generated files."""
+        files = {}
+        for k in range(3):
+            i = (n * 7919 + k * 104729) % FILES
+            self.rev[i] += 1
+            files[f"src/d{i // 100:03d}/mod_{i:05d}.py"] = "".join(
+                f"value_{j} = {self.rev[i] if j == self.rev[i] % 11 else j * i}\n" for j in range(11))
+        return self.commit(branch, parent, when, f"Change {n}", files)
+
+    def run(self, repo: Path, marks: tuple[str, ...] = ()) -> list[str]:
+        """Feed the stream to `repo`; return the SHAs of `marks`."""
+        self.parts += [b"get-mark %s\n" % m.encode() for m in marks] + [b"done\n"]
+        out = subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet", "--done", "--cat-blob-fd=1"],
+                             input=b"".join(self.parts), check=True, capture_output=True).stdout
+        return out.decode().split()
+
+
+def build(root: Path, commits: int, fork_commits: int) -> dict[str, str]:
+    up, fork = root / "upstream", root / "fork"
+    git(root, "init", "-q", "--initial-branch=main", str(up))
+    s = Stream()
+    at_add, at_merge, at_delete = int(commits * 0.6), int(commits * 0.75), int(commits * 0.85)
+    s.commit("main", None, 0, "Initial import", {f"src/d{i // 100:03d}/mod_{i:05d}.py": f"value = {i}\n" for i in range(FILES)})
+    for n in range(1, commits):
+        if n == at_add:
+            added = s.commit("main", None, n * 60, "Add the sparse attention modules", {m: module(i) for i, m in enumerate(MODULES)})
+        elif n == at_merge:
+            files: dict[str, str | None] = {m: module(i, pr_edits(i)) for i, m in enumerate(MODULES)}
+            files[TEST_FILE] = "".join(f"def test_{j}():\n    assert True\n" for j in range(80))
+            merge = s.commit("main", None, n * 60, f"[Attention] Skip sparse indexer scoring for dense short prefills (#{PR})", files)
+        elif n == at_delete:
+            s.commit("main", None, n * 60, "Remove the old sparse attention module", {DELETED_LATER: None})
+        else:
+            s.generated("main", None, n * 60, n)
+    added_sha, merge_sha = s.run(up, (added, merge))
+    git(up, "checkout", "-q", "-f", "main")
+
+    git(root, "clone", "-q", "--no-checkout", "--origin", "upstream", str(up), str(fork))
+    f = Stream()
+    # 'old': forked when the modules were added; its commits interleave in time with upstream's.
+    step = (commits - at_add) * 60 // max(1, fork_commits)
+    f.commit("old", added_sha, at_add * 60 + step, "Start the fork", {"FORK.md": "the fork's own work\n"})
+    for k in range(1, fork_commits - 1):
+        f.generated("old", None, at_add * 60 + (k + 1) * step, 10**6 + k)
+    port = {m: module(i, pr_edits(i, " (fork)" if i == 0 else "")) for i, m in enumerate(MODULES)}
+    f.commit("old", None, commits * 60 + 1, f"Port upstream #{PR} by hand", port)
+    # 'rebased': upstream's tip and 50 commits of the fork's own.
+    tip = git(fork, "rev-parse", "upstream/main")
+    for k in range(50):
+        f.generated("rebased", tip if k == 0 else None, (commits + 1 + k) * 60, 2 * 10**6 + k)
+    f.run(fork)
+    git(fork, "checkout", "-q", "-f", "rebased")
+    return {"merge": merge_sha, "fork": str(fork)}
+
+
+def recorded_state(merge: str) -> dict:
+    return {
+        "schema": "porttrack/upstream-state/v1", "upstream": "vllm-project/vllm",
+        "observed_at": "2026-08-25T00:00:00Z", "source": "benchmark",
+        "prs": {str(PR): {
+            "number": PR, "title": "[Attention] Skip sparse indexer scoring for dense short prefills",
+            "author": "bench", "state": "merged", "html_url": "", "created_at": None, "updated_at": None,
+            "merged_at": "2026-07-28T16:17:22Z", "closed_at": None, "merge_commit_sha": merge,
+            "head_sha": None, "head_ref": None, "base_ref": "main", "base_sha": None,
+            "default_branch": "main", "observed_at": "2026-08-25T00:00:00Z",
+        }},
+    }
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall seconds, CPU seconds (user + system, the process and its git children), the result."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc
+
+
+def measure(label: str, argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> tuple[float, dict]:
+    walls, cpus, last = [], [], None
+    timed(argv, env, cwd)  # warm-up: page cache, and .pyc files written as an install would have
+    for _ in range(runs):
+        wall, cpu, last = timed(argv, env, cwd)
+        walls.append(wall)
+        cpus.append(cpu)
+    data = json.loads(last.stdout) if last.stdout.startswith("{") else {}
+    line = (f"  {label:<44} median {statistics.median(walls):.3f}s wall, {statistics.median(cpus):.3f}s cpu "
+            f"(wall runs: {', '.join(f'{t:.3f}' for t in walls)})")
+    if data:
+        s = data["summary"]
+        line += (f"; {data['verdict']} by {data['method']}, hunks {s['present']}/{s['changed_since']}/{s['missing']} "
+                 f"present/changed-since/missing, exit {last.returncode}")
+    elif last.returncode:
+        line += f"; failed: {last.stderr.strip()[-300:]}"
+    print(line)
+    return statistics.median(walls), data
+
+
+def decide_in_process(fork: Path, merge: str, ref: str, runs: int) -> float:
+    """Median seconds of `converge.decide` alone (the git work and hunk checks), imports excluded."""
+    from porttrack.converge import MergedPR, decide
+    from porttrack.gitrepo import GitRepo
+
+    repo, pr = GitRepo(fork), MergedPR(PR, "bench", merge, None, "recorded")
+    decide(repo, pr, fork_ref=ref, upstream_base="upstream/main")  # warm-up
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        decide(repo, pr, fork_ref=ref, upstream_base="upstream/main")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commits", type=int, default=20000)
+    ap.add_argument("--fork-commits", type=int, default=8000)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="porttrack-bench-") as tmp, isolated_environ(Path(tmp) / "home"):
+        root = Path(tmp)
+        t0 = time.perf_counter()
+        built = build(root, args.commits, args.fork_commits)
+        fork = Path(built["fork"])
+        print(f"built in {time.perf_counter() - t0:.1f}s: upstream main {git(fork, 'rev-list', '--count', 'upstream/main')} commits; "
+              f"fork branch 'rebased' {git(fork, 'rev-list', '--count', 'rebased')}, 'old' {git(fork, 'rev-list', '--count', 'old')}; "
+              f"{git(fork, 'rev-list', '--count', '--all')} commits in the fork checkout")
+        print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+        ws = make_workspace(root / "ws", {"sparse-indexer-skip": track([PR])}, fork=fork, token=None)
+        (ws.root / "state").mkdir()
+        (ws.root / "state" / "upstream.json").write_text(json.dumps(recorded_state(built["merge"])))
+        env = ws.env(PYTHONDONTWRITEBYTECODE=None)  # byte-compiled, as pip leaves an installed package
+        cmd = [sys.executable, "-m", "porttrack", "verify-converged", str(PR), "--json", "--fork-ref"]
+
+        print(f"whole command, subprocess, recorded PR state (no token), median of {args.runs}:")
+        floor, _ = measure("`python -m porttrack --version` (start-up floor)", [sys.executable, "-m", "porttrack", "--version"], env, ws.root, args.runs)
+        ancestry, _ = measure("ancestry (fork ref 'rebased')", cmd + ["rebased"], env, ws.root, args.runs)
+        ours, old = measure("non-ancestor: patch-id + per-hunk ('old')", cmd + ["old"], env, ws.root, args.runs)
+        core = {ref: decide_in_process(fork, built["merge"], ref, args.runs) for ref in ("rebased", "old")}
+        print(f"  converge.decide() alone, in-process (git work + hunk checks): ancestry {core['rebased']:.3f}s, "
+              f"non-ancestor {core['old']:.3f}s")
+        with running_emulator() as fake:
+            fake.add_repo("vllm-project/vllm", default_branch="main")
+            fake.put_pull("vllm-project/vllm", PR, title="[Attention] Skip sparse indexer scoring", merged=True,
+                          merge_commit_sha=built["merge"], head_sha=built["merge"], base_ref="main")
+            live = {**env, "GITHUB_TOKEN": DEFAULT_TOKEN, "GITHUB_API_URL": fake.base_url}
+            measure("ancestry, PR state from the emulator (HTTP)", cmd + ["rebased"], live, ws.root, args.runs)
+
+        subprocess.run(["git", "commit-graph", "write", "--reachable"], cwd=fork, check=True)
+        print("the same after `git commit-graph write --reachable` in the fork checkout (what gc/maintenance leave):")
+        measure("ancestry (fork ref 'rebased')", cmd + ["rebased"], env, ws.root, args.runs)
+        measure("non-ancestor: patch-id + per-hunk ('old')", cmd + ["old"], env, ws.root, args.runs)
+        graph = {ref: decide_in_process(fork, built["merge"], ref, args.runs) for ref in ("rebased", "old")}
+        print(f"  converge.decide() alone, in-process: ancestry {graph['rebased']:.3f}s, non-ancestor {graph['old']:.3f}s")
+        os.unlink(fork / ".git" / "objects" / "info" / "commit-graph")
+
+        base = old["commits"]["merge_base"]
+        count = git(fork, "rev-list", "--count", f"{base}..old")
+        pipeline = f"git log -p {base}..old | git patch-id --stable > /dev/null"
+        naive = []
+        for _ in range(max(1, min(args.runs, 3))):
+            t0 = time.perf_counter()
+            subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], cwd=fork, check=True)
+            naive.append(time.perf_counter() - t0)
+        print(f"naive `git log -p <merge-base>..old | git patch-id --stable` over the same {count} commits: "
+              f"median {statistics.median(naive):.3f}s (runs: {', '.join(f'{t:.3f}' for t in naive)})")
+        print(f"  ratio naive pass / whole non-ancestor command: {statistics.median(naive) / ours:.1f}x; "
+              f"naive pass / decide() alone: {statistics.median(naive) / core['old']:.1f}x "
+              f"(the command computed patch-ids of {old['patch_id']['candidates'] if old.get('patch_id') else 0} candidate commit(s)); "
+              f"ancestry target < 0.5 s: {ancestry:.3f}s; non-ancestor target < 3 s: {ours:.3f}s; start-up floor {floor:.3f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

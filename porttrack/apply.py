@@ -1,0 +1,723 @@
+"""Build a fork branch from its upstream base plus the patch queue (`porttrack apply`).
+
+The staging branch carries every live patch; the default build only the promoted ones
+(`queue.STAGING_STATES` / `queue.DEFAULT_STATES`). The branch is always rebuilt from the upstream
+base, one commit per patch, so its history reads as the queue.
+
+Where the build happens: in a temporary index (`GIT_INDEX_FILE`) of the fork's repository, i.e. a
+worktree without files. `git apply --cached` works on blobs exactly as `git am` would, `write-tree`
+and `commit-tree` make the commits, and nothing is registered with `git worktree` or checked out.
+So the fork's work tree, index, HEAD and branches cannot be touched by the build, a 5,000-file
+checkout costs nothing, and even SIGKILL leaves only unreferenced objects (for `git gc`) and a
+scratch folder under `.git/porttrack/apply/` that the next run sweeps.
+
+Per patch (library notes §2.4):
+  1. plain `git apply --cached -v`: exact context, hunks may move (reported as *offset*);
+  2. `--3way`: merge against the pre-image blobs named by the patch's `index` lines (*3-way*).
+     Its exit status is trusted only together with the unmerged entries it leaves in the scratch
+     index (`apply --check --3way` exits 0 on conflicts, so no `--check` is used);
+  3. only when the repository lacks those blobs: `--3way -C1`, i.e. context reduced by up to two
+     lines, like patch(1)'s fuzz 2 (*fuzz*);
+  otherwise the patch *conflicts*: the build stops, nothing is moved, `ApplyConflict` (exit 4).
+Per hunk: from `-v` for files that applied plainly; hunks of files that did not are probed one
+by one (single-hunk patch, tiny index holding just that file) so the report names exactly which
+hunks needed a merge, fuzz, or a human.
+
+Commits: message and author from the patch file (`git mailinfo`, as `git am` reads it), so the
+provenance trailers land in the branch history; committer `porttrack`, committer date the later of
+the author date and the parent's committer date. Builds are therefore reproducible: the same
+queue on the same base gives the same SHAs, and an unchanged queue leaves the branch as it is.
+
+The commit point is one `git update-ref <ref> <new> <old>` (compare-and-swap; a branch that moved
+meanwhile is left alone), or `git reset --keep` inside the worktree that has the branch checked
+out. Ctrl-C and SIGTERM before it: the scratch folder is removed, refs are untouched. A signal
+during it waits until the ref and the run record are written.
+
+Each run is recorded in `state/apply/<branch>.json` (the last `KEEP_RUNS`), `--dry-run` excepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from porttrack import queue as queue_mod
+from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError
+from porttrack.gitrepo import GitRepo
+from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.state import utcnow
+from porttrack.workspace import Workspace, lock, write_json
+
+if TYPE_CHECKING:
+    from porttrack.config import Config
+    from porttrack.queue import Patch
+
+SCHEMA = "porttrack/apply/v1"
+RECORD_SCHEMA = "porttrack/apply-runs/v1"
+KEEP_RUNS = 20
+TARGETS = ("staging", "default")
+COMMITTER = ("porttrack", "porttrack@localhost")
+PAUSE_ENV = "PORTTRACK_TEST_PAUSE_AFTER_PATCH"  # tests only: seconds to sleep after each patch
+FUZZ_CONTEXT = "-C1"  # at least one context line must match: patch(1)'s fuzz 2 for 3-line context
+
+# Outcomes, best first. A patch's outcome is the worst of its hunks'.
+OUTCOMES = ("clean", "offset", "3-way", "fuzz", "conflict")
+NOT_TRIED = "not-tried"
+
+_CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
+_OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.$")
+_REDUCED = re.compile(r"^Context reduced to \((\d+)/(\d+)\) to apply fragment at (\d+)$")
+_FAILED_AT = re.compile(r"^error: patch failed: .*:(\d+)$")
+_WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$")
+_NO_BLOB = "lacks the necessary blob"
+_MBOX_FROM = re.compile(rb"^From [0-9a-f]{40,64} Mon Sep 17 00:00:00 2001$", re.M)
+
+
+# -- records -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HunkResult:
+    id: str
+    path: str
+    kind: str  # text | binary | meta
+    index: int  # 1, 2, ... for text hunks in file order; 0 for binary/meta
+    header: str  # the "@@ -a,b +c,d @@" line ("" for binary/meta)
+    outcome: str  # clean | offset | 3-way | fuzz | conflict | not-tried
+    offset: int | None = None  # lines moved (offset)
+    fuzz: int | None = None  # context lines ignored at an end, as patch(1) counts fuzz
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    name: str
+    file: str
+    pr: int
+    track: str
+    state: str
+    outcome: str  # clean | offset | 3-way | fuzz | conflict | not-tried
+    commit: str | None = None
+    empty: bool = False  # applied but changed nothing: upstream base already has it
+    hunks: tuple[HunkResult, ...] = ()
+    conflict_files: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # git's own words for a conflict
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApplyRun:
+    target: str  # staging | default
+    branch: str
+    ref: str
+    fork: str
+    base_ref: str
+    base_sha: str
+    old: str | None  # the branch before the run (None: it did not exist)
+    new: str | None  # the built tip (None: the build conflicted)
+    outcome: str  # created | updated | unchanged | dry-run | conflict
+    dry_run: bool
+    forced: bool
+    started_at: str
+    finished_at: str
+    duration_ms: int
+    patches: tuple[PatchResult, ...]
+
+    @property
+    def moved(self) -> bool:
+        return self.outcome in ("created", "updated")
+
+    @property
+    def conflict(self) -> PatchResult | None:
+        return next((p for p in self.patches if p.outcome == "conflict"), None)
+
+
+class ApplyConflict(ConflictError):
+    """A patch conflicts with the fork. `run` holds the full report; nothing was moved."""
+
+    def __init__(self, run: ApplyRun):
+        self.run = run
+        bad = run.conflict
+        assert bad is not None
+        hunks = [h.id for h in bad.hunks if h.outcome == "conflict"]
+        files = ", ".join(bad.conflict_files) or "(see the report)"
+        what = f"; hunk{'s' if len(hunks) != 1 else ''} {', '.join(hunks[:8])}{' …' if len(hunks) > 8 else ''}" if hunks else ""
+        super().__init__(
+            f"patch {bad.name} (PR #{bad.pr}) conflicts with {run.base_ref} in {files}{what}; "
+            f"{run.ref} and the fork's work tree were left as they were "
+            f"(refresh or drop the patch: `porttrack refresh {bad.pr}`)"
+        )
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def apply(
+    ws: Workspace,
+    config: Config,
+    *,
+    target: str = "staging",
+    force: bool = False,
+    dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ApplyRun:
+    """Build `target`'s branch from the upstream base plus the queue; move it if all applied.
+
+    Raises `ApplyConflict` (exit 4, carrying the report) when a patch conflicts,
+    `PreconditionError` on a dirty fork or a branch that moved during the build.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}")
+    say = progress or (lambda _line: None)
+    started, t0 = utcnow(), time.monotonic()
+    checkout = config.fork_checkout()
+    if checkout is None:
+        raise ConfigError("no fork checkout: set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK")
+    repo = GitRepo.open(checkout)
+    fork = config.fork
+    branch = fork.staging_branch if target == "staging" else fork.default_build_branch
+    ref = f"refs/heads/{branch}"
+    with _sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
+        base_ref = fork.build_from()
+        base_sha = repo.rev_parse(base_ref)
+        if base_sha is None:
+            raise PreconditionError(
+                f"build base {base_ref!r} is not in {repo.path}; fetch or create it first "
+                f"(fork.build_base in tracks.yaml, default: fork.branch)"
+            )
+        holders = _checked_out_in(repo, ref)
+        if not force:
+            _refuse_dirty(repo, holders)
+        old = repo.rev_parse(ref)
+        patches = queue_mod.load(ws).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
+        contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
+        say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
+        with _Scratch(repo) as scratch:
+            results, new = _build(scratch, base_sha, patches, contents, say)
+
+        def run(outcome: str) -> ApplyRun:
+            return ApplyRun(target, branch, ref, str(repo.path), base_ref, base_sha, old,
+                            new, outcome, dry_run, force, started, utcnow(),
+                            int((time.monotonic() - t0) * 1000), tuple(results))
+
+        if new is None:
+            result = run("conflict")
+            if not dry_run:
+                _record(ws, result)
+            raise ApplyConflict(result)
+        if new == old:
+            result = run("unchanged")
+        elif dry_run:
+            result = run("dry-run")
+        else:
+            result = run("created" if old is None else "updated")
+        if dry_run:
+            return result
+        with _commit_point() as pending:
+            if result.moved:
+                _move(repo, ref, new, old, holders)
+            _record(ws, result)
+        if pending:
+            say("interrupt received while the branch was being updated; the update completed")
+        return result
+
+
+def build_series(repo: GitRepo, base_sha: str, patches: Sequence[Patch], contents: dict[str, bytes],
+                 progress: Callable[[str], None] | None = None) -> tuple[tuple["PatchResult", ...], str | None]:
+    """Build `patches` over `base_sha` in a scratch index, moving no ref and touching no work tree.
+
+    Returns the per-patch results and the new commit (None when a patch conflicts). Gates use it
+    to build the baseline (the queue without the patch under test).
+    """
+    with _Scratch(repo) as scratch:
+        results, sha = _build(scratch, base_sha, patches, contents, progress or (lambda _line: None))
+    return tuple(results), sha
+
+
+def _refuse_dirty(repo: GitRepo, holders: list[Path]) -> None:
+    if not repo.is_clean():
+        raise PreconditionError(
+            f"the fork's work tree {repo.path} has local changes (or untracked files); commit or "
+            f"stash them, or pass --force (the build never touches the work tree)"
+        )
+    for where in holders:
+        if where != repo.path.resolve() and not GitRepo(where).is_clean():
+            raise PreconditionError(f"the target branch is checked out in {where} with local changes; "
+                                    f"commit or stash them, or pass --force")
+
+
+def _checked_out_in(repo: GitRepo, ref: str) -> list[Path]:
+    """Work trees that have `ref` checked out (moving it must move their files too)."""
+    out = repo.text("worktree", "list", "--porcelain")
+    holders, current = [], None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree "):])
+        elif line == f"branch {ref}" and current is not None:
+            holders.append(current)
+    return [p.resolve() for p in holders]
+
+
+def _move(repo: GitRepo, ref: str, new: str, old: str | None, holders: list[Path]) -> None:
+    """The commit point: compare-and-swap the ref; a checked-out branch moves with its files."""
+    reason = "porttrack apply: rebuilt from the upstream base and the queue"
+    if holders:
+        where = GitRepo(holders[0])
+        if where.rev_parse("HEAD") != old:
+            raise PreconditionError(f"{ref} moved during the build; nothing was changed, run apply again")
+        proc = where.run("reset", "--keep", new, check=False, env={"GIT_REFLOG_ACTION": reason})
+        if proc.returncode != 0:
+            said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise PreconditionError(
+                f"{ref} is checked out in {where.path} and its local changes conflict with the new build; "
+                f"nothing was changed ({said[-1] if said else f'git reset --keep exited {proc.returncode}'})"
+            )
+        return
+    expected = old if old is not None else "0" * len(new)
+    proc = repo.run("update-ref", "-m", reason, ref, new, expected, check=False)
+    if proc.returncode < 0:  # Ctrl-C in a terminal reaches git too: did it move the ref or not?
+        if repo.rev_parse(ref) == new:
+            return
+        raise KeyboardInterrupt
+    if proc.returncode != 0:
+        raise PreconditionError(
+            f"{ref} moved during the build (expected {expected[:12]}); nothing was changed, run apply again"
+        )
+
+
+# -- building ------------------------------------------------------------------------------------
+
+
+class _Scratch:
+    """A scratch folder under `.git/porttrack/apply/<pid>-*` holding the build's temporary index."""
+
+    def __init__(self, repo: GitRepo):
+        self.repo = repo
+        self.dir: Path | None = None
+
+    def __enter__(self) -> "_Scratch":
+        common = Path(self.repo.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
+        parent = common / "porttrack" / "apply"
+        parent.mkdir(parents=True, exist_ok=True)
+        _sweep_stale(parent)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name: str) -> Path:
+        assert self.dir is not None
+        return self.dir / name
+
+    def env(self, index: str = "index") -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(self.path(index))}
+
+
+def _sweep_stale(parent: Path) -> None:
+    """Remove scratch folders of runs that died without cleaning up (SIGKILL, power loss)."""
+    for entry in parent.iterdir():
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _build(scratch: _Scratch, base: str, patches: Sequence[Patch], contents: dict[str, bytes],
+           say: Callable[[str], None]) -> tuple[list[PatchResult], str | None]:
+    """Apply and commit each patch on the base in the scratch index; the tip, or None on a conflict."""
+    repo = scratch.repo
+    tree, when = repo.text("show", "-s", "--format=%T %ct", base).split()
+    parent, parent_time = base, int(when)
+    repo.run("read-tree", base, env=scratch.env())
+    pause = _pause_seconds()
+    results: list[PatchResult] = []
+    for n, patch in enumerate(patches):
+        data = contents[patch.name]
+        file = scratch.path("patch")
+        file.write_bytes(data)
+        files = _parse(patch, data)
+        result = _apply_one(scratch, file, files, tree, patch)
+        notes = _dependency_notes(patch, patches[:n], {p.name for p in patches})
+        if notes:
+            result = replace(result, notes=result.notes + notes)
+        if result.outcome == "conflict":
+            results.append(result)
+            results += [_not_tried(p, _parse(p, contents[p.name])) for p in patches[n + 1:]]
+            say(f"CONFLICT {patch.name}: {', '.join(result.conflict_files) or 'see the report'}")
+            return results, None
+        new_tree = repo.text("write-tree", env=scratch.env())
+        commit, parent_time = _commit(scratch, data, new_tree, parent, parent_time)
+        results.append(replace(result, commit=commit, empty=new_tree == tree))
+        say(f"applied {patch.name}: {result.outcome} -> {commit[:12]}")
+        parent, tree = commit, new_tree
+        if pause:
+            time.sleep(pause)
+    return results, parent
+
+
+def _pause_seconds() -> float:
+    """Tests set PAUSE_ENV to interrupt a build between two patches; unset, it costs nothing."""
+    try:
+        return max(float(os.environ.get(PAUSE_ENV) or 0), 0.0)
+    except ValueError:
+        return 0.0
+
+
+def _parse(patch: Patch, data: bytes) -> tuple[FileDiff, ...]:
+    if len(_MBOX_FROM.findall(data)) > 1:
+        raise InputError(f"patches/{patch.file}: holds several mails; a queued patch is one `git format-patch` mail")
+    try:
+        return parse_diff(data)
+    except InputError as exc:
+        raise InputError(f"patches/{patch.file}: {exc}") from None
+
+
+def _dependency_notes(patch: Patch, before: Sequence[Patch], in_build: set[str]) -> tuple[str, ...]:
+    missing = [d for d in patch.depends_on if d not in in_build]
+    late = [d for d in patch.depends_on if d in in_build and d not in {p.name for p in before}]
+    notes = [f"depends on {d}, which is not in this build" for d in missing]
+    notes += [f"depends on {d}, which comes later in the series" for d in late]
+    return tuple(notes)
+
+
+def _not_tried(patch: Patch, files: tuple[FileDiff, ...]) -> PatchResult:
+    hunks = tuple(_hunk_result(h, NOT_TRIED) for fd in files for h in fd.hunks)
+    return PatchResult(patch.name, patch.file, patch.pr, patch.track, patch.state, NOT_TRIED, hunks=hunks)
+
+
+def _commit(scratch: _Scratch, data: bytes, tree: str, parent: str, parent_time: int) -> tuple[str, int]:
+    """Commit `tree` with the patch's message and author, as `git am` would; committer porttrack."""
+    repo = scratch.repo
+    msg, body = scratch.path("msg"), scratch.path("body")
+    info = repo.run("mailinfo", "-u", str(msg), str(body), input=data).stdout.decode("utf-8", "surrogateescape")
+    fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    subject = fields.get("Subject", "").strip()
+    if not fields.get("Email") or not subject:
+        raise InputError("a queued patch has no author e-mail or subject (is it a `git format-patch` file?)")
+    text = msg.read_bytes().decode("utf-8", "surrogateescape").strip("\n")
+    message = subject + "\n" + (f"\n{text}\n" if text else "")
+    author_time = _epoch(fields.get("Date")) or parent_time
+    when = max(author_time, parent_time)
+    env = {
+        "GIT_AUTHOR_NAME": fields.get("Author") or fields["Email"],
+        "GIT_AUTHOR_EMAIL": fields["Email"],
+        "GIT_AUTHOR_DATE": fields.get("Date") or f"{author_time} +0000",
+        "GIT_COMMITTER_NAME": COMMITTER[0],
+        "GIT_COMMITTER_EMAIL": COMMITTER[1],
+        "GIT_COMMITTER_DATE": f"{when} +0000",
+    }
+    sha = repo.text("commit-tree", "--no-gpg-sign", tree, "-p", parent,
+                    input=message.encode("utf-8", "surrogateescape"), env=env)
+    return sha, when
+
+
+def _epoch(date: str | None) -> int | None:
+    if not date:
+        return None
+    try:
+        return int(parsedate_to_datetime(date).timestamp())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+# -- one patch -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Attempt:
+    """What one `git apply -v` said, per file entry of the patch (entries in the patch's order)."""
+
+    rc: int
+    errors: dict[int, list[str]]  # file entry -> git's error lines (-1: before any entry)
+    offsets: dict[tuple[int, int], int]  # (entry, hunk number) -> offset
+    failed_at: set[tuple[int, int]]  # (entry, old start line) of each hunk that did not apply
+    stderr: str
+
+    def whole_entry_failed(self, entry: int) -> bool:
+        """The entry failed for a reason other than its hunks (file missing, already exists, ...)."""
+        if -1 in self.errors:
+            return True
+        hunk_level = [e for e in self.errors.get(entry, []) if _FAILED_AT.match(e) or e.endswith(": patch does not apply")]
+        hunk_failed = any(e == entry for e, _line in self.failed_at)
+        return len(hunk_level) != len(self.errors.get(entry, [])) or (entry in self.errors and not hunk_failed)
+
+    def hunk_failed(self, entry: int, h: Hunk) -> bool:
+        return self.whole_entry_failed(entry) or (entry, h.old_start) in self.failed_at
+
+
+def _run_apply(scratch: _Scratch, file: Path | None, *flags: str, index: str = "index", patch: bytes | None = None) -> _Attempt:
+    """`git apply --cached -v` of `file` (or of `patch` bytes) to a scratch index."""
+    args = ["apply", "--cached", "-v", "--whitespace=nowarn", *flags]
+    args += [str(file)] if file is not None else []
+    proc = scratch.repo.run(*args, env=scratch.env(index), input=patch, check=False)
+    stderr = proc.stderr.decode("utf-8", "surrogateescape")
+    return _parse_verbose(proc.returncode, stderr)
+
+
+def _parse_verbose(rc: int, stderr: str) -> _Attempt:
+    attempt = _Attempt(rc, {}, {}, set(), stderr)
+    entry, searching = -1, False
+    for line in stderr.splitlines():
+        if searching:  # git echoes the lines it looked for, then says which hunk failed
+            searching = not line.startswith("error: patch failed: ")
+            if searching:
+                continue
+        if _CHECKING.match(line):
+            entry += 1
+        elif m := _OFFSET.match(line):
+            attempt.offsets[(entry, int(m.group(1)))] = int(m.group(3))
+        elif line.startswith("error: while searching for:"):
+            searching = True
+        elif line.startswith("error: ") or _WITH_CONFLICTS.match(line):
+            attempt.errors.setdefault(entry, []).append(line)
+            if m := _FAILED_AT.match(line):
+                attempt.failed_at.add((entry, int(m.group(1))))
+    return attempt
+
+
+def _apply_one(scratch: _Scratch, file: Path, files: tuple[FileDiff, ...], tree: str, patch: Patch) -> PatchResult:
+    plain = _run_apply(scratch, file)
+    if plain.rc == 0:
+        return _result(patch, tuple(_plain_hunk(h, e, plain) for e, fd in enumerate(files) for h in fd.hunks))
+    # Which hunks did not apply as they are: --reject goes on past a failing hunk, --check writes nothing.
+    plain = _run_apply(scratch, file, "--check", "--reject")
+    final, outcome = _run_apply(scratch, file, "--3way"), "3-way"
+    if final.rc != 0 and _NO_BLOB in final.stderr and not _unmerged(scratch):
+        final, outcome = _run_apply(scratch, file, "--3way", FUZZ_CONTEXT), "fuzz"
+    if final.rc == 0:
+        return _result(patch, _classify(scratch, files, tree, plain, outcome, conflicted=set()), outcome)
+    conflicted = set(final.errors) or {-1}
+    files_named = {_display(files[e].path) for e in conflicted if 0 <= e < len(files)}
+    errors = [line for lines in final.errors.values() for line in lines] or [final.stderr.strip()[-300:]]
+    hunks = _classify(scratch, files, tree, plain, outcome, conflicted)
+    return _result(patch, hunks, "conflict", conflict_files=tuple(sorted(files_named | set(_unmerged(scratch)))),
+                   errors=tuple(_display(e) for e in errors))
+
+
+def _classify(scratch: _Scratch, files: tuple[FileDiff, ...], tree: str, plain: _Attempt, outcome: str,
+              conflicted: set[int]) -> tuple[HunkResult, ...]:
+    """Per hunk, once the whole patch went in by `outcome` (3-way or fuzz) or conflicted in the
+    `conflicted` entries (-1: all).
+
+    A hunk that applied as it is in `plain` (the `--check --reject` run) is clean or offset. One
+    that did not went in by the patch's outcome, except where that cannot tell: with fuzz (some
+    files may have merged 3-way) and in a conflicting file, such hunks are probed one by one.
+    Probes see a hunk alone, so they are reconciled with the whole: in a file that went in, no
+    hunk conflicts; in a file that conflicted, at least one does. Pseudo-hunks (binary, rename,
+    mode change) take their file's outcome.
+    """
+    results: list[HunkResult] = []
+    for e, fd in enumerate(files):
+        in_conflict = e in conflicted or -1 in conflicted
+        failed = [h for h in fd.text_hunks if plain.hunk_failed(e, h)]
+        probe = bool(failed) and (in_conflict or outcome == "fuzz")
+        if probe:
+            _probe_index(scratch, tree, fd)
+        texts = {h.id: (_probe_one(scratch, fd, h) if probe else _hunk_result(h, outcome)) if h in failed
+                 else _plain_hunk(h, e, plain) for h in fd.text_hunks}
+        if not in_conflict:
+            texts = {i: replace(r, outcome=outcome) if r.outcome == "conflict" else r for i, r in texts.items()}
+        elif not any(r.outcome == "conflict" for r in texts.values()):  # the hunks conflict only together
+            blame = {h.id for h in failed} or set(texts)
+            texts = {i: replace(r, outcome="conflict") if i in blame else r for i, r in texts.items()}
+        file_outcome = "conflict" if in_conflict else max(
+            [outcome if plain.whole_entry_failed(e) else "clean", *(r.outcome for r in texts.values())],
+            key=OUTCOMES.index)
+        results += [texts.get(h.id) or _hunk_result(h, file_outcome) for h in fd.hunks]
+    return tuple(results)
+
+
+def _result(patch: Patch, hunks: tuple[HunkResult, ...], outcome: str = "clean", **kw: Any) -> PatchResult:
+    """The patch's outcome: the worst of its hunks' and of how the whole patch went in."""
+    rank = max([OUTCOMES.index(outcome)] + [OUTCOMES.index(h.outcome) for h in hunks if h.outcome in OUTCOMES])
+    return PatchResult(patch.name, patch.file, patch.pr, patch.track, patch.state, OUTCOMES[rank], hunks=hunks, **kw)
+
+
+def _plain_hunk(h: Hunk, entry: int, attempt: _Attempt) -> HunkResult:
+    offset = attempt.offsets.get((entry, h.index)) if h.kind == "text" else None
+    return _hunk_result(h, "offset" if offset else "clean", offset=offset or None)
+
+
+def _hunk_result(h: Hunk, outcome: str, offset: int | None = None, fuzz: int | None = None) -> HunkResult:
+    header = h.body.split(b"\n", 1)[0].decode("utf-8", "replace") if h.kind == "text" else ""
+    header = header[: header.index("@@", 2) + 2] if header.count("@@") >= 2 else header
+    return HunkResult(h.id, _display(h.path), h.kind, h.index, header, outcome, offset, fuzz)
+
+
+def _unmerged(scratch: _Scratch, index: str = "index") -> list[str]:
+    out = scratch.repo.run("ls-files", "-u", "-z", env=scratch.env(index)).stdout
+    paths = {entry.split(b"\t", 1)[1] for entry in out.split(b"\0") if b"\t" in entry}
+    return sorted(_display(p.decode("utf-8", "surrogateescape")) for p in paths)
+
+
+def _probe_index(scratch: _Scratch, tree: str, fd: FileDiff) -> None:
+    paths = sorted({p for p in (fd.old_path, fd.new_path) if p})
+    listing = scratch.repo.run("ls-tree", "-z", tree, "--", *paths).stdout
+    probe = scratch.path("probe")
+    probe.unlink(missing_ok=True)
+    scratch.repo.run("update-index", "-z", "--index-info", input=listing, env=scratch.env("probe"))
+    if not probe.exists():  # none of the paths exist yet: an empty index
+        scratch.repo.run("read-tree", "--empty", env=scratch.env("probe"))
+
+
+def _probe_one(scratch: _Scratch, fd: FileDiff, h: Hunk) -> HunkResult:
+    """A hunk that did not apply as it is, alone on the file: 3-way, else fuzz, else conflict."""
+    single = build_patch([(fd, [h])])
+    shutil.copyfile(scratch.path("probe"), scratch.path("probe3"))
+    merged = _run_apply(scratch, None, "--3way", index="probe3", patch=single)
+    if merged.rc == 0:
+        return _hunk_result(h, "3-way")
+    if not _unmerged(scratch, "probe3"):
+        fuzzy = _run_apply(scratch, None, "--check", FUZZ_CONTEXT, index="probe", patch=single)
+        if fuzzy.rc == 0:
+            return _hunk_result(h, "fuzz", fuzz=_fuzz(fuzzy.stderr, h))
+    return _hunk_result(h, "conflict")
+
+
+def _fuzz(stderr: str, h: Hunk) -> int | None:
+    """Context lines git ignored at an end of the hunk ("Context reduced to (a/b)"), as patch(1)
+    counts fuzz."""
+    m = next(filter(None, map(_REDUCED.match, stderr.splitlines())), None)
+    if m is None:
+        return None
+    markers = [line[:1] or b" " for line in h.body.split(b"\n")[1:] if line and not line.startswith(b"\\")]
+    lead = next((i for i, mk in enumerate(markers) if mk != b" "), 0)
+    trail = next((i for i, mk in enumerate(reversed(markers)) if mk != b" "), 0)
+    return max(lead - int(m.group(1)), trail - int(m.group(2)), 0)
+
+
+def _display(text: str) -> str:
+    """Text safe for JSON and terminals' encoders: undecodable bytes become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+# -- signals -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so every `finally` (scratch removal, lock) runs on both."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _commit_point() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM while the ref moves and the run is recorded: both or neither."""
+    pending: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    previous = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield pending
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+# -- the run record ------------------------------------------------------------------------------
+
+
+def record_path(ws: Workspace, branch: str) -> Path:
+    """`state/apply/<branch>.json`; a branch `porttrack/staging` lives in `state/apply/porttrack/`."""
+    parts = branch.split("/")
+    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        raise ConfigError(f"branch name {branch!r} cannot name a record file")
+    return ws.state_dir.joinpath("apply", *parts[:-1], parts[-1] + ".json")
+
+
+def load_runs(ws: Workspace, branch: str) -> list[dict[str, Any]]:
+    import json
+
+    path = record_path(ws, branch)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise InputError(f"{path}: malformed apply record ({exc}); restore it from git") from None
+    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("runs"), list):
+        raise InputError(f"{path}: not a {RECORD_SCHEMA} record; restore it from git")
+    return data["runs"]
+
+
+def _record(ws: Workspace, run: ApplyRun) -> None:
+    runs = (load_runs(ws, run.branch) + [run_to_json(run)])[-KEEP_RUNS:]
+    write_json(record_path(ws, run.branch), {"schema": RECORD_SCHEMA, "branch": run.branch, "runs": runs})
+
+
+def run_to_json(run: ApplyRun) -> dict[str, Any]:
+    """The documented `--json` shape (schema porttrack/apply/v1); also one entry of the record."""
+    counts = {k: 0 for k in (*OUTCOMES, NOT_TRIED)}
+    for p in run.patches:
+        counts[p.outcome] += 1
+    return {
+        "schema": SCHEMA,
+        "target": run.target,
+        "branch": run.branch,
+        "ref": run.ref,
+        "fork": run.fork,
+        "base": {"ref": run.base_ref, "sha": run.base_sha},
+        "old": run.old,
+        "new": run.new,
+        "outcome": run.outcome,
+        "moved": run.moved,
+        "dry_run": run.dry_run,
+        "forced": run.forced,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "duration_ms": run.duration_ms,
+        "summary": counts,
+        "patches": [
+            {
+                "name": p.name,
+                "file": p.file,
+                "pr": p.pr,
+                "track": p.track,
+                "state": p.state,
+                "outcome": p.outcome,
+                "commit": p.commit,
+                "empty": p.empty,
+                "conflict_files": list(p.conflict_files),
+                "errors": list(p.errors),
+                "notes": list(p.notes),
+                "hunks": [
+                    {"id": h.id, "path": h.path, "kind": h.kind, "index": h.index, "header": h.header,
+                     "outcome": h.outcome, "offset": h.offset, "fuzz": h.fuzz}
+                    for h in p.hunks
+                ],
+            }
+            for p in run.patches
+        ],
+    }

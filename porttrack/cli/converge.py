@@ -1,0 +1,94 @@
+"""`porttrack verify-converged`."""
+
+from __future__ import annotations
+
+import click
+
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+
+
+@cli.command("verify-converged")
+@click.argument("pr", type=click.IntRange(min=1), metavar="PR")
+@click.option("--fork-ref", metavar="REF", help="The fork commit to check [default: fork.branch of tracks.yaml, else HEAD].")
+@click.option("--run-regression", is_flag=True, help="Run the track's regression command on the fork ref and include its result.")
+@click.option("--apply-drops", is_flag=True, help="Retire the queued patches that the verdict shows droppable (evidence kept).")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/convergence/v1).")
+@click.option("--dry-run", is_flag=True, help="Decide and show, but record nothing and retire nothing.")
+@pass_ctx
+def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression: bool, apply_drops: bool, as_json: bool, dry_run: bool) -> int:
+    """Prove that a merged upstream PR is present in the fork: ancestry, then patch-id, then per-hunk
+    content (with upstream churn). Exit 0 only when converged."""
+    from porttrack import converge
+
+    verdict = converge.verify_converged(
+        ctx.workspace,
+        ctx.config,
+        pr,
+        fork_ref=fork_ref,
+        run_regression=run_regression,
+        apply_drops=apply_drops,
+        dry_run=dry_run,
+        api_url=ctx.api_url_arg,
+        say=say,
+    )
+    if verdict.source_note:
+        say(f"offline: {verdict.source_note}")
+    if as_json:
+        emit_json(converge.to_json(verdict))
+    else:
+        click.echo(render(verdict))
+    if dry_run:
+        retire = [d.ref for d in verdict.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
+        say(f"dry run: would append this verdict to {converge.record_path(ctx.workspace, pr).relative_to(ctx.workspace.root)}"
+            + (f" and retire {', '.join(retire)}" if retire else ""))
+    problem = converge.outcome(verdict)
+    if problem is not None:
+        raise problem
+    return 0
+
+
+def render(v) -> str:
+    from porttrack.text import for_terminal, short_sha
+
+    c = v.commits
+    lines = [
+        f"#{v.pr} {for_terminal(v.title, 90)}",
+        f"verdict: {v.verdict} (decided by {v.method})",
+        f"  merge commit {short_sha(c.merge_commit)} ({c.merge_kind}, from {'GitHub' if v.source == 'github' else 'the recorded state'})",
+        f"  fork ref {c.fork_ref} = {short_sha(c.fork_sha)}; upstream base {c.upstream_base} = {short_sha(c.upstream_base_sha)}",
+    ]
+    lines += [f"  - {for_terminal(r, 200)}" for r in v.reasons]
+    if v.hunks:
+        lines.append("")
+        paths = [for_terminal(h.path, 60) for h in v.hunks]
+        headers = [for_terminal(h.header, 40) for h in v.hunks]
+        pw, hw = max(map(len, paths)), max(map(len, headers))
+        for h, path, header in zip(v.hunks, paths, headers):
+            lines.append(f"  {h.id}  {path:<{pw}}  {header:<{hw}}  {_hunk_words(h)}")
+    if v.drops:
+        lines.append("")
+        lines.append("drops:")
+        for d in v.drops:
+            mark = "retired" if d.retired else ("droppable" if d.droppable else "keep")
+            lines.append(f"  {d.kind} {for_terminal(d.ref, 60)}: {mark} — {for_terminal(d.reason, 160)}")
+    if v.regression is not None:
+        r = v.regression
+        lines.append("")
+        lines.append(f"regression: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s, {r.workdir}): {for_terminal(r.command, 120)}")
+        if not r.passed and r.output_tail:
+            lines += [f"  | {for_terminal(line, 160)}" for line in r.output_tail.splitlines()[-10:]]
+    if v.recorded:
+        lines.append("")
+        lines.append(f"recorded in {v.recorded}")
+    return "\n".join(lines)
+
+
+def _hunk_words(h) -> str:
+    from porttrack.text import for_terminal
+
+    if h.state == "present":
+        return f"present ({h.method})"
+    if h.state == "changed-since" and h.changed_by is not None:
+        where = "upstream" if h.changed_by.upstream else "in the fork"
+        return f"present, since changed {where} by {h.changed_by.commit[:12]} ({for_terminal(h.changed_by.subject, 50)}) ({h.method})"
+    return f"MISSING ({h.method}): {for_terminal(h.detail, 80)}"

@@ -1,0 +1,233 @@
+"""`porttrack gate run|check`, `promote`, `demote`, `evidence supersede|list`."""
+
+from __future__ import annotations
+
+import click
+
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+
+
+def _subject(ctx: Context, patch: str | None, proof: str | None):
+    """The patch (by name, prefix or PR number) or the proof (--proof ID) a gate command is about."""
+    from porttrack import gates
+    from porttrack import queue as queue_mod
+
+    if (patch is None) == (proof is None):
+        raise click.UsageError("name a patch, or a proof with --proof ID (not both)")
+    queue = queue_mod.load(ctx.workspace)
+    if proof is not None:
+        return queue, gates.proof_subject(ctx.config, proof)
+    return queue, gates.patch_subject(ctx.config, queue, queue.get(patch))
+
+
+@cli.group()
+def gate() -> None:
+    """Run a patch's gate job and judge its evidence."""
+
+
+@gate.command("run")
+@click.argument("patch", required=False)
+@click.option("--proof", metavar="ID", help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
+@click.option("--target", "targets", multiple=True, metavar="T", help="Only this target (repeatable) [default: every target the gate requires].")
+@click.option("--baseline", is_flag=True, help="Measure the baseline: the same job on the fork without the patch.")
+@click.option("--run-id", "run_ids", multiple=True, metavar="[TARGET=]ID", help="Collect an existing workflow run instead of dispatching one.")
+@click.option("--poll-interval", type=float, default=15.0, show_default=True, metavar="S", help="Seconds between polls of a workflow run.")
+@click.option("--wait", "wait_s", type=float, default=None, metavar="S", help="Give up polling after S seconds [default: the gate's timeout_s].")
+@click.option("--force", is_flag=True, help="Build the staging branch even if the fork's work tree has local changes (as `apply --force`).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was recorded and the verdict (schema porttrack/gate-run/v1).")
+@click.option("--dry-run", is_flag=True, help="Build the ref and show what would run; run and record nothing.")
+@pass_ctx
+def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
+    """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
+    target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
+    from porttrack import evidence, gates, promote
+
+    queue, subject = _subject(ctx, patch, proof)
+    ids = _run_ids(run_ids, targets)
+    outcome = gates.run(
+        ctx.workspace, ctx.config, queue, subject, role="baseline" if baseline else "candidate",
+        targets=list(targets) or (list(ids) if ids else None), dry_run=dry_run, api_url=ctx.api_url_arg,
+        poll_interval_s=poll_interval, wait_s=wait_s, run_ids=ids, progress=None if as_json else say, force=force,
+    )
+    if dry_run:
+        for line in outcome.plan:
+            say(f"would run: {line}")
+        say("dry run: nothing was run or recorded")
+        if as_json:
+            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan), "records": [], "check": None})
+        return 0
+    if subject.kind == "patch":
+        change = promote.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
+        if change is not None:
+            say(change.message)
+    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), evidence.proofs_passed(ctx.workspace, ctx.config))
+    if as_json:
+        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": outcome.ref.sha, "plan": list(outcome.plan),
+                   "records": [r.id for r in outcome.records], "check": gates.to_json(result)})
+    else:
+        click.echo(gates.render(result))
+    return result.exit_code
+
+
+def _refreshed(ctx: Context, subject):
+    from porttrack import gates
+    from porttrack import queue as queue_mod
+
+    if subject.kind == "proof":
+        return subject
+    queue = queue_mod.load(ctx.workspace)
+    return gates.patch_subject(ctx.config, queue, queue.get(subject.name))
+
+
+def _run_ids(values, targets) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for value in values:
+        target, _, run_id = value.rpartition("=")
+        if not target:
+            if len(targets) != 1:
+                raise click.UsageError("--run-id ID needs exactly one --target (or write --run-id TARGET=ID)")
+            target = targets[0]
+        if not run_id.isdigit():
+            raise click.UsageError(f"--run-id {value!r}: expected a run id (digits)")
+        ids[target] = int(run_id)
+    return ids
+
+
+@gate.command("check")
+@click.argument("patch", required=False)
+@click.option("--proof", metavar="ID", help="Check a proof's gate instead of a patch's.")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/gate-check/v1).")
+@pass_ctx
+def gate_check(ctx: Context, patch, proof, as_json) -> int:
+    """The verdict cell by cell (model × context × batch × target × phase). Exit 0: every cell
+    passes; 1: the gate failed; 7: it could not be evaluated (missing evidence or baseline)."""
+    from porttrack import evidence, gates
+
+    _queue, subject = _subject(ctx, patch, proof)
+    result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), evidence.proofs_passed(ctx.workspace, ctx.config))
+    if as_json:
+        emit_json(gates.to_json(result))
+    else:
+        click.echo(gates.render(result))
+    if result.verdict == gates.CANNOT_EVALUATE and not as_json:
+        say(f"porttrack: could not evaluate: {result.reason}")
+    return result.exit_code
+
+
+@cli.command()
+@click.argument("patch")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision and the verdict it rests on.")
+@click.option("--dry-run", is_flag=True, help="Judge the evidence; record nothing.")
+@pass_ctx
+def promote(ctx: Context, patch, as_json, dry_run) -> int:
+    """Make a patch default-enabled — refused unless the latest non-superseded evidence satisfies
+    its gate for every required cell on every required target."""
+    from porttrack import promote as core
+
+    try:
+        decision = core.promote(ctx.workspace, ctx.config, patch, dry_run=dry_run)
+    except core.PromotionRefused as exc:
+        if as_json:
+            emit_json(_decision_json(None, exc.result))
+        raise
+    if as_json:
+        emit_json(_decision_json(decision, decision.result))
+    say(decision.message)
+    return 0
+
+
+@cli.command()
+@click.argument("patch")
+@click.option("--reason", required=True, help="Why it is no longer default-enabled (recorded).")
+@click.option("--dry-run", is_flag=True, help="Show the change; record nothing.")
+@pass_ctx
+def demote(ctx: Context, patch, reason, dry_run) -> int:
+    """Take a patch out of the default build (it stays in staging); its state follows the evidence."""
+    from porttrack import promote as core
+
+    decision = core.demote(ctx.workspace, ctx.config, patch, reason, dry_run=dry_run)
+    say(decision.message)
+    return 0
+
+
+def _decision_json(decision, result) -> dict:
+    from porttrack import gates
+
+    return {
+        "schema": "porttrack/promote/v1",
+        "patch": decision.patch if decision else result.subject.name,
+        "promoted": bool(decision and decision.changed),
+        "before": decision.before if decision else result.subject.state,
+        "after": decision.after if decision else result.subject.state,
+        "evidence": list(decision.evidence) if decision else [],
+        "dry_run": bool(decision and decision.dry_run),
+        "check": gates.to_json(result) if result is not None else None,
+    }
+
+
+@cli.group("evidence")
+def evidence_group() -> None:
+    """Evidence records: append-only results of gate jobs, and their corrections."""
+
+
+@evidence_group.command("list")
+@click.argument("subject", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/evidence-list/v1).")
+@click.option("--current", is_flag=True, help="Only records that still count (not superseded).")
+@pass_ctx
+def evidence_list(ctx: Context, subject, as_json, current) -> int:
+    """Every record (or those of SUBJECT: a patch name or proof id), oldest first."""
+    from porttrack import evidence
+    from porttrack.text import for_terminal
+
+    log = evidence.load(ctx.workspace)
+    records = log.current() if current else log.records
+    if subject:
+        name = _subject_name(ctx, subject)
+        records = tuple(r for r in records if r.subject.name == name)
+    if as_json:
+        emit_json(evidence.list_to_json(log, records))
+        return 0
+    for record in records:
+        sup = log.superseded_by(record.id)
+        status = f"SUPERSEDED by {sup.id}: {for_terminal(sup.reason, 120)}" if sup else "current"
+        click.echo(f"{record.id}  {record.subject.kind} {record.subject.name}  {record.role:<9} {record.target:<8} "
+                   f"ref {record.commits.get('ref_under_test', '')[:12]}  {len(record.cells)} cells  {status}")
+    for bad in log.invalid:
+        click.echo(f"INVALID {bad.path}: {for_terminal(bad.why, 160)}")
+    if not records:
+        say("no evidence recorded" + (f" for {subject}" if subject else ""))
+    return 0
+
+
+def _subject_name(ctx: Context, subject: str) -> str:
+    from porttrack import queue as queue_mod
+    from porttrack.errors import NotFound
+
+    if subject in ctx.config.proofs:
+        return subject
+    try:
+        return queue_mod.load(ctx.workspace).get(subject).name
+    except NotFound:
+        return subject
+
+
+@evidence_group.command("supersede")
+@click.argument("record_id", metavar="ID")
+@click.option("--reason", required=True, help="Why the record no longer counts (recorded).")
+@click.option("--replaced-by", metavar="ID", help="The record that corrects it, if any.")
+@click.option("--dry-run", is_flag=True, help="Show the correction; record nothing.")
+@pass_ctx
+def evidence_supersede(ctx: Context, record_id, reason, replaced_by, dry_run) -> int:
+    """Record a correction: the record stops counting but stays in history."""
+    from porttrack import evidence
+    from porttrack import queue as queue_mod
+
+    entry = evidence.supersede(ctx.workspace, record_id, reason, replaced_by=replaced_by, dry_run=dry_run)
+    say(f"{entry.supersedes} superseded by {entry.id}: {entry.reason}" + (" (dry run: nothing recorded)" if dry_run else ""))
+    for patch in queue_mod.load(ctx.workspace).patches:
+        promoted = next((t for t in reversed(patch.history) if t.to == "default-enabled"), None)
+        if patch.state == "default-enabled" and promoted is not None and entry.supersedes in promoted.evidence:
+            say(f"warning: {patch.name} was promoted on this evidence; check it (`porttrack gate check {patch.name}`) "
+                f"and demote it if it no longer holds (`porttrack demote {patch.name} --reason ...`)")
+    return 0

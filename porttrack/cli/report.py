@@ -1,0 +1,110 @@
+"""`porttrack report weekly`: render (and with --post, create or update) the weekly status issue."""
+
+from __future__ import annotations
+
+import click
+
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+
+
+@cli.group()
+def report() -> None:
+    """Reports for the team: the weekly status issue."""
+
+
+@report.command()
+@click.option("--post", is_flag=True, help="Create the week's issue in report.repo, or update it if its body changed.")
+@click.option("--dry-run", is_flag=True, help="Write nothing, post nothing; say what would be created or updated.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as data (schema porttrack/weekly/v1).")
+@click.option("--since", metavar="DATE", help="Count changes after this date/time instead of since the previous report.")
+@click.option("--now", "now_arg", metavar="TIME", help="Report as of this UTC time (ISO 8601): fixes the week and the window.")
+@click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub for PRs.")
+@click.option("--comment-tracking", is_flag=True, help="With --post: link the week's issue from report.tracking_issue (once a week).")
+@pass_ctx
+def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | None, now_arg: str | None,
+           offline: bool, comment_tracking: bool) -> int:
+    """What moved upstream, what is queued, what is proven: the weekly status issue.
+
+    The markdown goes to stdout and to reports/weekly-<week>.md; this run is recorded in
+    state/reports.json so the next report counts changes from here.
+    """
+    from datetime import datetime, timezone
+
+    from porttrack import report as rep
+    from porttrack.workspace import lock
+
+    if comment_tracking and not post:
+        raise click.UsageError("--comment-tracking links the issue --post makes; give both")
+    ws, config = ctx.workspace, ctx.config
+    moment = rep.parse_moment(now_arg, "--now") if now_arg else datetime.now(timezone.utc)
+    week = rep.iso_week(moment)
+
+    client, issues = None, []
+    if post:
+        client = _issue_client(ctx, config)
+        note = rep.check_permission(client)
+        if note:
+            say(f"note: {note}")
+        issues = rep.labelled_issues(client, config.report.labels)
+
+    previous = rep.previous_report(ws, week, moment, since_arg=since, issues=issues)
+    weekly_report = rep.gather(ws, config, now=moment, since=previous, offline=offline, api_url=ctx.api_url_arg, dry_run=dry_run)
+    full = rep.render(weekly_report, ws)
+    body, cut = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report))
+    if cut:
+        say(f"the report is longer than GitHub allows in an issue; the issue shows a cut version, the full one is {weekly_report.report_file}")
+    if weekly_report.upstream["mode"] == "offline":
+        say(f"offline: {weekly_report.upstream['offline_reason']}")
+
+    if not dry_run:
+        with lock(ws, "report weekly: writing the report"):
+            rep.write_outputs(ws, weekly_report, full)
+        say(f"wrote {weekly_report.report_file}")
+
+    outcome = None
+    if post:
+        assert client is not None
+        outcome = rep.post(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
+                           issues=issues, dry_run=dry_run)
+        say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
+        if not dry_run and outcome.number is not None:
+            with lock(ws, "report weekly: recording the issue"):
+                rep.record_issue(ws, weekly_report, full, config.report.repo, outcome)
+        if comment_tracking:
+            outcome = _comment(client, config, week, outcome, dry_run)
+
+    if as_json:
+        data = rep.report_to_json(weekly_report)
+        data["issue_body_truncated"] = cut
+        data["post"] = outcome.to_json() if outcome is not None else None
+        emit_json(data)
+    else:
+        click.echo(full, nl=False)
+    if dry_run:
+        say("dry run: nothing was written or posted")
+    return 0
+
+
+def _issue_client(ctx: Context, config):
+    from porttrack.errors import GitHubAuthError
+    from porttrack.github import client_for, has_token
+
+    if not has_token():
+        raise GitHubAuthError("--post needs a GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)")
+    # No ETag cache: the issue list must be read fresh, it decides whether to create.
+    return client_for(config.report.repo, ctx.api_url_arg, None)
+
+
+def _comment(client, config, week: str, outcome, dry_run: bool):
+    from dataclasses import replace
+
+    from porttrack import report as rep
+    from porttrack.errors import ConfigError
+
+    if config.report.tracking_issue is None:
+        raise ConfigError("--comment-tracking: tracks.yaml sets no report.tracking_issue")
+    if outcome.action == "closed-by-person":
+        return replace(outcome, comment="not linked: the week's issue was closed by a person")
+    said = rep.comment_tracking(client, config.report.tracking_issue, week, outcome, dry_run=dry_run)
+    say(said)
+    return replace(outcome, comment=said)

@@ -1,0 +1,854 @@
+"""`porttrack verify-converged`: prove that a merged upstream PR is present in the fork.
+
+A PR is decided in three steps, cheapest first, and each hunk records the step that decided it:
+
+1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
+   commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
+   the merge base the later steps start from. The whole PR is present. Hunks whose post-image is
+   no longer at the fork ref are reported as changed since, by the newest later commit touching
+   that path (upstream's, or the fork's own).
+2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
+   and of each PR commit for a true merge, against the fork commits since the merge base that touch
+   the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
+   commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
+   here.
+3. **content** -- each hunk's post-image is looked for at the fork ref (`porttrack.hunks`). A hunk
+   that is absent is **churn**, not missing, when upstream itself later changed or deleted that
+   code: the fork's upstream base contains the merge, a later commit on the way from the merge to
+   the base touched the path (`git log -1 <merge>..<base> -- <path>`), and the post-image is
+   absent at the base too (otherwise upstream still has it and the fork does not). Churn alone
+   proves nothing: with no hunk found, the verdict is not-converged.
+
+Verdict: `converged` when no hunk is missing, `partially-converged` when some are found and some
+missing, `not-converged` when none is found. The command exits 0 only for `converged` (and, with
+`--run-regression`, a passing regression); otherwise `CheckFailed` (exit 1), after recording.
+
+Applying the diff in reverse at the tip is deliberately not a method: once upstream has moved on
+(#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was deleted two days after it merged),
+it fails on upstream's own main.
+
+The fork ref defaults to `fork.branch` of tracks.yaml (else HEAD) in the fork checkout; the
+upstream base is `fork.upstream_base` (default `upstream/main`). When the base has the merge but
+the fork ref does not, the fork has not rebased yet: the steps above decide what the fork has
+now, and the reasons say so.
+
+Copies the fork carries (live queue patches for the PR, the track's `fork_commits` that duplicate
+the change by patch-id or by hunk ids) are **droppable** only when the verdict is `converged` and
+the change reaches the fork from upstream (the merge commit is in the fork ref or its upstream
+base). `--apply-drops` retires droppable queue patches (state `converged`, evidence kept);
+`fork_commits` are only listed: tracks.yaml and the fork's history belong to humans.
+
+Each run appends its verdict to `state/convergence/<PR>.json` (schema
+`porttrack/convergence-record/v1`: `{"schema", "pr", "history": [<verdict>, ...]}`, oldest
+first, never edited), with the commits it was computed on and the time.
+
+JSON shape (`--json`, schema `porttrack/convergence/v1`; additive changes only)::
+
+    {
+      "schema": "porttrack/convergence/v1",
+      "pr": 48407, "title": "...", "track": "sparse-indexer-skip" | null,
+      "verdict": "converged" | "partially-converged" | "not-converged",
+      "method": "ancestry" | "patch-id" | "content",   # the step that settled the verdict
+      "reasons": ["...", ...],                          # human sentences, in order
+      "computed_at": "2026-08-25T10:00:00Z",
+      "source": {"pr_state": "github" | "recorded", "note": str | null},
+      "commits": {"merge_commit": sha, "merge_parent": sha | null, "merge_kind": "squash" | "merge",
+                  "fork_ref": "main", "fork_sha": sha,
+                  "upstream_base": "upstream/main", "upstream_base_sha": sha | null,
+                  "merge_base": sha | null},
+      "ancestry": {"fork_ref": bool, "upstream_base": bool | null},   # null: not checked (the
+                                                                      # fork ref has the merge)
+      "patch_id": null | {"change": hex, "candidates": int,
+                          "matched": [{"commit": sha, "subject": str, "matches": "change" | pr-commit sha}]},
+      "hunks": [{"id": "1a2b3c4d5e6f", "path": "...", "kind": "text" | "binary" | "meta",
+                 "header": "@@ -10,7 +10,9 @@ def f", "state": "present" | "changed-since" | "missing",
+                 "method": "ancestry" | "patch-id" | "content" | "churn",
+                 "changed_by": null | {"commit": sha, "subject": str, "upstream": bool},
+                 "detail": str}],
+      "summary": {"hunks": int, "present": int, "changed_since": int, "missing": int},
+      "drops": [{"kind": "queued-patch" | "fork-commit", "ref": name-or-sha, "commit": sha | null,
+                 "duplicate": bool, "droppable": bool, "retired": bool, "reason": str}],
+      "regression": null | {"command": str, "workdir": "checkout" | "temporary worktree",
+                            "passed": bool, "exit_code": int, "duration_s": float,
+                            "output_tail": str},
+      "recorded": "state/convergence/48407.json" | null      # null: --dry-run
+    }
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import string
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+from porttrack.errors import (
+    CannotEvaluate,
+    CheckFailed,
+    ConfigError,
+    GitError,
+    GitHubAuthError,
+    InputError,
+    NotFound,
+    PreconditionError,
+    UnsafeInput,
+    UpstreamUnreachable,
+)
+from porttrack.gitrepo import GitRepo, upstream_ref
+from porttrack.state import utcnow
+from porttrack.workspace import Workspace, lock, write_json
+
+if TYPE_CHECKING:
+    from porttrack.config import Config, Job
+    from porttrack.hunks import FileDiff, Hunk
+
+SCHEMA = "porttrack/convergence/v1"
+RECORD_SCHEMA = "porttrack/convergence-record/v1"
+VERDICTS = ("converged", "partially-converged", "not-converged")
+OUTPUT_TAIL_LINES = 40
+OUTPUT_TAIL_CHARS = 4000
+# PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
+_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class MergedPR:
+    number: int
+    title: str
+    merge_commit: str
+    merged_at: str | None
+    source: str  # "github" | "recorded"
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Commits:
+    merge_commit: str
+    merge_parent: str | None
+    merge_kind: str  # "squash" (one parent) | "merge"
+    fork_ref: str
+    fork_sha: str
+    upstream_base: str
+    upstream_base_sha: str | None
+    merge_base: str | None
+
+
+@dataclass(frozen=True)
+class ChangedBy:
+    commit: str
+    subject: str
+    upstream: bool  # the commit is in the fork's upstream base (else the fork made it)
+
+
+@dataclass(frozen=True)
+class HunkResult:
+    id: str
+    path: str
+    kind: str
+    header: str
+    state: str  # present | changed-since | missing
+    method: str  # ancestry | patch-id | content | churn
+    changed_by: ChangedBy | None = None
+    detail: str = ""
+
+    @property
+    def present(self) -> bool:
+        return self.state != "missing"
+
+
+@dataclass(frozen=True)
+class PatchIdMatch:
+    commit: str
+    subject: str
+    matches: str  # "change", or the PR commit whose patch-id it has
+
+
+@dataclass(frozen=True)
+class PatchIdResult:
+    change: str | None  # patch-id of the whole merged change (None: an empty diff)
+    candidates: int
+    matched: tuple[PatchIdMatch, ...]
+
+
+@dataclass(frozen=True)
+class Drop:
+    kind: str  # queued-patch | fork-commit
+    ref: str  # patch name, or the SHA as tracks.yaml writes it
+    commit: str | None
+    duplicate: bool
+    droppable: bool
+    reason: str
+    retired: bool = False
+
+
+@dataclass(frozen=True)
+class Regression:
+    command: str
+    workdir: str  # "checkout" | "temporary worktree"
+    passed: bool
+    exit_code: int
+    duration_s: float
+    output_tail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pr: int
+    title: str
+    track: str | None
+    verdict: str
+    method: str
+    reasons: tuple[str, ...]
+    computed_at: str
+    source: str
+    source_note: str | None
+    commits: Commits
+    ancestry_fork: bool
+    ancestry_base: bool | None
+    patch_id: PatchIdResult | None
+    hunks: tuple[HunkResult, ...]
+    drops: tuple[Drop, ...] = ()
+    regression: Regression | None = None
+    recorded: str | None = None
+
+    @property
+    def converged(self) -> bool:
+        return self.verdict == "converged"
+
+    @property
+    def upstream_has_it(self) -> bool:
+        """The change reaches the fork from upstream (not only from a copy the fork carries)."""
+        return self.ancestry_fork or bool(self.ancestry_base)
+
+
+def to_json(v: Verdict) -> dict[str, Any]:
+    """The documented `porttrack/convergence/v1` shape (see the module docstring)."""
+    return {
+        "schema": SCHEMA,
+        "pr": v.pr,
+        "title": v.title,
+        "track": v.track,
+        "verdict": v.verdict,
+        "method": v.method,
+        "reasons": list(v.reasons),
+        "computed_at": v.computed_at,
+        "source": {"pr_state": v.source, "note": v.source_note},
+        "commits": asdict(v.commits),
+        "ancestry": {"fork_ref": v.ancestry_fork, "upstream_base": v.ancestry_base},
+        "patch_id": None if v.patch_id is None else {
+            "change": v.patch_id.change,
+            "candidates": v.patch_id.candidates,
+            "matched": [asdict(m) for m in v.patch_id.matched],
+        },
+        "hunks": [asdict(h) for h in v.hunks],  # in diff order
+        "summary": summary(v.hunks),
+        "drops": [asdict(d) for d in v.drops],
+        "regression": None if v.regression is None else asdict(v.regression),
+        "recorded": v.recorded,
+    }
+
+
+def summary(hunks: Sequence[HunkResult]) -> dict[str, int]:
+    return {
+        "hunks": len(hunks),
+        "present": sum(h.state == "present" for h in hunks),
+        "changed_since": sum(h.state == "changed-since" for h in hunks),
+        "missing": sum(h.state == "missing" for h in hunks),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The command, end to end
+
+
+def verify_converged(
+    ws: Workspace,
+    config: "Config",
+    number: int,
+    *,
+    fork_ref: str | None = None,
+    run_regression: bool = False,
+    apply_drops: bool = False,
+    dry_run: bool = False,
+    api_url: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Verdict:
+    """Decide, list drops, optionally run the regression and retire drops, record. Never raises
+    for a negative verdict: the caller turns `verdict`/`regression` into an exit code (`outcome`)."""
+    track_id = config.track_for_pr(number)
+    job = _regression_job(config, track_id, number) if run_regression else None
+    repo = _fork_repo(config)
+    pr = resolve_merged_pr(ws, config, number, api_url)
+    ensure_commit(repo, pr.merge_commit, config.upstream.remote, config.upstream.default_branch, say)
+    ref = fork_ref or _default_fork_ref(repo, config.fork.branch)
+    verdict = decide(repo, pr, fork_ref=ref, upstream_base=config.fork.upstream_base, track=track_id)
+    fork_commits = tuple(config.tracks[track_id].fork_commits) if track_id else ()
+    from porttrack import queue as queue_mod
+
+    verdict = replace(verdict, drops=find_drops(repo, verdict, queue_mod.load(ws).for_pr(number), fork_commits))
+    if job is not None:
+        verdict = replace(verdict, regression=regression(repo, job, verdict.commits.fork_sha))
+    if dry_run:
+        return verdict
+    return record(ws, verdict, apply_drops=apply_drops)
+
+
+def outcome(v: Verdict) -> CheckFailed | None:
+    """The error the command exits with, or None for success (converged, regression passed)."""
+    problems = []
+    if not v.converged:
+        s = summary(v.hunks)
+        problems.append(f"#{v.pr} is {v.verdict} at {v.commits.fork_ref} ({s['present'] + s['changed_since']}/{s['hunks']} hunks present)")
+    if v.regression is not None and not v.regression.passed:
+        problems.append(f"the regression command failed (exit {v.regression.exit_code})")
+    return CheckFailed("; ".join(problems)) if problems else None
+
+
+def _fork_repo(config: "Config") -> GitRepo:
+    path = config.fork_checkout()
+    if path is None:
+        raise ConfigError("verify-converged needs the fork checkout: set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK")
+    return GitRepo.open(path)
+
+
+def _default_fork_ref(repo: GitRepo, branch: str) -> str:
+    return branch if repo.rev_parse(f"refs/heads/{branch}") else "HEAD"
+
+
+def _regression_job(config: "Config", track_id: str | None, number: int) -> "Job":
+    if track_id is None:
+        raise ConfigError(f"#{number} belongs to no track in tracks.yaml, so it has no regression command")
+    job = config.tracks[track_id].regression
+    if job is None:
+        raise ConfigError(f"track {track_id} has no regression job in tracks.yaml (tracks.{track_id}.regression.command)")
+    if job.command is None:
+        raise CannotEvaluate(f"track {track_id}'s regression is a workflow job; verify-converged runs local commands only")
+    return job
+
+
+# --------------------------------------------------------------------------------------------
+# 1. The merge commit
+
+
+def resolve_merged_pr(ws: Workspace, config: "Config", number: int, api_url: str | None) -> MergedPR:
+    """The PR's merge commit from GitHub; from the recorded state when GitHub cannot be asked."""
+    from porttrack import secrets
+
+    if secrets.resolve_token() is None:
+        return _recorded_pr(ws, config, number, "no GitHub token (set GITHUB_TOKEN or GH_TOKEN)")
+    from porttrack.github import client_for
+
+    client = client_for(config.upstream.repo, api_url, ws.cache_dir)
+    try:
+        pull, _ = client.get_pull(number)
+    except (UpstreamUnreachable, GitHubAuthError) as exc:
+        return _recorded_pr(ws, config, number, f"GitHub unavailable ({exc})")
+    if pull.state != "merged" or not pull.merge_commit_sha:
+        raise PreconditionError(_not_merged(number, pull.state, pull.closed_at, "on GitHub"))
+    return MergedPR(number, pull.title, _checked_sha(pull.merge_commit_sha, "GitHub"), pull.merged_at, "github")
+
+
+def _recorded_pr(ws: Workspace, config: "Config", number: int, why: str) -> MergedPR:
+    from porttrack import state as state_mod
+
+    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    pr = recorded.prs.get(number)
+    if pr is None:
+        raise CannotEvaluate(f"{why}, and #{number} is not in the recorded state {ws.upstream_state_file.name}; run `porttrack status` with GitHub access")
+    when = f"as recorded at {pr.observed_at}"
+    if pr.state != "merged":
+        raise PreconditionError(_not_merged(number, pr.state, pr.closed_at, when))
+    if not pr.merge_commit_sha:
+        raise CannotEvaluate(f"{why}, and the recorded state has no merge commit for #{number}")
+    return MergedPR(number, pr.title, _checked_sha(pr.merge_commit_sha, ws.upstream_state_file.name), pr.merged_at,
+                    "recorded", f"{why}: using the state recorded at {pr.observed_at} ({recorded.source})")
+
+
+def _checked_sha(sha: str, where: str) -> str:
+    """The merge commit goes on git command lines (fetch, diff): only a full hex SHA may."""
+    if not _FULL_SHA.fullmatch(sha):
+        raise UnsafeInput(f"{where} gave a malformed merge commit SHA {sha[:80]!r}; refusing to pass it to git")
+    return sha
+
+
+def _not_merged(number: int, state: str, closed_at: str | None, where: str) -> str:
+    if state == "closed":
+        return f"#{number} was closed without merging ({where}{', ' + closed_at[:10] if closed_at else ''}): there is nothing to converge; see `porttrack status`"
+    return f"#{number} is {state} ({where}), not merged: verify-converged checks merged PRs only"
+
+
+def ensure_commit(repo: GitRepo, sha: str, remote: str, branch: str, say: Callable[[str], None] | None = None) -> None:
+    """Make `sha` (and its parents) local: fetch upstream's default branch into porttrack's ref
+    namespace, then the SHA itself (GitHub serves reachable SHAs).
+
+    `--refmap=` keeps git from also moving the remote-tracking branch (`upstream/main`): that ref
+    is the fork's upstream base, an input of the verdict, and it is the user's to move.
+    """
+    if repo.has_commit(sha):
+        return
+    if say:
+        say(f"merge commit {sha[:12]} is not in the fork checkout: fetching {branch} from {remote}")
+    problems = []
+    for refspec in (f"+refs/heads/{branch}:{upstream_ref(branch)}", sha):
+        try:
+            repo.run("fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--refmap=", remote, refspec)
+        except GitError as exc:
+            problems.append(str(exc))
+        if repo.has_commit(sha):
+            return
+    detail = f" ({problems[-1]})" if problems else ""
+    raise CannotEvaluate(f"merge commit {sha[:12]} is not in the fork checkout, and fetching {branch} from remote {remote!r} did not bring it{detail}")
+
+
+# --------------------------------------------------------------------------------------------
+# 2-4. Deciding
+
+
+def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, track: str | None = None, now: str | None = None) -> Verdict:
+    """Ancestry, then patch-id, then per-hunk content with churn: see the module docstring.
+
+    History walks are what cost on a big repository (without a commit-graph each one reads every
+    commit back to the merge), so there are as few as the answer needs: one merge-base answers
+    both "ancestor?" and "since where?", and the path-limited logs run only for paths whose
+    content is absent.
+    """
+    from porttrack import hunks as hunks_mod
+
+    merge = pr.merge_commit
+    fork_sha = None if fork_ref.startswith("-") else repo.rev_parse(fork_ref)
+    if fork_sha is None:
+        raise NotFound(f"fork ref {fork_ref!r} does not exist in the fork checkout {repo.path}")
+    parents = repo.text("rev-list", "--parents", "-n", "1", merge).split()[1:]
+    base_sha = repo.rev_parse(upstream_base)
+    if parents:
+        files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
+    else:  # a root commit: everything it has is its change
+        files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
+    merge_base = repo.merge_base(merge, fork_sha)
+    in_fork = merge_base == merge
+    # Only needed when the fork ref lacks the merge (null in the JSON: not checked).
+    in_base = None if in_fork else (repo.is_ancestor(merge, base_sha) if base_sha else False)
+    reasons: list[str] = []
+    where = f"{fork_ref} ({fork_sha[:12]})"
+    base_where = f"{upstream_base} ({base_sha[:12]})" if base_sha else repr(upstream_base)
+
+    def finish(method: str, results: list[HunkResult], patch_id: PatchIdResult | None = None) -> Verdict:
+        if not results:
+            reasons.append("the merged change is empty: nothing to carry")
+        commits = Commits(merge, parents[0] if parents else None, "merge" if len(parents) > 1 else "squash",
+                          fork_ref, fork_sha, upstream_base, base_sha, merge_base)
+        return Verdict(
+            pr=pr.number, title=pr.title, track=track, verdict=_verdict_of(results), method=method,
+            reasons=tuple(reasons), computed_at=now or utcnow(), source=pr.source, source_note=pr.note,
+            commits=commits, ancestry_fork=in_fork, ancestry_base=in_base, patch_id=patch_id, hunks=tuple(results),
+        )
+
+    if in_fork:
+        reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
+        results = _by_ancestry(repo, files, merge, fork_sha, base_sha)
+        churned = sorted({h.path for h in results if h.state == "changed-since"})
+        if churned:
+            reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
+        return finish("ancestry", results)
+
+    reasons.append(f"merge commit {merge[:12]} is not an ancestor of {where}")
+    if in_base:
+        reasons.append(f"{base_where} contains it: the fork has not been rebased onto its upstream base since")
+    elif base_sha:
+        reasons.append(f"{base_where} does not contain it either: the fork's upstream base predates the merge")
+    else:
+        reasons.append(f"upstream base {base_where} does not exist in the fork checkout")
+
+    paths = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p is not None})
+    patch_id, decided = _patch_id_step(repo, merge, parents, merge_base, fork_sha, paths)
+    if patch_id is not None and decided:
+        m = patch_id.matched[0]
+        if m.matches == "change":
+            reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
+        else:
+            reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
+        detail = f"same patch-id as {m.commit[:12]}"
+        return finish("patch-id", [_result(h, "present", "patch-id", detail=detail) for fd in files for h in fd.hunks], patch_id)
+    if patch_id is not None:
+        since = f"since {merge_base[:12]}" if merge_base else ""
+        reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
+
+    results = _by_content(repo, files, merge, fork_sha, base_sha if in_base else None)
+    s = summary(results)
+    reasons.append(f"{s['present']} of {s['hunks']} hunk(s) found at {fork_ref} by content"
+                   + (f", {s['changed_since']} changed upstream since the merge" if s["changed_since"] else "")
+                   + (f", {s['missing']} missing" if s["missing"] else ""))
+    return finish("content", results, patch_id)
+
+
+def _verdict_of(results: Sequence[HunkResult]) -> str:
+    """Converged when nothing is missing. Churn proves nothing on its own: a fork that has none of
+    the change is not-converged even where upstream later deleted some of it."""
+    missing = sum(h.state == "missing" for h in results)
+    found = sum(h.state == "present" or h.method == "ancestry" for h in results)
+    if not missing:
+        return "converged"
+    return "partially-converged" if found else "not-converged"
+
+
+def _result(h: "Hunk", state: str, method: str, changed_by: ChangedBy | None = None, detail: str = "") -> HunkResult:
+    return HunkResult(h.id, h.path, h.kind, _header(h), state, method, changed_by, detail)
+
+
+def _header(h: "Hunk") -> str:
+    if h.kind == "text":
+        return h.body.split(b"\n", 1)[0].decode("utf-8", "replace")
+    if h.kind == "binary":
+        return "binary"
+    # meta: a rename or copy, an empty file added or deleted, or (status "modified") a mode change
+    return "mode change" if h.file_status == "modified" else h.file_status
+
+
+# -- ancestry
+
+def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
+    """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, name
+    the newest commit since the merge that touched the path, and whether upstream made it."""
+    checks = _check_at(repo, fork_sha, files)
+    gone = sorted({fd.path for fd, _, ok in checks if not ok})
+    later = _later_commits(repo, merge, fork_sha, gone)
+    fork_only = set()
+    if later and base_sha:  # commits the fork ref has and its upstream base lacks: the fork's own
+        fork_only = set(repo.text("log", "--format=%H", f"{base_sha}..{fork_sha}", "--", *gone, env=_LITERAL).split())
+    results = []
+    for fd, h, ok in checks:
+        by = None if ok else later.get(fd.path)
+        if by is None:
+            results.append(_result(h, "present", "ancestry"))
+            continue
+        changed = ChangedBy(by[0], by[1], bool(base_sha) and by[0] not in fork_only)
+        where = "upstream" if changed.upstream else "in the fork"
+        results.append(_result(h, "changed-since", "ancestry", changed, f"no longer at the fork ref: changed {where} by {by[0][:12]} ({by[1][:60]})"))
+    return results
+
+
+# -- patch-id
+
+def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: str | None,
+                   fork_sha: str, paths: list[str]) -> tuple[PatchIdResult | None, bool]:
+    """Patch-ids of fork commits since the merge base that touch the PR's paths, against the
+    merged change (and, for a true merge, each PR commit). Decides when the whole change matched
+    or every PR commit did."""
+    if merge_base is None or not parents or not paths:
+        return None, False
+    log = repo.text("log", "--no-merges", "--format=%H %s", f"{merge_base}..{fork_sha}", "--", *paths, env=_LITERAL)
+    subjects = dict(line.partition(" ")[::2] for line in log.splitlines() if line)
+    change = _patch_id_of_change(repo, parents[0], merge)
+    pr_commits = repo.text("rev-list", "--no-merges", f"{parents[0]}..{parents[1]}").split() if len(parents) > 1 else []
+    wanted = {change: "change"} if change else {}
+    for sha, pid in _patch_ids(repo, pr_commits).items():
+        wanted.setdefault(pid, sha)
+    found = _patch_ids(repo, subjects)
+    matched = sorted(
+        (PatchIdMatch(sha, subject, wanted[found[sha]]) for sha, subject in subjects.items() if found.get(sha) in wanted),
+        key=lambda m: m.matches != "change",
+    )
+    matches = {m.matches for m in matched}
+    decided = "change" in matches or (bool(pr_commits) and set(pr_commits) <= matches)
+    return PatchIdResult(change, len(subjects), tuple(matched)), decided
+
+
+def _patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
+    """commit -> `git patch-id --stable` of its change against its first parent (merges: none)."""
+    shas = list(shas)
+    if not shas:
+        return {}
+    diffs = repo.run("diff-tree", "--stdin", "-p", "--root", "--binary", "--full-index", input=("\n".join(shas) + "\n").encode()).stdout
+    out = repo.run("patch-id", "--stable", input=diffs).stdout.decode()
+    return {commit: pid for pid, commit in (line.split() for line in out.splitlines() if line.strip())}
+
+
+def _patch_id_of_change(repo: GitRepo, old: str, new: str) -> str | None:
+    diff = repo.run("diff-tree", "-p", "--binary", "--full-index", old, new).stdout
+    out = repo.run("patch-id", "--stable", input=diff).stdout.decode().split()
+    return out[0] if out else None
+
+
+# -- content and churn
+
+def _by_content(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
+    """Each hunk's post-image at the fork ref. An absent one is churn when the upstream base (given
+    only when it contains the merge) lacks it too and a commit since the merge touched the path;
+    the base is read first, so the history walk happens only for hunks upstream no longer has."""
+    checks = _check_at(repo, fork_sha, files)
+    absent = sorted({fd.path for fd, _, ok in checks if not ok})
+    at_base = _read_files(repo, base_sha, absent) if base_sha and absent else {}
+    gone_upstream = {(fd.path, h.id) for fd, h, ok in checks if not ok and base_sha and not _present(h, fd, at_base.get(fd.path))}
+    later = _later_commits(repo, merge, base_sha, sorted({path for path, _ in gone_upstream})) if base_sha else {}
+    results = []
+    for fd, h, ok in checks:
+        by = later.get(fd.path) if (fd.path, h.id) in gone_upstream else None
+        if ok:
+            results.append(_result(h, "present", "content", detail="post-image found at the fork ref"))
+        elif by is not None:
+            changed = ChangedBy(by[0], by[1], True)
+            results.append(_result(h, "changed-since", "churn", changed, f"absent at the fork ref and upstream since {by[0][:12]} ({by[1][:60]})"))
+        else:
+            results.append(_result(h, "missing", "content", detail=_missing_detail(fd, base_sha is not None and (fd.path, h.id) not in gone_upstream)))
+    return results
+
+
+def _missing_detail(fd: "FileDiff", upstream_has_it: bool) -> str:
+    if fd.status == "deleted":
+        return f"{fd.path} still exists at the fork ref"
+    still = "; upstream still has it" if upstream_has_it else ""
+    return f"post-image not found at the fork ref{still}"
+
+
+def _check_at(repo: GitRepo, rev: str, files: Sequence["FileDiff"]) -> list[tuple["FileDiff", "Hunk", bool]]:
+    """(entry, hunk, post-image present at `rev`) for every hunk, in diff order."""
+    contents = _read_files(repo, rev, [fd.path for fd in files])
+    return [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
+
+
+def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
+    """Is hunk `h` of entry `fd` applied in a tree whose `fd.path` is `entry` ((mode, bytes) or None)?"""
+    from porttrack import hunks as hunks_mod
+
+    if fd.status == "deleted" or entry is None:
+        return hunks_mod.hunk_state(h, entry[1] if entry else None) == "applied"
+    if h.kind == "meta":
+        return fd.new_mode is None or entry[0] == fd.new_mode
+    return hunks_mod.post_image_present(h, entry[1])
+
+
+def _later_commits(repo: GitRepo, since: str, until: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """path -> (commit, subject): the newest commit in since..until that touched it.
+
+    One `log -1` per path (only paths whose content is absent get here, usually one or none):
+    each walk stops at the newest change, where one log over all the paths would read the whole
+    range.
+    """
+    newest: dict[str, tuple[str, str]] = {}
+    for path in paths:
+        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{until}", "--", path, env=_LITERAL)
+        if line:
+            sha, _, subject = line.partition(" ")
+            newest[path] = (sha, subject)
+    return newest
+
+
+def _read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+    """path -> (mode, content) at `rev` for the paths that exist there: two git calls in all."""
+    paths = sorted(set(paths))
+    if not paths:
+        return {}
+    listing = repo.run("ls-tree", "-z", "--full-tree", rev, "--", *paths, env=_LITERAL).stdout
+    entries: dict[str, tuple[str, str]] = {}
+    for record in listing.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, sha = meta.decode().split()
+        if kind == "blob":
+            entries[name.decode("utf-8", "surrogateescape")] = (mode, sha)
+    blobs = _cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
+    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
+
+
+def _cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
+    if not shas:
+        return {}
+    out = repo.run("cat-file", "--batch", input=("\n".join(shas) + "\n").encode()).stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
+        head = out[pos:end].decode().split()
+        pos = end + 1
+        if len(head) < 3 or head[1] == "missing":
+            continue
+        size = int(head[2])
+        blobs[head[0]] = out[pos:pos + size]
+        pos += size + 1  # the content is followed by one LF
+    return blobs
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Drops
+
+
+def find_drops(repo: GitRepo, v: Verdict, queued: Sequence[Any], fork_commits: Sequence[str]) -> tuple[Drop, ...]:
+    """Copies the fork carries of the merged change, and whether each can go now."""
+    merged_ids = {h.id for h in v.hunks}
+    drops: list[Drop] = []
+    for patch in queued:
+        if patch.live:
+            taken = [h.id for h in patch.hunks_taken]
+            as_is = sum(i in merged_ids for i in taken)
+            drops.append(_drop("queued-patch", patch.name, None, True, v, f"a queued patch for #{v.pr} ({as_is} of its {len(taken)} hunk(s) are in the merged change as-is)"))
+    change_pid = v.patch_id.change if v.patch_id else None
+    for written in fork_commits:
+        sha = repo.rev_parse(written)
+        if sha is None:
+            drops.append(Drop("fork-commit", written, None, False, False, "not found in the fork checkout"))
+            continue
+        if change_pid is None and v.commits.merge_parent:
+            change_pid = _patch_id_of_change(repo, v.commits.merge_parent, v.commits.merge_commit)
+        duplicate, how = _duplicates(repo, sha, change_pid, merged_ids)
+        drops.append(_drop("fork-commit", written, sha, duplicate, v, how))
+    return tuple(drops)
+
+
+def _drop(kind: str, ref: str, sha: str | None, duplicate: bool, v: Verdict, how: str) -> Drop:
+    if not duplicate:
+        return Drop(kind, ref, sha, False, False, f"does not duplicate #{v.pr}: {how}")
+    if not v.converged:
+        return Drop(kind, ref, sha, True, False, f"{how}; keep it: #{v.pr} is {v.verdict} at {v.commits.fork_ref}")
+    if not v.upstream_has_it:
+        return Drop(kind, ref, sha, True, False, f"{how}; keep it until the fork's upstream base contains {v.commits.merge_commit[:12]}")
+    action = "retire it with --apply-drops" if kind == "queued-patch" else "drop it at the next rebase and remove it from fork_commits"
+    return Drop(kind, ref, sha, True, True, f"{how}; upstream has #{v.pr}: {action}")
+
+
+def _duplicates(repo: GitRepo, sha: str, change_pid: str | None, merged_ids: set[str]) -> tuple[bool, str]:
+    """Does fork commit `sha` duplicate the merged change: same patch-id, or only its hunks?"""
+    from porttrack import hunks as hunks_mod
+
+    if change_pid is not None and _patch_ids(repo, [sha]).get(sha) == change_pid:
+        return True, "same patch-id as the merged change"
+    parents = repo.text("rev-list", "--parents", "-n", "1", sha).split()[1:]
+    if not parents:
+        return False, "a root commit"
+    ids = [h.id for fd in hunks_mod.parse_diff(repo.diff(parents[0], sha)) for h in fd.hunks]
+    shared = sum(i in merged_ids for i in ids)
+    if ids and shared == len(ids):
+        return True, f"all {len(ids)} of its hunk(s) are hunks of the merged change"
+    return False, f"{shared} of its {len(ids)} hunk(s) are hunks of the merged change"
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Regression
+
+
+def regression(repo: GitRepo, job: "Job", fork_sha: str) -> Regression:
+    """Run the track's regression command on the fork ref: in the checkout when it is exactly that
+    commit and clean, else in a temporary worktree (the checkout is never touched). The command
+    gets no GitHub token: it has no need of one, and its output is kept in the record."""
+    assert job.command is not None
+    head = repo.rev_parse("HEAD")
+    with contextlib.ExitStack() as stack:
+        if head == fork_sha and repo.is_clean():
+            workdir, where = repo.path, "checkout"
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="porttrack-converge-")))
+            workdir, where = tmp / "tree", "temporary worktree"
+            repo.run("worktree", "add", "--detach", "--quiet", str(workdir), fork_sha)
+            stack.callback(lambda: repo.run("worktree", "remove", "--force", str(workdir), check=False))
+        results = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="porttrack-results-"))) / "results.json"
+        command = render_command(job.command, {"ref": fork_sha, "workdir": str(workdir), "results": str(results), "target": ""})
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(command, shell=True, cwd=workdir, capture_output=True, timeout=job.timeout_s,
+                                  env=_job_env(fork_sha, workdir))
+            code, output = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, output = 124, (exc.stdout or b"") + (exc.stderr or b"") + f"\n(timed out after {job.timeout_s}s)\n".encode()
+        duration = round(time.monotonic() - started, 3)
+    return Regression(job.command, where, code == 0, code, duration, _tail(output))
+
+
+def _job_env(fork_sha: str, workdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    return {**env, "PORTTRACK_REF": fork_sha, "PORTTRACK_WORKDIR": str(workdir)}
+
+
+def render_command(template: str, values: Mapping[str, str]) -> str:
+    """Fill {name} placeholders with shell-quoted values; `{{`/`}}` are literal braces."""
+    out = []
+    for literal, name, _spec, _conv in string.Formatter().parse(template):
+        out.append(literal)
+        if name is not None:
+            if name not in values:
+                raise ConfigError(f"unknown placeholder {{{name}}} in regression command")
+            out.append(shlex.quote(values[name]))
+    return "".join(out)
+
+
+def _tail(output: bytes) -> str:
+    from porttrack.secrets import redact
+
+    text = output.decode("utf-8", "replace")
+    lines = text.rstrip("\n").splitlines()[-OUTPUT_TAIL_LINES:]
+    return redact("\n".join(lines))[-OUTPUT_TAIL_CHARS:]
+
+
+# --------------------------------------------------------------------------------------------
+# 7. The record, and retiring drops
+
+
+def record_path(ws: Workspace, number: int) -> Path:
+    return ws.state_dir / "convergence" / f"{int(number)}.json"
+
+
+def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
+    """Append the verdict to its record, then retire droppable queue patches, under the lock.
+
+    The record is written first: a crash in between leaves a verdict saying "retired" and a queue
+    that still carries the patch (the next run retires it), never a retired patch whose evidence
+    does not exist.
+    """
+    from porttrack import queue as queue_mod
+
+    path = record_path(ws, v.pr)
+    rel = path.relative_to(ws.root).as_posix()
+    with lock(ws, f"verify-converged #{v.pr}"):
+        history = _load_history(path)
+        evidence = f"{rel}#{len(history)}"
+        retire = [d for d in v.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
+        queue = queue_mod.load(ws) if retire else None
+        why = (f"upstream #{v.pr} merged as {v.commits.merge_commit[:12]}; verify-converged: "
+               f"{v.verdict} by {v.method} at {v.commits.fork_ref} {v.commits.fork_sha[:12]}")
+        for drop in retire:
+            patch = queue.get(drop.ref)
+            if patch.live:
+                queue = queue.replace_patch(patch.transition("converged", why, evidence=(evidence,)))
+                v = replace(v, drops=tuple(replace(d, retired=True) if d is drop else d for d in v.drops))
+        v = replace(v, recorded=rel)
+        write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
+        if queue is not None:
+            queue_mod.save(ws, queue)
+    return v
+
+
+def _load_history(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("history"), list):
+            raise ValueError(f"expected schema {RECORD_SCHEMA} with a history list")
+    except (ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: malformed convergence record ({exc}); restore it from git") from None
+    return data["history"]
+
+
+def latest_verdicts(ws: Workspace) -> dict[int, str]:
+    """PR -> the verdict of its most recent verify-converged run (for `status`)."""
+    folder = ws.state_dir / "convergence"
+    verdicts: dict[int, str] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        if not path.stem.isdigit():
+            continue
+        history = _load_history(path)
+        if history and history[-1].get("verdict") in VERDICTS:
+            verdicts[int(path.stem)] = history[-1]["verdict"]
+    return verdicts

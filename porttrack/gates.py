@@ -1,0 +1,1012 @@
+"""Gates: what a queued patch (or a proof) must show, and the verdict of the evidence, cell by cell.
+
+A gate (tracks.yaml, per track; `porttrack.config.Gate`) defines a matrix — models (by default the
+track's eligible models), contexts, batches, targets — and per cell the checks below. The matrix
+is multiplied by the gate's phases: `cold` and `warm` are separate cells, judged separately.
+
+Checks on one cell (candidate = the latest non-superseded evidence for the subject on that target
+containing the cell):
+- numerics   the outputs were compared against the gate's *named* reference backend, and
+             `max_abs_err <= tolerance.abs` or `max_rel_err <= tolerance.rel` — each is a
+             sufficient condition for the documented `|a-b| <= abs + rel*|b|` on every element
+             (conservative: fails closed when neither bound holds);
+- graph-replay          (when `graph_replay: required`) at least one graph replay was observed;
+- no-jit-after-warmup   (when required) zero JIT compiles after warmup;
+- metric:<name>         against the baseline: the same job on the fork without the subject, on
+             the same environment (every machine field, the fork commit and the upstream base
+             equal; the patch set equal to the candidate's without the subject and the patches
+             that depend on it). The regression (positive = worse, in the metric's direction) must
+             be within every allowed bound the metric defines (percent and/or absolute).
+
+Cell verdicts: `pass`; `fail` (a check failed: which threshold, by how much); `missing` (no
+evidence for the cell, or it lacks a required measurement — fails closed); `baseline-missing`;
+`baseline-other-environment` (a baseline exists, but not on this environment: never a silent
+fallback). The gate passes only when every required cell passes. `check()` never raises for
+missing data: it says so per cell; the CLI maps fail → exit 1, anything not evaluable → exit 7.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import math
+import os
+import secrets as pysecrets
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from porttrack import evidence, results
+from porttrack.errors import (
+    CannotEvaluate,
+    ConfigError,
+    ConflictError,
+    GitHubAuthError,
+    InputError,
+    NotFound,
+    PreconditionError,
+)
+from porttrack.evidence import MACHINE_FIELDS, EvidenceLog, Expected, Record, Subject
+from porttrack.gitrepo import GitRepo
+from porttrack.text import for_terminal
+
+if TYPE_CHECKING:
+    from porttrack.config import Config, Gate, Metric
+    from porttrack.queue import Patch, Queue
+
+JSON_SCHEMA_ID = "porttrack/gate-check/v1"
+
+PASS = "pass"
+FAIL = "fail"
+MISSING = "missing"
+BASELINE_MISSING = "baseline-missing"
+BASELINE_OTHER_ENV = "baseline-other-environment"
+CELL_VERDICTS = (PASS, FAIL, MISSING, BASELINE_MISSING, BASELINE_OTHER_ENV)
+CANNOT_EVALUATE = "cannot-evaluate"
+EPSILON = 1e-9  # float noise allowance when comparing against a limit
+
+
+# -- what is being gated -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GateSubject:
+    """A queued patch or a proof, with the gate that proves it."""
+
+    kind: str  # "patch" | "proof"
+    name: str  # patch name or proof id
+    track: str  # the track whose gate proves a patch; the proof id for a proof
+    gate: "Gate | None"
+    sha256: str | None = None  # the patch file's content hash: evidence for other content is stale
+    state: str | None = None  # the patch's lifecycle state
+    dependents: frozenset[str] = frozenset()  # queued patches that need this one (not in a baseline)
+    why_ungated: str | None = None
+
+
+def patch_subject(config: "Config", queue: "Queue", patch: "Patch") -> GateSubject:
+    dependents = _dependents(queue, patch.name)
+    if patch.gate is None or patch.state == "ungated":
+        return GateSubject("patch", patch.name, patch.track, None, patch.sha256, patch.state, dependents,
+                           f"patch {patch.name} is ungated: track {patch.track} had no gate when it was imported; it can never be promoted")
+    track = config.tracks.get(patch.gate)
+    if track is None or track.gate is None:
+        return GateSubject("patch", patch.name, patch.gate, None, patch.sha256, patch.state, dependents,
+                           f"track {patch.gate} (the gate of {patch.name}) has no gate in tracks.yaml")
+    return GateSubject("patch", patch.name, patch.gate, track.gate, patch.sha256, patch.state, dependents)
+
+
+def proof_subject(config: "Config", proof_id: str) -> GateSubject:
+    proof = config.proofs.get(proof_id)
+    if proof is None:
+        raise NotFound(f"no proof {proof_id!r} in tracks.yaml (proofs: {', '.join(config.proofs) or 'none'})")
+    why = None if proof.gate is not None else f"proof {proof_id} defines no gate"
+    return GateSubject("proof", proof_id, proof_id, proof.gate, why_ungated=why)
+
+
+def _dependents(queue: "Queue", name: str) -> frozenset[str]:
+    found: set[str] = set()
+    frontier = {name}
+    while frontier:
+        step = {p.name for p in queue.patches if set(p.depends_on) & frontier and p.name not in found}
+        found |= step
+        frontier = step
+    return frozenset(found)
+
+
+# -- the required matrix -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeftOut:
+    model: str
+    verdict: str  # ineligible | conditional | not-in-matrix
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Required:
+    models: tuple[str, ...]
+    contexts: tuple[int, ...]
+    batches: tuple[int, ...]
+    targets: tuple[str, ...]
+    phases: tuple[str, ...]
+    left_out: tuple[LeftOut, ...] = ()
+
+    def cells(self) -> Iterable[tuple[str, int, int, str, str]]:
+        for model in self.models:
+            for context in self.contexts:
+                for batch in self.batches:
+                    for target in self.targets:
+                        for phase in self.phases:
+                            yield model, context, batch, target, phase
+
+
+def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[str]) -> Required:
+    """The cells the gate must pass now. Eligibility decides the models of a track's gate."""
+    gate = subject.gate
+    assert gate is not None
+    matrix = gate.matrix
+    if subject.kind == "proof":
+        if matrix.models == "eligible":
+            models = [m for m, model in config.models.items() if any(c.proof == subject.name for c in model.conditional)]
+        else:
+            models = list(matrix.models)
+        targets = list(matrix.targets or config.targets)
+        left_out: list[LeftOut] = []
+    else:
+        from porttrack import eligibility
+
+        models = eligibility.required_models(config, subject.track, proofs_passed)
+        targets = config.gate_targets(subject.track)
+        left_out = []
+        for cell in eligibility.evaluate(config, proofs_passed).track(subject.track).cells:
+            if cell.model in models:
+                continue
+            if cell.verdict == eligibility.ELIGIBLE:
+                left_out.append(LeftOut(cell.model, "not-in-matrix", ("not listed in the gate's matrix.models",)))
+            else:
+                left_out.append(LeftOut(cell.model, cell.verdict, tuple(cell.reasons)))
+    return Required(tuple(models), tuple(matrix.contexts), tuple(matrix.batches), tuple(targets), tuple(gate.phases), tuple(left_out))
+
+
+# -- the verdict -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Check:
+    check: str  # numerics | graph-replay | no-jit-after-warmup | metric:<name>
+    outcome: str  # pass | fail | missing
+    detail: str
+    observed: Any = None
+    limit: Any = None
+    baseline: Any = None
+    regression: float | None = None  # metrics: how much worse than the baseline (negative: better)
+    regression_pct: float | None = None
+    over_by: float | None = None  # how far past the limit (in the limit's unit); None when within
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    model: str
+    context: int
+    batch: int
+    target: str
+    phase: str
+    verdict: str  # one of CELL_VERDICTS
+    reason: str
+    evidence: str | None = None
+    baseline: str | None = None
+    checks: tuple[Check, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ignored:
+    id: str
+    why: str
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    subject: GateSubject
+    verdict: str  # pass | fail | cannot-evaluate
+    required: Required | None
+    cells: tuple[CellVerdict, ...] = ()
+    ignored: tuple[Ignored, ...] = ()
+    invalid: tuple[tuple[str, str], ...] = ()
+    reason: str = ""
+
+    @property
+    def evidence_ids(self) -> tuple[str, ...]:
+        """Every record the verdict rests on (candidates and baselines), sorted."""
+        ids = {c.evidence for c in self.cells if c.evidence} | {c.baseline for c in self.cells if c.baseline}
+        return tuple(sorted(ids))
+
+    def counts(self) -> dict[str, int]:
+        counts = {verdict: 0 for verdict in CELL_VERDICTS}
+        for cell in self.cells:
+            counts[cell.verdict] += 1
+        return counts
+
+    @property
+    def exit_code(self) -> int:
+        return {PASS: 0, FAIL: 1}.get(self.verdict, 7)
+
+
+def check(config: "Config", subject: GateSubject, log: EvidenceLog, proofs_passed: frozenset[str]) -> GateCheck:
+    """Judge the latest non-superseded evidence for `subject` against its gate, cell by cell."""
+    invalid = tuple((i.path, i.why) for i in log.invalid)
+    if subject.gate is None:
+        return GateCheck(subject, CANNOT_EVALUATE, None, invalid=invalid, reason=subject.why_ungated or "no gate")
+    req = required(config, subject, proofs_passed)
+    candidates, baselines, ignored = _usable(subject, log, req.targets)
+    cells = tuple(_judge_cell(subject, key, candidates, baselines) for key in req.cells())
+    if not cells:
+        verdict, reason = CANNOT_EVALUATE, "the gate requires no cells now (no model is eligible), so nothing can be proven"
+    elif any(c.verdict == FAIL for c in cells):
+        verdict, reason = FAIL, f"{sum(c.verdict == FAIL for c in cells)} of {len(cells)} cells failed"
+    elif all(c.verdict == PASS for c in cells):
+        verdict, reason = PASS, f"all {len(cells)} cells pass"
+    else:
+        verdict, reason = CANNOT_EVALUATE, f"{sum(c.verdict != PASS for c in cells)} of {len(cells)} cells cannot be evaluated (missing evidence or baseline)"
+    return GateCheck(subject, verdict, req, cells, tuple(ignored), invalid, reason)
+
+
+def _usable(subject: GateSubject, log: EvidenceLog, targets: Sequence[str]) -> tuple[list[Record], list[Record], list[Ignored]]:
+    """The subject's records that count, newest last; and those that do not, with why."""
+    candidates, baselines, ignored = [], [], []
+    for record in log.for_subject(subject.kind, subject.name):
+        why = _why_not_counted(subject, record, log)
+        if why:
+            ignored.append(Ignored(record.id, why))
+        elif record.target in targets:
+            (candidates if record.role == "candidate" else baselines).append(record)
+    return candidates, baselines, ignored
+
+
+def _why_not_counted(subject: GateSubject, record: Record, log: EvidenceLog) -> str | None:
+    sup = log.superseded_by(record.id)
+    if sup is not None:
+        return f"superseded by {sup.id} ({sup.recorded_at}): {sup.reason}"
+    if record.track != subject.track:
+        return f"recorded for track {record.track}, not {subject.track}: evidence never counts for another track"
+    if subject.kind == "patch" and record.subject.sha256 != subject.sha256:
+        return f"made for another version of the patch (sha256 {str(record.subject.sha256)[:12]}, now {str(subject.sha256)[:12]})"
+    names = {name for name, _ in record.patch_set}
+    if subject.kind == "patch" and record.role == "candidate" and (subject.name, subject.sha256) not in record.patch_set:
+        return "a candidate record whose patch set does not contain the patch"
+    if subject.kind == "patch" and record.role == "baseline" and subject.name in names:
+        return "a baseline record whose patch set contains the patch"
+    return None
+
+
+def _judge_cell(subject: GateSubject, key: tuple[str, int, int, str, str],
+                candidates: Sequence[Record], baselines: Sequence[Record]) -> CellVerdict:
+    model, context, batch, target, phase = key
+    gate = subject.gate
+    assert gate is not None
+    where = dict(model=model, context=context, batch=batch, target=target, phase=phase)
+    holding = [r for r in candidates if r.target == target and r.cell(model, context, batch, phase) is not None]
+    if not holding:
+        other_phase = any(r.target == target and any(r.cell(model, context, batch, p) for p in ("cold", "warm")) for r in candidates)
+        reason = f"no {phase} measurement for this cell" if other_phase else "no evidence for this cell"
+        return CellVerdict(**where, verdict=MISSING, reason=reason)
+    record = holding[-1]
+    cell = record.cell(model, context, batch, phase)
+    assert cell is not None
+    checks = list(_absolute_checks(gate, cell))
+
+    baseline_id, baseline_problem = None, None
+    judged_metrics = [m for m in gate.metrics if m.allowed_regression_pct is not None or m.allowed_regression_abs is not None]
+    if judged_metrics:
+        base_record, baseline_problem = _baseline_for(subject, record, baselines, (model, context, batch, phase))
+        if base_record is not None:
+            baseline_id = base_record.id
+            base_cell = base_record.cell(model, context, batch, phase)
+            assert base_cell is not None
+            checks += [_metric_check(m, cell, base_cell) for m in judged_metrics]
+    for metric in gate.metrics:
+        if metric not in judged_metrics:
+            checks.append(_measured_only(metric, cell))
+
+    failed = [c for c in checks if c.outcome == FAIL]
+    lacking = [c for c in checks if c.outcome == MISSING]
+    if failed:
+        verdict, reason = FAIL, "; ".join(c.detail for c in failed)
+    elif lacking:
+        verdict, reason = MISSING, "; ".join(c.detail for c in lacking)
+    elif baseline_problem is not None:
+        verdict, reason = baseline_problem
+    else:
+        verdict, reason = PASS, "every check passed"
+    return CellVerdict(**where, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks))
+
+
+def _absolute_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
+    """The checks that need no baseline."""
+    numerics = cell.get("numerics") or {}
+    if gate.reference_backend is not None:
+        used = numerics.get("reference_backend")
+        if used != gate.reference_backend:
+            yield Check("numerics", MISSING, f"numerics were compared against {used}, but the gate names {gate.reference_backend} as the reference backend",
+                        observed=used, limit=gate.reference_backend)
+        elif gate.tolerance is not None:
+            yield _tolerance_check(gate, numerics)
+        else:
+            yield Check("numerics", PASS, f"compared against {used} (no tolerance defined)", observed=used)
+    elif gate.tolerance is not None:
+        yield _tolerance_check(gate, numerics)
+    if gate.graph_replay == "required":
+        replays = cell["graph_replays"]
+        if replays >= 1:
+            yield Check("graph-replay", PASS, f"{replays} graph replays observed", observed=replays, limit=1)
+        else:
+            yield Check("graph-replay", FAIL, "graph replay not observed (0 replays; the gate requires at least 1)", observed=replays, limit=1, over_by=1)
+    if gate.no_jit_after_warmup == "required":
+        compiles = cell["jit_compiles_after_warmup"]
+        if compiles == 0:
+            yield Check("no-jit-after-warmup", PASS, "no JIT compile after warmup", observed=0, limit=0)
+        else:
+            yield Check("no-jit-after-warmup", FAIL, f"{compiles} JIT compile{'s' if compiles != 1 else ''} after warmup (the gate allows 0)",
+                        observed=compiles, limit=0, over_by=compiles)
+
+
+def _tolerance_check(gate: "Gate", numerics: Mapping[str, Any]) -> Check:
+    tol = gate.tolerance
+    assert tol is not None
+    abs_err, rel_err = numerics["max_abs_err"], numerics["max_rel_err"]
+    limit = {"abs": tol.abs, "rel": tol.rel}
+    observed = {"max_abs_err": abs_err, "max_rel_err": rel_err}
+    backend = numerics.get("reference_backend")
+    if abs_err <= tol.abs + EPSILON or rel_err <= tol.rel + EPSILON:
+        return Check("numerics", PASS, f"within tolerance against {backend} (max abs {_num(abs_err)}, max rel {_num(rel_err)})",
+                     observed=observed, limit=limit)
+    return Check(
+        "numerics", FAIL,
+        f"numerics outside tolerance against {backend}: max abs error {_num(abs_err)} > {_num(tol.abs)} "
+        f"(over by {_num(abs_err - tol.abs)}) and max rel error {_num(rel_err)} > {_num(tol.rel)} (over by {_num(rel_err - tol.rel)})",
+        observed=observed, limit=limit, over_by=_round(abs_err - tol.abs),
+    )
+
+
+def _metric_check(metric: "Metric", cell: Mapping[str, Any], base_cell: Mapping[str, Any]) -> Check:
+    name = f"metric:{metric.name}"
+    value = cell["metrics"].get(metric.name)
+    base = base_cell["metrics"].get(metric.name)
+    limit = {"pct": metric.allowed_regression_pct, "abs": metric.allowed_regression_abs}
+    if value is None:
+        return Check(name, MISSING, f"{metric.name} was not reported", limit=limit, baseline=base)
+    if base is None:
+        return Check(name, MISSING, f"{metric.name} was not reported by the baseline", observed=value, limit=limit)
+    worse = value - base if metric.direction == "lower" else base - value
+    pct = (worse / base * 100.0) if base else (0.0 if worse <= 0 else math.inf)
+    better = "lower" if metric.direction == "lower" else "higher"
+    change = f"{metric.name} {_num(value)} {metric.unit} vs baseline {_num(base)} {metric.unit} ({_describe_change(worse, pct)}; {better} is better)"
+    problems, over = [], None
+    if metric.allowed_regression_pct is not None and pct > metric.allowed_regression_pct + EPSILON:
+        over = pct - metric.allowed_regression_pct
+        problems.append(f"over the allowed regression of {_num(metric.allowed_regression_pct)}% by {_num(over)} points"
+                        if math.isfinite(pct) else "a regression from a baseline of 0 cannot be within a percentage")
+    if metric.allowed_regression_abs is not None and worse > metric.allowed_regression_abs + EPSILON:
+        over_abs = worse - metric.allowed_regression_abs
+        over = over if over is not None else over_abs
+        problems.append(f"over the allowed regression of {_num(metric.allowed_regression_abs)} {metric.unit} by {_num(over_abs)} {metric.unit}")
+    pct_out = _round(pct) if math.isfinite(pct) else None
+    if problems:
+        return Check(name, FAIL, f"{change}: {' and '.join(problems)}", observed=value, limit=limit, baseline=base,
+                     regression=_round(worse), regression_pct=pct_out, over_by=_round(over) if over is not None and math.isfinite(over) else None)
+    return Check(name, PASS, f"{change}: within the allowed regression", observed=value, limit=limit, baseline=base,
+                 regression=_round(worse), regression_pct=pct_out)
+
+
+def _measured_only(metric: "Metric", cell: Mapping[str, Any]) -> Check:
+    value = cell["metrics"].get(metric.name)
+    if value is None:
+        return Check(f"metric:{metric.name}", MISSING, f"{metric.name} was not reported")
+    return Check(f"metric:{metric.name}", PASS, f"{metric.name} {_num(value)} {metric.unit} (measured only: no allowed regression defined)", observed=value)
+
+
+def _describe_change(worse: float, pct: float) -> str:
+    if worse > 0:
+        return f"{_num(pct)}% worse" if math.isfinite(pct) else "worse than a baseline of 0"
+    if worse < 0:
+        return f"{_num(-pct)}% better"
+    return "unchanged"
+
+
+def _baseline_for(subject: GateSubject, record: Record, baselines: Sequence[Record],
+                  cell_key: tuple[str, int, int, str]) -> tuple[Record | None, tuple[str, str] | None]:
+    """The latest baseline on the candidate's exact environment; never another one."""
+    holding = [b for b in baselines if b.target == record.target and b.cell(*cell_key) is not None]
+    if not holding:
+        return None, (BASELINE_MISSING, f"no baseline measured on {record.target} for this cell (run `porttrack gate run {subject.name} --baseline --target {record.target}`)")
+    matching = [b for b in holding if not baseline_differences(subject, record, b)]
+    if matching:
+        return matching[-1], None
+    latest = holding[-1]
+    diffs = baseline_differences(subject, record, latest)
+    return None, (BASELINE_OTHER_ENV, f"the baseline {latest.id} was measured on another environment ({'; '.join(diffs)}); "
+                                      "not used — measure the baseline again on this one")
+
+
+def baseline_differences(subject: GateSubject, candidate: Record, baseline: Record) -> list[str]:
+    """Why `baseline` is not a baseline for `candidate` (empty: it is)."""
+    diffs = []
+    for name in MACHINE_FIELDS:
+        if candidate.environment.get(name) != baseline.environment.get(name):
+            diffs.append(f"{name} {baseline.environment.get(name)} vs {candidate.environment.get(name)}")
+    if candidate.environment.get("fork_commit") != baseline.environment.get("fork_commit"):
+        diffs.append(f"fork commit {str(baseline.environment.get('fork_commit'))[:12]} vs {str(candidate.environment.get('fork_commit'))[:12]}")
+    if candidate.commits.get("upstream_base") != baseline.commits.get("upstream_base"):
+        diffs.append(f"upstream base {str(baseline.commits.get('upstream_base'))[:12]} vs {str(candidate.commits.get('upstream_base'))[:12]}")
+    expected = expected_baseline_patch_set(subject, candidate.patch_set)
+    if baseline.patch_set != expected:
+        diffs.append(f"patch set [{', '.join(n for n, _ in baseline.patch_set)}] vs expected [{', '.join(n for n, _ in expected)}]")
+    return diffs
+
+
+def expected_baseline_patch_set(subject: GateSubject, candidate_set: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The fork without the subject: the candidate's patch set less the patch and what needs it.
+    A proof's baseline is the fork with no queued patch."""
+    if subject.kind == "proof":
+        return ()
+    leave_out = {subject.name} | set(subject.dependents)
+    return tuple((name, sha) for name, sha in candidate_set if name not in leave_out)
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.6g}"
+
+
+def _round(value: float) -> float:
+    return round(float(value), 6)
+
+
+# -- outputs -----------------------------------------------------------------------------------
+
+def gate_to_json(gate: "Gate | None") -> dict[str, Any] | None:
+    if gate is None:
+        return None
+    job = gate.job
+    return {
+        "job": {"kind": "command" if job.command else "workflow", "timeout_s": job.timeout_s,
+                "command": job.command, "workflow": job.workflow.file if job.workflow else None},
+        "reference_backend": gate.reference_backend,
+        "tolerance": None if gate.tolerance is None else {"abs": gate.tolerance.abs, "rel": gate.tolerance.rel},
+        "metrics": [
+            {"name": m.name, "unit": m.unit, "direction": m.direction,
+             "allowed_regression_pct": m.allowed_regression_pct, "allowed_regression_abs": m.allowed_regression_abs}
+            for m in gate.metrics
+        ],
+        "phases": list(gate.phases),
+        "graph_replay": gate.graph_replay,
+        "no_jit_after_warmup": gate.no_jit_after_warmup,
+        "promote": gate.promote,
+    }
+
+
+def to_json(result: GateCheck) -> dict[str, Any]:
+    """`porttrack gate check --json`: the documented shape, schema porttrack/gate-check/v1.
+
+    {
+      "schema": "porttrack/gate-check/v1",
+      "subject": {"kind": "patch"|"proof", "name", "track", "state": str|null},
+      "verdict": "pass" | "fail" | "cannot-evaluate",
+      "exit_code": 0 | 1 | 7,
+      "reason": str,
+      "gate": null | {"job": {"kind", "timeout_s", "command", "workflow"}, "reference_backend",
+                      "tolerance": {"abs", "rel"}, "metrics": [{"name", "unit", "direction",
+                      "allowed_regression_pct", "allowed_regression_abs"}], "phases",
+                      "graph_replay", "no_jit_after_warmup", "promote"},
+      "required": null | {"models", "contexts", "batches", "targets", "phases"},
+      "not_required": [{"model", "verdict": "ineligible"|"conditional"|"not-in-matrix", "reasons"}],
+      "counts": {"pass", "fail", "missing", "baseline-missing", "baseline-other-environment"},
+      "cells": [{"model", "context", "batch", "target", "phase",
+                 "verdict": "pass"|"fail"|"missing"|"baseline-missing"|"baseline-other-environment",
+                 "reason", "evidence": id|null, "baseline": id|null,
+                 "checks": [{"check": "numerics"|"graph-replay"|"no-jit-after-warmup"|"metric:<name>",
+                             "outcome": "pass"|"fail"|"missing", "detail", "observed", "limit",
+                             "baseline", "regression", "regression_pct", "over_by"}]}],
+      "evidence": [id, ...],           # every record the verdict rests on, sorted
+      "ignored": [{"id", "why"}],      # the subject's records that do not count (superseded, other track, stale)
+      "invalid": [{"path", "why"}]     # evidence files that could not be read or were edited
+    }
+    Cells are ordered model × context × batch × target × phase as the gate lists them.
+    """
+    req = result.required
+    return {
+        "schema": JSON_SCHEMA_ID,
+        "subject": {"kind": result.subject.kind, "name": result.subject.name, "track": result.subject.track, "state": result.subject.state},
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "reason": result.reason,
+        "gate": gate_to_json(result.subject.gate),
+        "required": None if req is None else {
+            "models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
+            "targets": list(req.targets), "phases": list(req.phases),
+        },
+        "not_required": [] if req is None else [{"model": l.model, "verdict": l.verdict, "reasons": list(l.reasons)} for l in req.left_out],
+        "counts": result.counts(),
+        "cells": [
+            {
+                "model": c.model, "context": c.context, "batch": c.batch, "target": c.target, "phase": c.phase,
+                "verdict": c.verdict, "reason": c.reason, "evidence": c.evidence, "baseline": c.baseline,
+                "checks": [
+                    {"check": k.check, "outcome": k.outcome, "detail": k.detail, "observed": k.observed, "limit": k.limit,
+                     "baseline": k.baseline, "regression": k.regression, "regression_pct": k.regression_pct, "over_by": k.over_by}
+                    for k in c.checks
+                ],
+            }
+            for c in result.cells
+        ],
+        "evidence": list(result.evidence_ids),
+        "ignored": [{"id": i.id, "why": i.why} for i in result.ignored],
+        "invalid": [{"path": p, "why": w} for p, w in result.invalid],
+    }
+
+
+def render(result: GateCheck) -> str:
+    s = result.subject
+    lines = [f"{s.kind} {s.name}  (track {s.track}{', state ' + s.state if s.state else ''})"]
+    req = result.required
+    if req is not None:
+        lines.append(f"required: models {', '.join(req.models) or '(none)'} × contexts {', '.join(map(str, req.contexts))} × "
+                     f"batches {', '.join(map(str, req.batches))} × targets {', '.join(req.targets)} × phases {', '.join(req.phases)}")
+        for left in req.left_out:
+            lines.append(f"  not required: {left.model} ({left.verdict}: {for_terminal('; '.join(left.reasons), 160)})")
+    for cell in result.cells:
+        head = f"  {cell.verdict.upper():<27} {cell.model} ctx={cell.context} batch={cell.batch} {cell.target} {cell.phase}"
+        lines.append(head)
+        if cell.verdict != PASS:
+            lines.append(f"      {for_terminal(cell.reason, 400)}")
+    for ignored in result.ignored:
+        lines.append(f"  not counted: {ignored.id}: {for_terminal(ignored.why, 200)}")
+    for path, why in result.invalid:
+        lines.append(f"  invalid evidence file {path}: {for_terminal(why, 200)}")
+    counts = ", ".join(f"{n} {v}" for v, n in result.counts().items() if n)
+    lines.append(f"verdict: {result.verdict.upper()} — {result.reason}" + (f" ({counts})" if counts else ""))
+    return "\n".join(lines)
+
+
+def require_gate(subject: GateSubject) -> "Gate":
+    if subject.gate is None:
+        raise CannotEvaluate(subject.why_ungated or f"{subject.name} has no gate")
+    return subject.gate
+
+
+__all__ = [
+    "CANNOT_EVALUATE", "CellVerdict", "Check", "GateCheck", "GateSubject", "PASS", "FAIL", "MISSING",
+    "BASELINE_MISSING", "BASELINE_OTHER_ENV", "check", "patch_subject", "proof_subject", "required",
+    "to_json", "render",
+]
+
+
+# -- running a gate job ------------------------------------------------------------------------
+#
+# `gate run` builds the ref under test, runs the gate's job once per target — a local command, or
+# a GitHub Actions workflow on the fork's self-hosted runners — and ingests each target's results
+# as one evidence record. Per target all or nothing: a results file that is malformed, or that
+# describes another run than the one asked for, records nothing for that target.
+
+RESULTS_NAME = "results.json"  # the file a workflow's results artifact must hold
+LOG_TAIL = 12  # lines of a failed job's output quoted in the error
+
+
+@dataclass(frozen=True)
+class BuiltRef:
+    sha: str  # the commit under test
+    upstream_base: str
+    fork_commit: str  # the commit the patch set was applied on
+    patch_set: tuple[tuple[str, str], ...]  # (name, sha256) in series order
+    how: str  # for messages: "staging build porttrack/staging" / "baseline build (without …)"
+
+
+@dataclass(frozen=True)
+class TargetOutcome:
+    target: str
+    record: Record | None
+    problem: str | None = None
+    exit_code: int | None = None  # the job's (command) exit status
+    run_url: str | None = None  # the workflow run (workflow jobs)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    subject: GateSubject
+    role: str
+    ref: BuiltRef
+    targets: tuple[TargetOutcome, ...]
+    plan: tuple[str, ...]  # what was (or, with --dry-run, would be) run
+    dry_run: bool
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        return tuple(t.record for t in self.targets if t.record is not None)
+
+
+def run(
+    ws: Any,
+    config: "Config",
+    queue: "Queue",
+    subject: GateSubject,
+    *,
+    role: str = "candidate",
+    targets: Sequence[str] | None = None,
+    dry_run: bool = False,
+    api_url: str | None = None,
+    poll_interval_s: float = 15.0,
+    wait_s: float | None = None,
+    run_ids: Mapping[str, int] | None = None,
+    progress: Any = None,
+    now: str | None = None,
+    force: bool = False,
+) -> RunOutcome:
+    """Run `subject`'s gate job in `role` on `targets` (default: every target the gate requires).
+
+    Raises InputError when a results file is refused (after recording the other targets) and
+    CannotEvaluate when a job produced no results; otherwise returns what was recorded.
+    """
+    say = progress or (lambda _line: None)
+    if subject.gate is None:
+        raise PreconditionError(subject.why_ungated or f"{subject.name} has no gate")
+    if role not in ("candidate", "baseline"):
+        raise ValueError(role)
+    gate = subject.gate
+    chosen = _targets(config, subject, targets)
+    built = build_ref(ws, config, queue, subject, role, dry_run=dry_run, say=say, force=force)
+    say(f"{role} ref {built.sha[:12]}: {built.how}")
+    if gate.job.command is not None:
+        plan, outcomes = _run_commands(ws, config, subject, role, built, chosen, dry_run, say, now)
+    else:
+        plan, outcomes = _run_workflow(ws, config, subject, role, built, chosen, dry_run, say, now,
+                                       api_url=api_url, poll_interval_s=poll_interval_s,
+                                       wait_s=wait_s if wait_s is not None else float(gate.job.timeout_s),
+                                       run_ids=run_ids or {})
+    result = RunOutcome(subject, role, built, tuple(outcomes), tuple(plan), dry_run)
+    refused = [t for t in outcomes if t.problem and t.problem.startswith("results refused")]
+    failed = [t for t in outcomes if t.problem and t not in refused]
+    if refused:
+        raise InputError("; ".join(f"{t.target}: {t.problem}" for t in refused + failed))
+    if failed:
+        raise CannotEvaluate("; ".join(f"{t.target}: {t.problem}" for t in failed)
+                             + (f" (recorded: {', '.join(r.id for r in result.records)})" if result.records else ""))
+    return result
+
+
+def _targets(config: "Config", subject: GateSubject, targets: Sequence[str] | None) -> tuple[str, ...]:
+    gate = subject.gate
+    assert gate is not None
+    allowed = list(gate.matrix.targets or config.targets) if subject.kind == "proof" else config.gate_targets(subject.track)
+    if not targets:
+        return tuple(allowed)
+    for target in targets:
+        if target not in allowed:
+            raise ConfigError(f"target {target} is not one of the gate's targets ({', '.join(allowed)})")
+    return tuple(dict.fromkeys(targets))
+
+
+def build_ref(ws: Any, config: "Config", queue: "Queue", subject: GateSubject, role: str, *,
+              dry_run: bool = False, say: Any = None, force: bool = False) -> BuiltRef:
+    """The commit to measure. Candidate: the staging build (every live patch; `porttrack apply`).
+    Baseline: the same build without the subject and the patches that depend on it (a proof's
+    baseline: the fork with no queued patch). Builds are reproducible, so the same queue on the
+    same base gives the same commit."""
+    from porttrack import apply as apply_mod
+    from porttrack import queue as queue_mod
+
+    series = list(queue.series(queue_mod.STAGING_STATES))
+    if subject.kind == "patch" and subject.name not in {p.name for p in series}:
+        raise PreconditionError(f"patch {subject.name} is {subject.state}, not in the staging build; only a live patch can be gated")
+    if role == "candidate":
+        run_ = apply_mod.apply(ws, config, target="staging", force=force, dry_run=dry_run, progress=say)
+        assert run_.new is not None
+        patch_set = tuple((p.name, p.sha256) for p in series)
+        upstream_sha = _upstream_base_sha(config, run_.fork)
+        return BuiltRef(run_.new, upstream_sha, run_.base_sha, patch_set, f"staging build {run_.branch} ({len(series)} patches)")
+    leave_out = {subject.name} | set(subject.dependents) if subject.kind == "patch" else {p.name for p in series}
+    kept = [p for p in series if p.name not in leave_out]
+    checkout = config.fork_checkout()
+    if checkout is None:
+        raise ConfigError("no fork checkout: set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK")
+    repo = GitRepo.open(checkout)
+    base_ref = config.fork.build_from()
+    base = repo.rev_parse(base_ref)
+    if base is None:
+        raise PreconditionError(f"build base {base_ref!r} is not in {repo.path}; fetch or create it first")
+    contents = {p.name: queue_mod.read_patch(ws, p) for p in kept}
+    # apply's builder works in a scratch index: no branch moves, the work tree is not touched.
+    results, sha = apply_mod.build_series(repo, base, kept, contents, say)
+    if sha is None:
+        bad = next((r.name for r in results if r.outcome == "conflict"), "?")
+
+        raise ConflictError(f"the baseline build (the queue without {subject.name}) conflicts at {bad}; a baseline cannot be built")
+    left = sorted(leave_out & {p.name for p in series})
+    return BuiltRef(sha, _upstream_base_sha(config, str(repo.path)), base, tuple((p.name, p.sha256) for p in kept), f"baseline build without {', '.join(left) or 'nothing'} ({len(kept)} patches)")
+
+
+def _upstream_base_sha(config: "Config", fork_path: str) -> str:
+    """The upstream commit the fork is based on (a fingerprint field: baselines must match it)."""
+    sha = GitRepo(Path(fork_path)).rev_parse(config.fork.upstream_base)
+    if sha is None:
+        raise PreconditionError(f"upstream base {config.fork.upstream_base!r} is not in {fork_path}; fetch it first")
+    return sha
+
+
+def _expected(subject: GateSubject, role: str, target: str, built: BuiltRef) -> "Any":
+    return Expected(subject.track, Subject(subject.kind, subject.name, subject.sha256), role, target,
+                    built.sha, built.upstream_base, built.fork_commit, built.patch_set)
+
+
+def job_environment(subject: GateSubject, role: str, target: str, built: BuiltRef, results_path: str) -> dict[str, str]:
+    """What porttrack tells a job (porttrack.results reads it)."""
+    return {
+        "PORTTRACK_TRACK": subject.track,
+        "PORTTRACK_SUBJECT": subject.name,
+        "PORTTRACK_ROLE": role,
+        "PORTTRACK_TARGET": target,
+        "PORTTRACK_REF": built.sha,
+        "PORTTRACK_UPSTREAM_BASE": built.upstream_base,
+        "PORTTRACK_FORK_COMMIT": built.fork_commit,
+        "PORTTRACK_PATCH_SET": json.dumps([{"name": n, "sha256": s} for n, s in built.patch_set]),
+        "PORTTRACK_RESULTS": results_path,
+    }
+
+
+def ingest(ws: Any, config: "Config", subject: GateSubject, role: str, target: str, built: BuiltRef,
+           data: bytes, where: str, job: Mapping[str, Any], *, now: str | None = None, dry_run: bool = False) -> Record:
+    """Validate a results file and record it as evidence. InputError, and nothing recorded, when
+    it is malformed or describes another run (other ref, patch set, track, target...)."""
+    document = results.parse(data, where)
+    expected_arch = config.targets[target].arch if target in config.targets else None
+    arch = document["environment"]["arch"]
+    if expected_arch is not None and document["target"] == target and arch != expected_arch:
+        raise InputError(f"{where}: results for target {target} were measured on arch {arch}, not {expected_arch}; nothing was recorded")
+    return evidence.record_results(ws, document, _expected(subject, role, target, built), job=job,
+                                   results_sha256=evidence.results_digest(data), now=now, dry_run=dry_run)
+
+
+def _run_commands(ws, config, subject, role, built, targets, dry_run, say, now):
+    gate = subject.gate
+    command = gate.job.command
+    plan, outcomes = [], []
+    logs = Path(ws.cache_dir) / "logs"
+    try:
+        template = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError(f"the gate job command of {subject.track} cannot be split into arguments: {exc}") from None
+    for target in targets:
+        with tempfile.TemporaryDirectory(prefix="porttrack-gate-") as tmp:
+            results_path = Path(tmp) / RESULTS_NAME
+            workdir = Path(tmp) / "work"
+            argv = [part.format(ref=built.sha, results=str(results_path), workdir=str(workdir), target=target)
+                    for part in template]
+            plan.append(f"{target}: {shlex.join(argv)}")
+            if dry_run:
+                continue
+            with _worktree(config, built.sha, workdir, needed="{workdir}" in command):
+                logs.mkdir(parents=True, exist_ok=True)
+                log = logs / f"gate-{subject.name}-{role}-{target}.log"
+                env = {**os.environ, **job_environment(subject, role, target, built, str(results_path))}
+                say(f"{target}: running the job (timeout {gate.job.timeout_s}s, log {log})")
+                started = time.monotonic()
+                code = _execute(argv, Path(ws.root), env, log, gate.job.timeout_s)
+                took = round(time.monotonic() - started, 3)
+            job = {"kind": "command", "command": command, "exit_code": code, "duration_s": took}
+            if not results_path.is_file():
+                why = "timed out" if code is None else f"exited {code}"
+                outcomes.append(TargetOutcome(target, None, f"the job {why} and wrote no results; {_tail(log)}", code))
+                continue
+            try:
+                record = ingest(ws, config, subject, role, target, built, results_path.read_bytes(),
+                                f"{target} results", job, now=now)
+            except InputError as exc:
+                outcomes.append(TargetOutcome(target, None, f"results refused, nothing recorded: {exc}", code))
+                continue
+            say(f"{target}: recorded {record.id} ({len(record.cells)} cells; job exited {code})")
+            outcomes.append(TargetOutcome(target, record, None, code))
+    return plan, outcomes
+
+
+def _execute(argv: list[str], cwd: Any, env: Mapping[str, str], log: Any, timeout_s: float) -> int | None:
+    """Run the job in its own process group; on timeout stop the whole group. None: timed out."""
+
+
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot start the gate job {argv[0]!r}: {exc.strerror or exc}") from None
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            return None
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+
+
+def _tail(log: Any) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL:]
+    except OSError:
+        return f"see {log}"
+
+    shown = " | ".join(for_terminal(line, 200) for line in lines if line.strip())
+    return f"last output: {shown}" if shown else f"no output (log {log})"
+
+
+class _worktree:
+    """A detached work tree of the ref under test, only when the command asks for {workdir}."""
+
+    def __init__(self, config: "Config", sha: str, path: Any, needed: bool):
+        self.config, self.sha, self.path, self.needed = config, sha, path, needed
+        self.repo = None
+
+    def __enter__(self) -> None:
+        if not self.needed:
+            self.path.mkdir(parents=True, exist_ok=True)
+            return None
+
+        self.repo = GitRepo.open(self.config.fork_checkout())
+        self.repo.run("worktree", "add", "--detach", "--quiet", str(self.path), self.sha)
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.repo is not None:
+            self.repo.run("worktree", "remove", "--force", str(self.path), check=False)
+            self.repo.run("worktree", "prune", check=False)
+
+
+def _run_workflow(ws, config, subject, role, built, targets, dry_run, say, now, *, api_url, poll_interval_s, wait_s, run_ids):
+    gate = subject.gate
+    wf = gate.job.workflow
+    plan, pending, outcomes = [], {}, {}
+    client = None if dry_run else _client(config, ws, api_url)
+    pushed = None if dry_run else _push(config, built.sha, say)
+    for target in targets:
+        request_id = pysecrets.token_hex(8)
+        inputs = {key: value.format(ref=built.sha, results=RESULTS_NAME, workdir=".", target=target) for key, value in wf.inputs.items()}
+        context = {**{k.removeprefix("PORTTRACK_").lower(): v for k, v in job_environment(subject, role, target, built, RESULTS_NAME).items()},
+                   "request_id": request_id}
+        context["patch_set"] = json.loads(context["patch_set"])
+        labels = list(config.targets[target].runner_labels) if target in config.targets else []
+        inputs.update({"ref": built.sha, "patch": subject.name, "target": target, "role": role,
+                       "runner": json.dumps(labels or ["self-hosted", target]),
+                       "request_id": request_id, "context": json.dumps(context, sort_keys=True, separators=(",", ":"))})
+        inputs["ref_name"] = pushed or ""
+        plan.append(f"{target}: dispatch {wf.file}@{wf.ref} on {config.fork.repo} with ref={built.sha[:12]} role={role}")
+        if dry_run:
+            continue
+        if target in run_ids:
+            pending[target] = (int(run_ids[target]), request_id)
+            say(f"{target}: collecting workflow run {run_ids[target]}")
+            continue
+        since = _iso_now(-120)
+        run_id = client.dispatch_workflow(wf.file, wf.ref, inputs)
+        if run_id is None:
+            run_id = _find_run(client, wf.file, request_id, since, poll_interval_s, wait_s)
+        if run_id is None:
+            outcomes[target] = TargetOutcome(target, None, f"dispatched {wf.file}, but no run carrying request id {request_id} appeared "
+                                                           f"within {wait_s:.0f}s (does the workflow's run-name include inputs.request_id?)")
+            continue
+        say(f"{target}: dispatched {wf.file}, run {run_id}")
+        pending[target] = (run_id, request_id)
+    if dry_run:
+        return plan, []
+
+    deadline = time.monotonic() + wait_s
+    finished = {}
+    while pending:
+        for target, (run_id, _req) in list(pending.items()):
+            state = client.get_workflow_run(run_id)
+            if state.status == "completed":
+                finished[target] = state
+                del pending[target]
+                say(f"{target}: run {run_id} {state.conclusion} ({state.html_url})")
+        if not pending:
+            break
+        if time.monotonic() + poll_interval_s > deadline:
+            for target, (run_id, _req) in pending.items():
+                outcomes[target] = TargetOutcome(target, None, f"workflow run {run_id} did not finish within {wait_s:.0f}s; nothing recorded "
+                                                               f"(collect it later: porttrack gate run {subject.name} --target {target} --run-id {run_id}"
+                                                               f"{' --baseline' if role == 'baseline' else ''})")
+            break
+        time.sleep(poll_interval_s)
+
+    for target, state in finished.items():
+        job = {"kind": "workflow", "workflow": wf.file, "run_id": state.id, "run_url": state.html_url, "conclusion": state.conclusion}
+        artifact = next((a for a in client.list_run_artifacts(state.id) if a.name == wf.artifact and not a.expired), None)
+        if artifact is None:
+            outcomes[target] = TargetOutcome(target, None, f"run {state.html_url} concluded {state.conclusion} without a {wf.artifact!r} artifact", run_url=state.html_url)
+            continue
+        try:
+            data = _results_from_zip(client.download_artifact(artifact.id), f"{target} artifact {wf.artifact}")
+            record = ingest(ws, config, subject, role, target, built, data, f"{target} artifact {wf.artifact}", job, now=now)
+        except InputError as exc:
+            outcomes[target] = TargetOutcome(target, None, f"results refused, nothing recorded: {exc}", run_url=state.html_url)
+            continue
+        say(f"{target}: recorded {record.id} ({len(record.cells)} cells)")
+        outcomes[target] = TargetOutcome(target, record, None, run_url=state.html_url)
+    return plan, [outcomes[t] for t in targets if t in outcomes]
+
+
+def _find_run(client, workflow_file: str, request_id: str, since: str, poll_interval_s: float, wait_s: float) -> int | None:
+    deadline = time.monotonic() + min(wait_s, 300.0)
+    while True:
+        found = client.find_dispatched_run(workflow_file, request_id, since)
+        if found is not None:
+            return found.id
+        if time.monotonic() + poll_interval_s > deadline:
+            return None
+        time.sleep(poll_interval_s)
+
+
+def _results_from_zip(blob: bytes, where: str) -> bytes:
+    """The results file inside an artifact zip: `results.json`, or its only JSON file."""
+
+    
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(blob))
+    except zipfile.BadZipFile:
+        raise InputError(f"{where}: not a zip archive") from None
+    entries = [i for i in archive.infolist() if not i.is_dir()]
+    chosen = [i for i in entries if i.filename.rsplit("/", 1)[-1] == RESULTS_NAME] or [i for i in entries if i.filename.endswith(".json")]
+    if len(chosen) != 1:
+        raise InputError(f"{where}: expected one {RESULTS_NAME} in the artifact, found {len(chosen)} JSON files")
+    if chosen[0].file_size > results.MAX_BYTES:
+        raise InputError(f"{where}: {chosen[0].filename} is larger than {results.MAX_BYTES >> 20} MiB; refused")
+    with archive.open(chosen[0]) as handle:
+        return handle.read(results.MAX_BYTES + 1)
+
+
+def _client(config: "Config", ws: Any, api_url: str | None):
+    from porttrack.github import client_for, has_token
+
+    if not has_token():
+        raise GitHubAuthError("dispatching a gate workflow needs a GitHub token (GITHUB_TOKEN, GH_TOKEN or `gh auth login`)")
+    return client_for(config.fork.repo, api_url, ws.cache_dir)
+
+
+def _push(config: "Config", sha: str, say: Any) -> str | None:
+    """Make the ref under test fetchable by the runner: push it to the fork's remote as
+    `porttrack/gate/<sha12>`. Skipped (with a note) when no remote of the checkout is the fork."""
+
+    checkout = config.fork_checkout()
+    if checkout is None:
+        return None
+    repo = GitRepo.open(checkout)
+    remotes = repo.text("remote").split()
+    wanted = config.fork.repo.lower()
+    remote = next((r for r in remotes if (repo.remote_url(r) or "").lower().rstrip("/").removesuffix(".git").endswith(wanted)), None)
+    if remote is None:
+        say(f"note: no remote of {repo.path} points at {config.fork.repo}; not pushing {sha[:12]} (the runner must be able to fetch it)")
+        return None
+    branch = f"porttrack/gate/{sha[:12]}"
+    repo.run("push", "--quiet", "--force", remote, f"{sha}:refs/heads/{branch}")
+    say(f"pushed {sha[:12]} to {remote} as {branch}")
+    return branch
+
+
+def _iso_now(offset_s: float = 0.0) -> str:
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=offset_s)
+    return when.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")

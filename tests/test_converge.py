@@ -1,0 +1,495 @@
+"""`porttrack verify-converged` against real git repositories and the GitHub emulator over HTTP.
+
+Each test builds an upstream where PR #48407 (modelled on the real one: two hunks in the MLA
+attention module, one in `vllm/models/deepseek_v32/nvidia/attention.py` -- the file upstream
+deleted two days after the merge -- and a new test file) is merged one way or another, and a fork
+that has it by ancestry, by cherry-pick, by a hand port, or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from porttrack import converge
+from porttrack import queue as queue_mod
+from porttrack.hunks import parse_diff
+from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.state import RecordedPR, UpstreamState
+from porttrack.state import save as save_state
+from porttrack.workspace import Workspace
+from testing.gitfixtures import git, git_bytes
+from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
+from testing.workspace import make_workspace, track
+
+PR = 48407
+TRACK = "sparse-indexer-skip"
+MLA = "vllm/model_executor/layers/attention/mla_attention.py"
+GONE = "vllm/models/deepseek_v32/nvidia/attention.py"  # deleted upstream after the merge
+TEST = "tests/model_executor/layers/test_mla_short_prefill_indexer.py"
+TITLE = "[Attention] Skip sparse indexer scoring for dense short prefills"
+
+
+def module(name: str, edits: dict[int, str] | None = None) -> str:
+    """40 two-line functions; `edits` replaces function i's body line."""
+    lines = [f"def {name}_{i}(x):\n    return x + {i}\n" for i in range(40)]
+    for i, body in (edits or {}).items():
+        lines[i] = f"def {name}_{i}(x):\n    {body}\n"
+    return "".join(lines)
+
+
+BASE = {MLA: module("mla"), GONE: module("attn")}
+MLA_EDITS = {3: "return x  # dense short prefill: skip the indexer", 30: "return x * 2  # indexer topk"}
+GONE_EDITS = {10: "return x - 1  # sparse path"}
+CHANGE = {MLA: module("mla", MLA_EDITS), GONE: module("attn", GONE_EDITS),
+          TEST: "".join(f"def test_case_{i}():\n    assert True\n" for i in range(10))}
+
+
+@pytest.fixture
+def world(world):
+    """The shared `world`, with the MLA modules on upstream main and the fork rebased onto it."""
+    world.upstream.commit(BASE, "Add the MLA attention modules")
+    world.rebase_fork()
+    return world
+
+
+def workspace(tmp_path: Path, world, **track_kw) -> WorkspaceHandle:
+    ws = make_workspace(tmp_path / "ws", {TRACK: track([PR], **track_kw)},
+                        api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    text = ws.tracks_file.read_text()
+    for sha in track_kw.get("fork_commits", ()):  # tracks.yaml wants SHAs quoted; safe_dump does not quote
+        text = text.replace(f"- {sha}\n", f"- '{sha}'\n")
+    ws.tracks_file.write_text(text)
+    return ws
+
+
+def verify(ws: WorkspaceHandle, *args: str, **env: str | None):
+    """In-process, through the same entry point and error boundary as the console script."""
+    return ws.run_in_process("verify-converged", str(PR), *args, env=ws.env(**env))
+
+
+def verify_json(ws: WorkspaceHandle, *args: str, **env: str | None) -> tuple[int, dict, str]:
+    out = verify(ws, "--json", *args, **env)
+    assert out.stdout, out.stderr
+    return out.returncode, json.loads(out.stdout), out.stderr
+
+
+def hunks_by(data: dict) -> dict[tuple[str, str], dict]:
+    """(path, header line's first 14 chars) -> hunk: enough to name each of the 4 hunks."""
+    return {(h["path"], h["header"][:14]): h for h in data["hunks"]}
+
+
+def states(data: dict) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    for h in data["hunks"]:
+        out.setdefault(h["path"], []).append((h["state"], h["method"]))
+    return out
+
+
+def merge_pr(world, how: str = "squash") -> str:
+    world.open_pr(PR, CHANGE, title=TITLE)
+    return world.squash_merge(PR) if how == "squash" else world.merge(PR)
+
+
+# ------------------------------------------------------------------------------ ancestry
+
+
+def test_true_merge_commit_in_the_fork_is_converged_by_ancestry(tmp_path, world):
+    merge = merge_pr(world, "merge")
+    fork_sha = world.rebase_fork()
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert data["schema"] == "porttrack/convergence/v1"
+    assert (data["verdict"], data["method"]) == ("converged", "ancestry")
+    assert data["commits"]["merge_commit"] == merge
+    assert data["commits"]["merge_kind"] == "merge"
+    assert data["commits"]["fork_sha"] == fork_sha
+    assert data["ancestry"] == {"fork_ref": True, "upstream_base": None}
+    assert data["source"]["pr_state"] == "github"
+    assert {(h["state"], h["method"]) for h in data["hunks"]} == {("present", "ancestry")}
+    assert data["summary"] == {"hunks": 4, "present": 4, "changed_since": 0, "missing": 0}
+    # one GET for the PR, nothing else
+    assert [r.path for r in world.fake.requests()] == [f"/repos/vllm-project/vllm/pulls/{PR}"]
+
+
+def test_squash_merge_in_the_fork_is_converged_by_ancestry_as_a_subprocess(tmp_path, world):
+    squash = merge_pr(world, "squash")
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+
+    proc = ws.run("verify-converged", str(PR), "--json")  # `python -m porttrack`, a separate process
+
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["verdict"], data["method"], data["commits"]["merge_kind"]) == ("converged", "ancestry", "squash")
+    assert data["commits"]["merge_commit"] == squash
+    human = ws.run("verify-converged", str(PR))
+    assert human.returncode == 0, human.stderr
+    assert "verdict: converged (decided by ancestry)" in human.stdout
+    assert "present (ancestry)" in human.stdout
+
+
+def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_path, world):
+    merge_pr(world)
+    ws = workspace(tmp_path, world)
+    assert verify(ws).returncode == 1  # the fork has not rebased yet: not converged
+    world.rebase_fork()
+    assert verify(ws).returncode == 0
+
+    record = json.loads((ws.root / "state" / "convergence" / f"{PR}.json").read_text())
+    assert record["schema"] == "porttrack/convergence-record/v1"
+    assert [h["verdict"] for h in record["history"]] == ["not-converged", "converged"]
+    first, second = record["history"]
+    assert first["commits"]["fork_sha"] != second["commits"]["fork_sha"]
+    assert all(h["computed_at"].endswith("Z") and h["commits"]["upstream_base_sha"] for h in record["history"])
+    assert second["recorded"] == f"state/convergence/{PR}.json"
+    assert converge.latest_verdicts(Workspace(ws.root)) == {PR: "converged"}
+
+
+# ------------------------------------------------------------------------------ patch-id
+
+
+def test_cherry_picked_squash_is_converged_by_patch_id(tmp_path, world):
+    squash = merge_pr(world, "squash")
+    git(world.fork, "fetch", "-q", "upstream")  # upstream/main now has the merge; the fork's branch does not
+    git(world.fork, "cherry-pick", squash)
+    picked = git(world.fork, "rev-parse", "HEAD")
+    ws = workspace(tmp_path, world, fork_commits=[picked[:12]])
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert (data["verdict"], data["method"]) == ("converged", "patch-id")
+    assert picked != squash
+    assert data["ancestry"] == {"fork_ref": False, "upstream_base": True}
+    assert [m["commit"] for m in data["patch_id"]["matched"]] == [picked]
+    assert data["patch_id"]["matched"][0]["matches"] == "change"
+    assert data["patch_id"]["candidates"] == 1  # only fork commits touching the PR's files
+    assert {(h["state"], h["method"]) for h in data["hunks"]} == {("present", "patch-id")}
+    [drop] = data["drops"]
+    assert (drop["kind"], drop["ref"], drop["commit"]) == ("fork-commit", picked[:12], picked)
+    assert drop["duplicate"] and drop["droppable"] and not drop["retired"]
+    assert "same patch-id" in drop["reason"]
+
+
+def test_cherry_picked_commits_of_a_true_merge_are_converged_by_patch_id(tmp_path, world):
+    world.open_pr(PR, {MLA: CHANGE[MLA]}, title=TITLE)
+    world.append(PR, {GONE: CHANGE[GONE], TEST: CHANGE[TEST]})
+    world.merge(PR)
+    git(world.fork, "fetch", "-q", "upstream")
+    pr_commits = world.pr_commits(PR)
+    git(world.fork, "cherry-pick", *pr_commits)
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert (data["verdict"], data["method"]) == ("converged", "patch-id")
+    assert sorted(m["matches"] for m in data["patch_id"]["matched"]) == sorted(pr_commits)
+
+
+# ------------------------------------------------------------------------------ content
+
+
+def test_hand_port_with_edits_is_partially_converged_per_hunk(tmp_path, world):
+    merge_pr(world)
+    # The fork ported #48407 by hand before it merged: one MLA hunk differs, no test file.
+    world.fork_commit({MLA: module("mla", {**MLA_EDITS, 30: "return x * 3  # our own topk"}),
+                       GONE: CHANGE[GONE]}, "Port #48407 (skip the sparse indexer)")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1
+    assert "partially-converged" in err
+    assert (data["verdict"], data["method"]) == ("partially-converged", "content")
+    assert data["patch_id"]["matched"] == [] and data["patch_id"]["candidates"] == 1
+    assert states(data) == {
+        MLA: [("present", "content"), ("missing", "content")],
+        GONE: [("present", "content")],
+        TEST: [("missing", "content")],
+    }
+    assert data["summary"] == {"hunks": 4, "present": 2, "changed_since": 0, "missing": 2}
+    human = verify(ws)
+    assert human.returncode == 1
+    assert "MISSING (content)" in human.stdout and "present (content)" in human.stdout
+
+
+def test_fork_based_before_the_merge_is_not_converged(tmp_path, world):
+    merge = merge_pr(world)
+    tracking = git(world.fork, "rev-parse", "upstream/main")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1
+    assert data["verdict"] == "not-converged"
+    assert data["ancestry"] == {"fork_ref": False, "upstream_base": False}
+    assert any("predates the merge" in r for r in data["reasons"])
+    assert {h["state"] for h in data["hunks"]} == {"missing"}
+    # The merge commit was fetched into porttrack's namespace; the user's upstream/main did not move.
+    assert git(world.fork, "rev-parse", "refs/porttrack/upstream/main") == world.upstream.tip()
+    assert git(world.fork, "rev-parse", "upstream/main") == tracking
+    assert git(world.fork, "cat-file", "-t", merge) == "commit"
+
+
+# ------------------------------------------------------------------------------ churn
+
+
+def test_file_deleted_upstream_after_the_merge_is_converged_by_ancestry_with_churn(tmp_path, world):
+    merge_pr(world)
+    deletion = world.upstream.commit({GONE: None}, "Remove the DeepSeek V3.2 NVIDIA attention module")
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert (data["verdict"], data["method"]) == ("converged", "ancestry")
+    [gone] = [h for h in data["hunks"] if h["path"] == GONE]
+    assert (gone["state"], gone["method"]) == ("changed-since", "ancestry")
+    assert gone["changed_by"] == {"commit": deletion, "subject": "Remove the DeepSeek V3.2 NVIDIA attention module", "upstream": True}
+    assert {h["state"] for h in data["hunks"] if h["path"] != GONE} == {"present"}
+    assert data["summary"]["changed_since"] == 1
+    human = verify(ws)
+    assert f"present, since changed upstream by {deletion[:12]}" in human.stdout
+
+
+def test_without_ancestry_content_and_churn_decide(tmp_path, world):
+    merge_pr(world)
+    deletion = world.upstream.commit({GONE: None}, "Remove the DeepSeek V3.2 NVIDIA attention module")
+    git(world.fork, "fetch", "-q", "upstream")  # the upstream base has the merge and the deletion
+    # A hand port of everything except the module upstream has since deleted.
+    world.fork_commit({MLA: CHANGE[MLA], TEST: CHANGE[TEST]}, "Port #48407 without the removed module")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert (data["verdict"], data["method"]) == ("converged", "content")
+    assert data["ancestry"] == {"fork_ref": False, "upstream_base": True}
+    assert states(data) == {
+        MLA: [("present", "content"), ("present", "content")],
+        GONE: [("changed-since", "churn")],
+        TEST: [("present", "content")],
+    }
+    [gone] = [h for h in data["hunks"] if h["path"] == GONE]
+    assert gone["changed_by"]["commit"] == deletion and gone["changed_by"]["upstream"] is True
+
+
+def test_churn_does_not_excuse_a_hunk_upstream_still_has(tmp_path, world):
+    merge_pr(world)
+    world.upstream.commit({MLA: module("mla", {**MLA_EDITS, 20: "return 0"})}, "Touch the MLA module elsewhere")
+    git(world.fork, "fetch", "-q", "upstream")
+    world.fork_commit({GONE: CHANGE[GONE], TEST: CHANGE[TEST]}, "Port only part of #48407")
+    ws = workspace(tmp_path, world)
+
+    code, data, _ = verify_json(ws)
+
+    assert code == 1
+    assert states(data)[MLA] == [("missing", "content"), ("missing", "content")]
+    assert all("upstream still has it" in h["detail"] for h in data["hunks"] if h["path"] == MLA)
+
+
+# ------------------------------------------------------------------------------ preconditions
+
+
+def test_open_pr_is_refused_with_exit_6(tmp_path, world):
+    world.open_pr(PR, CHANGE, title=TITLE)
+    ws = workspace(tmp_path, world)
+
+    out = verify(ws)
+
+    assert out.returncode == 6
+    assert f"#{PR} is open (on GitHub), not merged" in out.stderr
+    assert not (ws.root / "state" / "convergence").exists()
+
+
+def test_pr_closed_without_merging_is_refused_with_exit_6(tmp_path, world):
+    world.open_pr(PR, CHANGE, title=TITLE)
+    world.close(PR)
+    out = verify(workspace(tmp_path, world))
+    assert out.returncode == 6
+    assert "closed without merging" in out.stderr
+
+
+def test_a_malformed_merge_commit_sha_never_reaches_git(tmp_path, world):
+    world.open_pr(PR, CHANGE, title=TITLE)
+    world.fake.put_pull(world.upstream_repo, PR, merged=True, merge_commit_sha="--upload-pack=touch pwned")
+    ws = workspace(tmp_path, world)
+
+    out = verify(ws)
+
+    assert out.returncode == 6
+    assert "malformed merge commit SHA" in out.stderr
+    assert not (world.fork / "pwned").exists() and not (ws.root / "pwned").exists()
+
+
+def test_an_option_as_fork_ref_is_refused(tmp_path, world):
+    merge_pr(world)
+    out = verify(workspace(tmp_path, world), "--fork-ref", "--all")
+    assert out.returncode == 2
+    assert "fork ref '--all' does not exist" in out.stderr
+
+
+def test_without_a_token_the_recorded_state_is_used_and_said(tmp_path, world):
+    squash = merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+    now = "2026-08-25T00:00:00Z"
+    recorded = RecordedPR(number=PR, title=TITLE, author="qianlihuang", state="merged", html_url="",
+                          created_at=None, updated_at=None, merged_at="2026-07-28T16:17:22Z", closed_at=None,
+                          merge_commit_sha=squash, head_sha=None, head_ref=None, base_ref="main", base_sha=None,
+                          default_branch="main", observed_at=now)
+    save_state(Workspace(ws.root).upstream_state_file,
+               UpstreamState("vllm-project/vllm", now, "a test", {PR: recorded}))
+
+    code, data, err = verify_json(ws, GITHUB_TOKEN=None)
+
+    assert code == 0, err
+    assert data["source"]["pr_state"] == "recorded"
+    assert "no GitHub token" in data["source"]["note"]
+    assert "offline:" in err and now in err
+    assert world.fake.requests() == []
+
+
+# ------------------------------------------------------------------------------ drops
+
+
+def queue_patch(ws: WorkspaceHandle, world, squash: str) -> Patch:
+    """A queued copy of the PR, as `porttrack import` would have left it."""
+    data = git_bytes(world.upstream.path, "format-patch", "-1", "--stdout", squash)
+    name = f"0001-pr{PR}-skip-sparse-indexer"
+    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks)
+    patch = Patch(name=name, file=patch_file_name(name, data), sha256=hashlib.sha256(data).hexdigest(),
+                  track=TRACK, pr=PR, upstream="vllm-project/vllm", title=TITLE,
+                  revision=Revision(head=world.head(PR), base=f"{squash}~1"), hunks_taken=hunks,
+                  hunks_left_out=(), depends_on=(), state="queued", gate=None)
+    w = Workspace(ws.root)
+    queue_mod.save(w, queue_mod.load(w).add(patch), new_files={patch.file: data})
+    return patch
+
+
+def test_apply_drops_retires_the_queued_patch_and_keeps_evidence(tmp_path, world):
+    squash = merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+    patch = queue_patch(ws, world, squash)
+    w = Workspace(ws.root)
+
+    code, data, err = verify_json(ws, "--apply-drops", "--dry-run")  # shows, changes nothing
+    assert code == 0, err
+    assert data["drops"][0]["droppable"] and not data["drops"][0]["retired"]
+    assert data["recorded"] is None and "dry run" in err
+    assert queue_mod.load(w).get(patch.name).state == "queued"
+    assert not (ws.root / "state" / "convergence").exists()
+
+    code, data, err = verify_json(ws)  # lists, does not retire
+    assert code == 0, err
+    assert [(d["kind"], d["ref"], d["droppable"], d["retired"]) for d in data["drops"]] == [("queued-patch", patch.name, True, False)]
+    assert "4 of its 4 hunk(s)" in data["drops"][0]["reason"]
+    assert queue_mod.load(w).get(patch.name).state == "queued"
+
+    code, data, err = verify_json(ws, "--apply-drops")
+    assert code == 0, err
+    assert data["drops"][0]["retired"] is True
+    retired = queue_mod.load(w).get(patch.name)
+    assert retired.state == "converged" and not retired.live
+    step = retired.history[-1]
+    assert (step.from_, step.to) == ("queued", "converged")
+    assert step.evidence == (f"state/convergence/{PR}.json#1",)
+    assert squash[:12] in step.why and "ancestry" in step.why
+    assert (w.patches_dir / "retired" / patch.file).is_file()
+    assert not (w.patches_dir / patch.file).exists()
+    assert patch.file not in (w.patches_dir / "series").read_text()
+
+
+def test_a_queued_patch_is_kept_while_the_fork_lacks_the_change(tmp_path, world):
+    squash = merge_pr(world)
+    ws = workspace(tmp_path, world)
+    patch = queue_patch(ws, world, squash)
+
+    code, data, _ = verify_json(ws, "--apply-drops")
+
+    assert code == 1
+    [drop] = data["drops"]
+    assert drop["duplicate"] and not drop["droppable"] and not drop["retired"]
+    assert queue_mod.load(Workspace(ws.root)).get(patch.name).state == "queued"
+
+
+# ------------------------------------------------------------------------------ regression
+
+
+def test_run_regression_passing(tmp_path, world):
+    merge_pr(world)
+    fork_sha = world.rebase_fork()
+    ws = workspace(tmp_path, world, regression={"command": f"grep -q 'skip the indexer' {MLA} && echo ok {{ref}}"})
+
+    code, data, err = verify_json(ws, "--run-regression")
+
+    assert code == 0, err
+    reg = data["regression"]
+    assert reg["passed"] is True and reg["exit_code"] == 0 and reg["workdir"] == "checkout"
+    assert reg["output_tail"] == f"ok {fork_sha}"
+
+
+def test_run_regression_failing_fails_the_check_and_keeps_the_output_tail(tmp_path, world):
+    merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world, regression={"command": "for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3"})
+
+    code, data, err = verify_json(ws, "--run-regression")
+
+    assert code == 1
+    assert "regression command failed (exit 3)" in err
+    assert data["verdict"] == "converged"
+    reg = data["regression"]
+    assert (reg["passed"], reg["exit_code"]) == (False, 3)
+    assert reg["output_tail"].endswith("boom") and "line 100" in reg["output_tail"] and "line 1\n" not in reg["output_tail"]
+    human = verify(ws, "--run-regression")
+    assert human.returncode == 1 and "regression: FAIL (exit 3" in human.stdout
+
+
+def test_run_regression_on_another_ref_uses_a_temporary_worktree(tmp_path, world):
+    merge_pr(world)
+    world.rebase_fork()
+    git(world.fork, "branch", "candidate")
+    world.fork_commit({"FORK_ONLY.md": "fork\n"}, "A fork-only change on main")
+    candidate = git(world.fork, "rev-parse", "candidate")
+    ws = workspace(tmp_path, world, regression={"command": "test ! -e FORK_ONLY.md && git rev-parse HEAD"})
+
+    code, data, err = verify_json(ws, "--run-regression", "--fork-ref", "candidate")
+
+    assert code == 0, err
+    assert data["regression"]["workdir"] == "temporary worktree"
+    assert data["regression"]["output_tail"] == candidate
+    assert git(world.fork, "worktree", "list", "--porcelain").count("worktree ") == 1  # removed again
+
+
+def test_run_regression_without_a_regression_job_is_a_usage_error(tmp_path, world):
+    merge_pr(world)
+    out = verify(workspace(tmp_path, world), "--run-regression")
+    assert out.returncode == 2
+    assert "has no regression job" in out.stderr
+
+
+# ------------------------------------------------------------------------------ shape
+
+
+def test_json_shape_is_stable(tmp_path, world):
+    merge_pr(world)
+    world.rebase_fork()
+    _, data, _ = verify_json(workspace(tmp_path, world, regression={"command": "true"}), "--run-regression")
+    assert sorted(data) == ["ancestry", "commits", "computed_at", "drops", "hunks", "method", "patch_id", "pr", "reasons",
+                            "recorded", "regression", "schema", "source", "summary", "title", "track", "verdict"]
+    assert sorted(data["commits"]) == ["fork_ref", "fork_sha", "merge_base", "merge_commit", "merge_kind", "merge_parent",
+                                       "upstream_base", "upstream_base_sha"]
+    assert sorted(data["hunks"][0]) == ["changed_by", "detail", "header", "id", "kind", "method", "path", "state"]
+    assert sorted(data["regression"]) == ["command", "duration_s", "exit_code", "output_tail", "passed", "workdir"]
+    assert (data["pr"], data["title"], data["track"]) == (PR, TITLE, TRACK)
