@@ -173,7 +173,7 @@ def _check_pattern(value: str, pattern: re.Pattern[str], what: str) -> str:
 
 class _Record(BaseModel):
     # strict: YAML already typed every value, so "5" for an integer is a mistake, not a conversion.
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class UpstreamConfig(_Record):

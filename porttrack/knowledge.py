@@ -17,16 +17,22 @@ if TYPE_CHECKING:
 
 
 def gather(ws: Workspace, config: "Config") -> Knowledge:
-    return Knowledge(queued=_queued(ws), converged=_converged(ws), coverage=_coverage(ws, config))
+    live = _live_patches(ws)
+    return Knowledge(
+        queued={p.pr: p.state for p in live},
+        converged=_converged(ws),
+        coverage=_coverage(ws, config),
+        queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
+    )
 
 
-def _queued(ws: Workspace) -> dict[int, str]:
+def _live_patches(ws: Workspace):
     from porttrack import queue as queue_mod
 
     try:
-        return {p.pr: p.state for p in queue_mod.load(ws).live()}
+        return queue_mod.load(ws).live()
     except PorttrackError:
-        return {}
+        return ()
 
 
 def _converged(ws: Workspace) -> dict[int, str]:

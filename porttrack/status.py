@@ -24,7 +24,7 @@ JSON_SCHEMA = "porttrack/status/v1"
 
 @dataclass(frozen=True)
 class NextAction:
-    kind: str  # port-candidate | wait-for-stack | queued | convergence-check | converged | orphaned | unknown
+    kind: str  # port-candidate | wait-for-stack | queued | refresh | convergence-check | converged | orphaned | unknown
     text: str
     command: str | None = None
 
@@ -78,6 +78,7 @@ class Knowledge:
     queued: Mapping[int, str] = field(default_factory=dict)  # PR -> "queued" | "gated" | "default-enabled" | ...
     converged: Mapping[int, str] = field(default_factory=dict)  # PR -> verdict of the last verify-converged
     coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
+    queued_heads: Mapping[int, str] = field(default_factory=dict)  # PR -> upstream head its live patch was made from
 
 
 def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tuple[str, ...], know: Knowledge) -> NextAction:
@@ -107,11 +108,18 @@ def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tup
         listed = ", ".join(f"#{b} ({prs[b].state if b in prs else 'not observed'})" for b in blocking)
         return NextAction("wait-for-stack", f"#{n} is stacked on {listed}: import that first or wait for it to merge", f"porttrack import {blocking[0]}")
     if n in know.queued:
-        return NextAction("queued", f"#{n} is in the queue ({know.queued[n]}); refresh it when upstream moves", f"porttrack refresh {n}")
+        imported = know.queued_heads.get(n)
+        if imported and pr.head_sha and imported != pr.head_sha:
+            return NextAction(
+                "refresh",
+                f"#{n} moved upstream since it was queued (imported {imported[:12]}, head now {pr.head_sha[:12]}): review what changed",
+                f"porttrack refresh {n}",
+            )
+        return NextAction("queued", f"#{n} is in the queue ({know.queued[n]}); up to date with upstream", f"porttrack gate run {n}")
     return NextAction("port-candidate", f"#{n} open -> port candidate: take its stable, separable hunks", f"porttrack import {n}")
 
 
-_PRIORITY = ["orphaned", "convergence-check", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]
+_PRIORITY = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]
 
 
 def build_report(

@@ -65,6 +65,17 @@ def tracks_document(
     return doc
 
 
+class _QuotingDumper(yaml.SafeDumper):
+    """Writes SHA-like strings quoted, as tracks.yaml requires (an unquoted 0777777 is a number)."""
+
+
+_HEXISH = __import__("re").compile(r"^[0-9a-fA-F]{7,64}$")
+_QuotingDumper.add_representer(
+    str,
+    lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if _HEXISH.match(value) else None),
+)
+
+
 @dataclass
 class TestWorkspace:
     root: Path
@@ -115,7 +126,7 @@ class TestWorkspace:
         )
 
     def write_tracks(self, document: Mapping[str, Any]) -> None:
-        self.tracks_file.write_text(yaml.safe_dump(dict(document), sort_keys=False), encoding="utf-8")
+        self.tracks_file.write_text(yaml.dump(dict(document), Dumper=_QuotingDumper, sort_keys=False), encoding="utf-8")
 
 
 def make_workspace(

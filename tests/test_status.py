@@ -225,3 +225,19 @@ def test_fresh_checkout_status_works_offline_from_the_shipped_state(tmp_path):
     assert "closed without merging" in proc.stdout and "orphaned" in proc.stdout
     assert proc.stdout.count("now a convergence check") == 3
     assert (copy / "state" / "upstream.json").read_bytes() == before
+
+
+def test_queued_pr_that_moved_upstream_asks_for_a_refresh():
+    from porttrack.state import RecordedPR
+    from porttrack.status import Knowledge, next_action
+
+    pr = RecordedPR(
+        number=7, title="t", author="a", state="open", html_url="", created_at=None, updated_at=None,
+        merged_at=None, closed_at=None, merge_commit_sha=None, head_sha="b" * 40, head_ref="x",
+        base_ref="main", base_sha=None, default_branch="main", observed_at="2026-11-30T00:00:00Z",
+    )
+    moved = next_action(pr, {7: pr}, (), Knowledge(queued={7: "queued"}, queued_heads={7: "a" * 40}))
+    assert (moved.kind, moved.command) == ("refresh", "porttrack refresh 7")
+    assert "aaaaaaaaaaaa" in moved.text and "bbbbbbbbbbbb" in moved.text
+    steady = next_action(pr, {7: pr}, (), Knowledge(queued={7: "gated-pass"}, queued_heads={7: "b" * 40}))
+    assert steady.kind == "queued"

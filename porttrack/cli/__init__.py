@@ -1,6 +1,6 @@
 """The command layer: parse options, call the core with plain arguments, print, return an exit code.
 
-Only this package imports click. Heavy modules (PyGithub, GitPython, jinja2, pydantic) are imported
+Only this package imports click. Heavy modules (PyGithub, jinja2, pydantic, jsonschema) are imported
 inside the commands so `porttrack --help` stays fast. Each command module registers itself on
 `cli` when imported below; `main()` is the one error boundary that turns `PorttrackError`s into a
 one-line message and the exit code from the published table (`porttrack.errors.ExitCode`).
