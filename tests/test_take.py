@@ -180,7 +180,7 @@ def test_patch_is_a_format_patch_mail_that_git_am_applies(env: Env, tmp_path: Pa
 
 def test_quilt_push_applies_the_queue(env: Env, tmp_path: Path) -> None:
     if shutil.which("quilt") is None:
-        pytest.skip("quilt is not installed (.ci/run installs it)")
+        pytest.fail("quilt is not installed (apt-get install quilt; .ci/run installs it)")
     w = env.world
     w.open_pr(101, {"a.py": edit(A, {10: "a_10 = 'ten'"})}, title="first")
     w.open_pr(103, {"c.py": edit(C, {20: "c_20 = 'twenty'"}), "d.py": "new = 1\n"}, title="second")
