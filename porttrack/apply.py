@@ -52,10 +52,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from porttrack import queue as queue_mod
-from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError
+from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError, UnsafeInput
 from porttrack.gitrepo import GitRepo
 from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.paths import check_diff_paths, check_symlink_targets
 from porttrack.state import utcnow
+from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, lock, write_json
 
 if TYPE_CHECKING:
@@ -198,7 +200,7 @@ def apply(
         if not force:
             _refuse_dirty(repo, holders)
         old = repo.rev_parse(ref)
-        patches = queue_mod.load(ws).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
+        patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
         say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
         with _Scratch(repo) as scratch:
@@ -222,9 +224,11 @@ def apply(
             result = run("created" if old is None else "updated")
         if dry_run:
             return result
+        checkpoint("apply:built")
         with _commit_point() as pending:
             if result.moved:
                 _move(repo, ref, new, old, holders)
+                checkpoint("apply:moved")
             _record(ws, result)
         if pending:
             say("interrupt received while the branch was being updated; the update completed")
@@ -387,9 +391,17 @@ def _parse(patch: Patch, data: bytes) -> tuple[FileDiff, ...]:
     if len(_MBOX_FROM.findall(data)) > 1:
         raise InputError(f"patches/{patch.file}: holds several mails; a queued patch is one `git format-patch` mail")
     try:
-        return parse_diff(data)
+        files = parse_diff(data)
     except InputError as exc:
         raise InputError(f"patches/{patch.file}: {exc}") from None
+    # The queue is a committed folder: a patch edited there is as untrusted as a PR. The checks
+    # `import` makes (no path out of the tree or into .git, no symlink pointing out) hold here too.
+    try:
+        check_diff_paths(files)
+        check_symlink_targets(files)
+    except UnsafeInput as exc:
+        raise UnsafeInput(f"patches/{patch.file}: {exc}") from None
+    return files
 
 
 def _dependency_notes(patch: Patch, before: Sequence[Patch], in_build: set[str]) -> tuple[str, ...]:

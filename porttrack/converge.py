@@ -104,6 +104,7 @@ from porttrack.errors import (
 )
 from porttrack.gitrepo import GitRepo, upstream_ref
 from porttrack.state import utcnow
+from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, lock, write_json
 
 if TYPE_CHECKING:
@@ -767,7 +768,9 @@ def regression(repo: GitRepo, job: "Job", fork_sha: str) -> Regression:
 
 
 def _job_env(fork_sha: str, workdir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    from porttrack.secrets import without_tokens
+
+    env = without_tokens(os.environ)
     return {**env, "PORTTRACK_REF": fork_sha, "PORTTRACK_WORKDIR": str(workdir)}
 
 
@@ -814,7 +817,7 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
         history = _load_history(path)
         evidence = f"{rel}#{len(history)}"
         retire = [d for d in v.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
-        queue = queue_mod.load(ws) if retire else None
+        queue = queue_mod.load(ws, repair=True) if retire else None
         why = (f"upstream #{v.pr} merged as {v.commits.merge_commit[:12]}; verify-converged: "
                f"{v.verdict} by {v.method} at {v.commits.fork_ref} {v.commits.fork_sha[:12]}")
         for drop in retire:
@@ -824,6 +827,7 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
                 v = replace(v, drops=tuple(replace(d, retired=True) if d is drop else d for d in v.drops))
         v = replace(v, recorded=rel)
         write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
+        checkpoint("converge:recorded")
         if queue is not None:
             queue_mod.save(ws, queue)
     return v

@@ -39,9 +39,16 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
 
 
 class PorttrackError(Exception):
-    """Base of every error porttrack reports to a user. `str()` is the one-line message."""
+    """Base of every error porttrack reports to a user. `str()` is the one-line message, redacted:
+    a message may quote what a user or a server wrote (a tracks.yaml value, an environment
+    variable, git's stderr, GitHub's answer), and the token must not leave the process in it."""
 
     exit_code: ExitCode = ExitCode.USAGE
+
+    def __str__(self) -> str:
+        from porttrack.secrets import redact
+
+        return redact(super().__str__())
 
 
 class ConfigError(PorttrackError):

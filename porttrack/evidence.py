@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from porttrack.errors import InputError, NotFound, PreconditionError
 from porttrack.state import utcnow
+from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, dump_json, lock
 
 if TYPE_CHECKING:
@@ -314,15 +315,23 @@ def _append(ws: Workspace, data: dict[str, Any], now: str | None, dry_run: bool,
 
 
 def _create(path: Path, content: bytes) -> None:
-    """Write a new file, refusing to replace one: write a temp file, then hard-link it into place."""
+    """Write a new file, refusing to replace one: write a temp file, then hard-link it into place.
+
+    The caller holds the workspace lock, so a `.<id>.json.tmp` already there is debris of a
+    process killed mid-write (never a record: records end in `.json`): it is removed first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    for debris in path.parent.glob(".*.json.tmp"):
+        debris.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as handle:
         handle.write(content)
         handle.flush()
         os.fsync(handle.fileno())
+    checkpoint("evidence:tmp")
     try:
         os.link(tmp, path)  # fails if the record exists: evidence is never overwritten
+        checkpoint("evidence:linked")
     except FileExistsError:
         raise PreconditionError(f"evidence record {path.name} already exists; nothing was overwritten") from None
     finally:

@@ -55,6 +55,8 @@ from porttrack.errors import (
 )
 from porttrack.evidence import MACHINE_FIELDS, EvidenceLog, Expected, Record, Subject
 from porttrack.gitrepo import GitRepo
+from porttrack.secrets import without_tokens
+from porttrack.testhooks import checkpoint
 from porttrack.text import for_terminal
 
 if TYPE_CHECKING:
@@ -668,6 +670,7 @@ def run(
                                        wait_s=wait_s if wait_s is not None else float(gate.job.timeout_s),
                                        run_ids=run_ids or {})
     result = RunOutcome(subject, role, built, tuple(outcomes), tuple(plan), dry_run)
+    checkpoint("gate:recorded")
     refused = [t for t in outcomes if t.problem and t.problem.startswith("results refused")]
     failed = [t for t in outcomes if t.problem and t not in refused]
     if refused:
@@ -780,7 +783,7 @@ def _run_commands(ws, config, subject, role, built, targets, dry_run, say, now):
     except ValueError as exc:
         raise ConfigError(f"the gate job command of {subject.track} cannot be split into arguments: {exc}") from None
     for target in targets:
-        with tempfile.TemporaryDirectory(prefix="porttrack-gate-") as tmp:
+        with _job_folder(ws) as tmp:
             results_path = Path(tmp) / RESULTS_NAME
             workdir = Path(tmp) / "work"
             argv = [part.format(ref=built.sha, results=str(results_path), workdir=str(workdir), target=target)
@@ -791,12 +794,16 @@ def _run_commands(ws, config, subject, role, built, targets, dry_run, say, now):
             with _worktree(config, built.sha, workdir, needed="{workdir}" in command):
                 logs.mkdir(parents=True, exist_ok=True)
                 log = logs / f"gate-{subject.name}-{role}-{target}.log"
-                env = {**os.environ, **job_environment(subject, role, target, built, str(results_path))}
+                # the job needs no GitHub token (converge's regression gets none either), and its
+                # log is kept: a job printing its environment must not put the token on disk
+                env = {**without_tokens(os.environ), **job_environment(subject, role, target, built, str(results_path))}
                 say(f"{target}: running the job (timeout {gate.job.timeout_s}s, log {log})")
                 started = time.monotonic()
                 code = _execute(argv, Path(ws.root), env, log, gate.job.timeout_s)
                 took = round(time.monotonic() - started, 3)
+                _redact_file(log)
             job = {"kind": "command", "command": command, "exit_code": code, "duration_s": took}
+            checkpoint("gate:job-done")
             if not results_path.is_file():
                 why = "timed out" if code is None else f"exited {code}"
                 outcomes.append(TargetOutcome(target, None, f"the job {why} and wrote no results; {_tail(log)}", code))
@@ -812,6 +819,32 @@ def _run_commands(ws, config, subject, role, built, targets, dry_run, say, now):
     return plan, outcomes
 
 
+def _job_folder(ws: Any):
+    """The job's scratch folder (its results file, its work tree): `.porttrack/gate/<pid>-*` in the
+    workspace, not the system's temp folder, so a gate run killed with SIGKILL leaves nothing
+    outside the workspace; the next run sweeps folders whose process is gone."""
+    from porttrack.apply import _sweep_stale
+
+    parent = Path(ws.cache_dir) / "gate"
+    parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(parent)
+    return tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=parent)
+
+
+def _die_with_parent() -> Any:
+    """A function for the job's child process (before exec) that asks Linux to SIGKILL it when
+    porttrack dies (PR_SET_PDEATHSIG): a gate run killed with SIGKILL must not leave its benchmark
+    running on the machine the rerun measures on. Resolved here, in the parent: nothing is imported
+    between fork and exec. None where prctl is not available."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+
+
 def _execute(argv: list[str], cwd: Any, env: Mapping[str, str], log: Any, timeout_s: float) -> int | None:
     """Run the job in its own process group; on timeout stop the whole group. None: timed out."""
 
@@ -819,7 +852,7 @@ def _execute(argv: list[str], cwd: Any, env: Mapping[str, str], log: Any, timeou
     with open(log, "wb") as out:
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent())
         except OSError as exc:
             raise ConfigError(f"cannot start the gate job {argv[0]!r}: {exc.strerror or exc}") from None
         try:
@@ -843,6 +876,19 @@ def _execute(argv: list[str], cwd: Any, env: Mapping[str, str], log: Any, timeou
                 pass
             proc.wait()
             raise
+
+
+def _redact_file(path: Path) -> None:
+    """Mask any token shape the job printed anyway (one it found elsewhere) in its kept log."""
+    from porttrack.secrets import redact
+
+    try:
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return
+    clean = redact(text)
+    if clean != text:
+        path.write_bytes(clean.encode("utf-8", "surrogateescape"))
 
 
 def _tail(log: Any) -> str:

@@ -18,8 +18,10 @@ own records (never PyGithub objects). Policy, all of it deliberate (library note
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import zipfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +65,7 @@ class PullRequest:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "PullRequest":
+        _require_object(data, "pull request")
         try:
             merged = bool(data.get("merged")) or data.get("merged_at") is not None
             state = "open" if data["state"] == "open" else ("merged" if merged else "closed")
@@ -88,7 +91,7 @@ class PullRequest:
                 base_sha=base.get("sha"),
                 default_branch=base_repo.get("default_branch"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"pull request payload is missing or mistyped: {exc}") from None
 
 
@@ -112,6 +115,7 @@ class Issue:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Issue":
+        _require_object(data, "issue")
         try:
             return cls(
                 number=int(data["number"]),
@@ -123,7 +127,7 @@ class Issue:
                 labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
                 created_at=data.get("created_at"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
 
 
@@ -135,14 +139,21 @@ class IssueComment:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "IssueComment":
+        _require_object(data, "issue comment")
         try:
             return cls(int(data["id"]), str(data.get("body") or ""), str(data.get("html_url") or ""))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"issue comment payload is missing or mistyped: {exc}") from None
 
 
-class MalformedResponse(PorttrackError):
-    """GitHub answered with a body we cannot read; retried like a 5xx."""
+class MalformedResponse(UpstreamUnreachable):
+    """GitHub answered with a body we cannot read (not JSON, or not the shape the endpoint has).
+    A GET retries it like a 5xx; what is left is reported as GitHub failing (exit 5)."""
+
+
+def _require_object(data: Any, what: str) -> None:
+    if not isinstance(data, Mapping):
+        raise MalformedResponse(f"{what} payload is not a JSON object (got {type(data).__name__})")
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,7 @@ class WorkflowRun:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "WorkflowRun":
+        _require_object(data, "workflow run")
         try:
             return cls(
                 id=int(data["id"]),
@@ -169,7 +181,7 @@ class WorkflowRun:
                 head_sha=data.get("head_sha"),
                 created_at=data.get("created_at"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"workflow run payload is missing or mistyped: {exc}") from None
 
 
@@ -182,9 +194,10 @@ class Artifact:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Artifact":
+        _require_object(data, "artifact")
         try:
             return cls(int(data["id"]), str(data["name"]), int(data.get("size_in_bytes") or 0), bool(data.get("expired")))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"artifact payload is missing or mistyped: {exc}") from None
 
 
@@ -312,10 +325,17 @@ class GitHubClient:
             raise _Transient(f"connection failed: {type(exc).__name__}") from exc
         except (AssertionError, ValueError) as exc:  # PyGithub asserts on foreign hosts in payload URLs
             raise _Transient(f"unexpected answer: {exc}") from exc
+        if text and secrets.contains_secret(text):
+            # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
+            # error) is masked at the door: nothing that reads the answer — recorded state, the
+            # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
+            text = secrets.redact(text)
         return status, {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}, text
 
-    def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True) -> Answer:
-        """GET with conditional request, bounded retries and rate-limit handling."""
+    def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
+            shape: Callable[[Any], Any] | None = None) -> Answer:
+        """GET with conditional request, bounded retries and rate-limit handling. `shape` checks the
+        decoded body (raising MalformedResponse): a body of the wrong shape is retried like a 5xx."""
         key = f"{self.api_url}{path}?{json.dumps(dict(params or {}), sort_keys=True)}"
         cached = self.cache.get(key) if conditional else None
         headers = {}
@@ -337,10 +357,17 @@ class GitHubClient:
             if 200 <= status < 300:
                 try:
                     data = json.loads(text) if text else None
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested too deep to decode
                     last_problem = f"malformed JSON in answer to GET {path}"
                     self._backoff(attempt)
                     continue
+                if shape is not None:
+                    try:
+                        shape(data)
+                    except MalformedResponse as exc:
+                        last_problem = f"unexpected answer to GET {path}: {exc}"
+                        self._backoff(attempt)
+                        continue
                 if conditional:
                     self.cache.put(key, hdrs.get("etag"), hdrs.get("last-modified"), data)
                 return Answer(status, hdrs, data)
@@ -369,7 +396,7 @@ class GitHubClient:
         if 200 <= status < 300:
             try:
                 return Answer(status, hdrs, json.loads(text) if text else None)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise WriteUncertain(f"{verb} {path} answered {status} with an unreadable body") from None
         if status >= 500:
             raise WriteUncertain(f"{verb} {path} answered {status}; it may or may not have been applied")
@@ -425,7 +452,7 @@ class GitHubClient:
     # -- pull requests ------------------------------------------------------------------------
     def get_pull(self, number: int) -> tuple[PullRequest, bool]:
         """The PR and whether the answer came from the cache (304: unchanged since last poll)."""
-        answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}")
+        answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}", shape=PullRequest.from_json)
         return PullRequest.from_json(answer.data), answer.from_cache
 
     def get_pulls(self, numbers: Iterable[int], max_workers: int = 8) -> dict[int, tuple[PullRequest, bool]]:
@@ -440,13 +467,14 @@ class GitHubClient:
     def find_pull_by_head(self, branch: str) -> int | None:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
         owner = self.repo.split("/")[0]
-        answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10})
+        answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10},
+                          shape=_list_of_numbered)
         items = answer.data or []
         return int(items[0]["number"]) if items else None
 
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
-            answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}")
+            answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: _require_object(d, "comparison"))
         except NotFound:
             return None  # e.g. the old head was garbage-collected after a force-push
         data = answer.data or {}
@@ -457,10 +485,9 @@ class GitHubClient:
         items: list[Any] = []
         page = 1
         while len(items) < limit:
-            answer = self.get(path, {**dict(params or {}), "per_page": 100, "page": page}, conditional=False)
+            answer = self.get(path, {**dict(params or {}), "per_page": 100, "page": page}, conditional=False,
+                              shape=lambda d: _require_list(d, path))
             batch = answer.data or []
-            if not isinstance(batch, list):
-                raise MalformedResponse(f"expected a list from {path}")
             items.extend(batch)
             if 'rel="next"' not in answer.headers.get("link", "") or not batch:
                 break
@@ -492,7 +519,8 @@ class GitHubClient:
         params: dict[str, Any] = {"event": "workflow_dispatch", "per_page": 50}
         if created_since:
             params["created"] = f">={created_since}"
-        answer = self.get(f"/repos/{self.repo}/actions/workflows/{workflow_file}/runs", params, conditional=False)
+        answer = self.get(f"/repos/{self.repo}/actions/workflows/{workflow_file}/runs", params, conditional=False,
+                          shape=lambda d: _require_object(d, "workflow runs listing"))
         runs = (answer.data or {}).get("workflow_runs") if isinstance(answer.data, dict) else None
         for item in runs or ():
             run = WorkflowRun.from_json(item)
@@ -501,11 +529,12 @@ class GitHubClient:
         return None
 
     def get_workflow_run(self, run_id: int) -> WorkflowRun:
-        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}", conditional=False)
+        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}", conditional=False, shape=WorkflowRun.from_json)
         return WorkflowRun.from_json(answer.data)
 
     def list_run_artifacts(self, run_id: int) -> list[Artifact]:
-        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}/artifacts", {"per_page": 100}, conditional=False)
+        answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}/artifacts", {"per_page": 100}, conditional=False,
+                          shape=_artifacts_listing)
         items = (answer.data or {}).get("artifacts") if isinstance(answer.data, dict) else None
         return [Artifact.from_json(item) for item in items or ()]
 
@@ -537,8 +566,19 @@ class GitHubClient:
                 else:
                     final = first
                 if final.status_code == 200:
-                    return _read_limited(final, max_bytes, f"artifact {artifact_id}")
+                    data = _read_limited(final, max_bytes, f"artifact {artifact_id}")
+                    if zipfile.is_zipfile(io.BytesIO(data)):
+                        return data
+                    # an artifact is always a zip: anything else is a download cut short (or an
+                    # error page answered 200) and is retried like a 5xx, not refused as results
+                    last_problem = "the download was not a whole zip archive"
+                    self._backoff(attempt)
+                    continue
                 status, text = final.status_code, final.text if final is first else ""
+            except requests.exceptions.Timeout:
+                last_problem = f"timed out after {self.timeout_s:g}s"
+                self._backoff(attempt)
+                continue
             except requests.exceptions.RequestException as exc:
                 last_problem = f"connection failed: {type(exc).__name__}"
                 self._backoff(attempt)
@@ -578,13 +618,13 @@ class GitHubClient:
 
     def create_issue(self, title: str, body: str, labels: Sequence[str]) -> Issue:
         answer = self.write("POST", f"/repos/{self.repo}/issues", {"title": title, "body": body, "labels": list(labels)})
-        return Issue.from_json(answer.data)
+        return _written(Issue.from_json, answer, "POST /issues")
 
     def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Issue:
         """PATCH only the fields given (never `state`: porttrack does not reopen or close issues)."""
         payload = {key: value for key, value in (("title", title), ("body", body)) if value is not None}
         answer = self.write("PATCH", f"/repos/{self.repo}/issues/{int(number)}", payload)
-        return Issue.from_json(answer.data)
+        return _written(Issue.from_json, answer, f"PATCH /issues/{int(number)}")
 
     def list_issue_comments(self, number: int, limit: int = 1000) -> list[IssueComment]:
         items = self.list_all(f"/repos/{self.repo}/issues/{int(number)}/comments", None, limit)
@@ -592,11 +632,36 @@ class GitHubClient:
 
     def comment_issue(self, number: int, body: str) -> IssueComment:
         answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
-        return IssueComment.from_json(answer.data)
+        return _written(IssueComment.from_json, answer, f"POST /issues/{int(number)}/comments")
 
 
 class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
+
+
+def _require_list(data: Any, path: str) -> None:
+    if data is not None and not isinstance(data, list):
+        raise MalformedResponse(f"expected a list from {path}")
+
+
+def _list_of_numbered(data: Any) -> None:
+    _require_list(data, "the pulls listing")
+    if data and not (isinstance(data[0], Mapping) and isinstance(data[0].get("number"), int)):
+        raise MalformedResponse("pulls listing item has no number")
+
+
+def _artifacts_listing(data: Any) -> None:
+    _require_object(data, "artifacts listing")
+    if not isinstance(data.get("artifacts"), list):
+        raise MalformedResponse("the artifacts listing has no list of artifacts")
+
+
+def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
+    """A write's answer that cannot be read leaves it unknown what was written: WriteUncertain."""
+    try:
+        return parse(answer.data)
+    except MalformedResponse as exc:
+        raise WriteUncertain(f"{what} answered {answer.status} with an unreadable body ({exc}); it may or may not have been applied") from None
 
 
 def _message(text: str) -> str:

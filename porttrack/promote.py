@@ -49,7 +49,7 @@ class Decision:
 
 def promote(ws: Workspace, config: "Config", name: str, *, dry_run: bool = False, at: str | None = None) -> Decision:
     with lock(ws, "promote") if not dry_run else _Unlocked():
-        queue = queue_mod.load(ws)
+        queue = queue_mod.load(ws, repair=not dry_run)
         patch = queue.get(name)
         if patch.state == "default-enabled":
             since = next((t.at for t in reversed(patch.history) if t.to == "default-enabled"), "?")
@@ -89,7 +89,7 @@ def demote(ws: Workspace, config: "Config", name: str, reason: str, *, dry_run: 
     if not reason:
         raise PreconditionError("demote needs a reason (--reason)")
     with lock(ws, "demote") if not dry_run else _Unlocked():
-        queue = queue_mod.load(ws)
+        queue = queue_mod.load(ws, repair=not dry_run)
         patch = queue.get(name)
         if patch.state != "default-enabled":
             raise PreconditionError(f"{patch.name} is {patch.state}, not default-enabled; nothing to demote")
@@ -111,7 +111,7 @@ def sync_state(ws: Workspace, config: "Config", name: str, *, at: str | None = N
     """After a gate run: queued / gated-pass / gated-fail follow the current verdict. A
     default-enabled patch is never demoted implicitly: a failing verdict is reported instead."""
     with lock(ws, "gate state"):
-        queue = queue_mod.load(ws)
+        queue = queue_mod.load(ws, repair=True)
         patch = queue.get(name)
         subject = gates.patch_subject(config, queue, patch)
         if subject.gate is None or patch.state not in PROMOTABLE_FROM | {"default-enabled"}:

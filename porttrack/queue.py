@@ -12,7 +12,8 @@ Crash safety: patch file names carry a hash of their content, so a new or refres
 written to a new name first; then the manifest is replaced atomically (the commit point); then
 `series` is rewritten from it; then files no longer referenced are removed. A crash before the
 commit point leaves an unreferenced file (swept by the next write); a crash after it leaves a stale
-`series` that `load` detects and the next write repairs. Readers derive the order from the
+`series` that `load` detects and the next command holding the workspace lock repairs
+(`load(ws, repair=True)`), even one that then changes nothing. Readers derive the order from the
 manifest, never from `series`.
 
 Lifecycle (DESIGN.md): queued -> gated-pass | gated-fail -> default-enabled; ungated (no gate on
@@ -233,7 +234,10 @@ def patch_path(ws: Workspace, patch: Patch) -> Path:
     return (retired_dir(ws) if not patch.live else ws.patches_dir) / patch.file
 
 
-def load(ws: Workspace) -> Queue:
+def load(ws: Workspace, *, repair: bool = False) -> Queue:
+    """The queue, from the manifest. With `repair` (the caller holds the workspace lock), what a
+    process killed inside `save` left is put right as that `save` would have: a stale `series` is
+    rewritten from the manifest, temp files and unreferenced patch files are swept."""
     path = manifest_path(ws)
     if not path.is_file():
         return Queue()
@@ -244,7 +248,13 @@ def load(ws: Workspace) -> Queue:
         patches = tuple(Patch.from_json(p) for p in data.get("patches") or ())
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path}: malformed queue manifest ({exc}); restore it from git") from None
-    return Queue(patches, series_stale=_read_series(ws) != _series_lines(patches))
+    queue = Queue(patches, series_stale=_read_series(ws) != _series_lines(patches))
+    if repair:
+        if queue.series_stale:
+            atomic_write_text(series_path(ws), _series_text(queue.patches))
+            queue = replace(queue, series_stale=False)
+        _sweep(ws, queue)  # and the debris of a killed write (temp files, unreferenced patches)
+    return queue
 
 
 def read_patch(ws: Workspace, patch: Patch) -> bytes:

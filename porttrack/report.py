@@ -1217,6 +1217,11 @@ def post(
     from porttrack.github import WriteUncertain
 
     existing = find_week_issue(issues if issues is not None else labelled_issues(client, labels), week)
+    if existing is None and not dry_run:
+        # Look again, fresh, right before creating: the listing may be minutes old, and GitHub's
+        # pagination is no snapshot (an issue unlabelled on page 1 while page 2 was read shifts
+        # the week's issue onto the page already read). One more walk keeps a second issue away.
+        existing = find_week_issue(labelled_issues(client, labels), week)
     if existing is not None:
         return _update(client, existing, title, body, dry_run)
     if dry_run:

@@ -25,6 +25,7 @@ This module stays light (no pydantic, no PyGithub): jobs import it on the GPU ma
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 from importlib import resources
@@ -66,11 +67,18 @@ def parse(data: bytes, where: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: results file is not UTF-8 (byte {exc.start})") from None
     try:
-        document = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                              object_pairs_hook=_refuse_duplicates)
     except _Refused as exc:
         raise InputError(f"{where}: {exc}") from None
     except ValueError as exc:  # json.JSONDecodeError
         raise InputError(f"{where}: results file is not JSON: {exc}") from None
+    except RecursionError:  # json's decoder recurses once per level of nesting
+        raise InputError(f"{where}: results file is nested too deeply to be a results file") from None
+    try:  # "\ud800" is valid JSON but no text: it could be recorded, never written as UTF-8
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where}: results file holds a lone surrogate escape ({exc.object[exc.start]!r}), which is not text") from None
     problems = validation_problems(document)
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
@@ -105,6 +113,13 @@ def _refuse_constant(name: str) -> Any:
     raise _Refused(f"results file contains {name}, which is not a number JSON allows; a measurement must be finite")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as inf without any NaN/Infinity token
+        raise _Refused(f"results file contains {text[:40]}, which is out of a float's range; a measurement must be finite")
+    return value
+
+
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -130,7 +145,10 @@ def _describe(error) -> str:
         return f"expected {_type_name(error.validator_value)}, got {_json_kind(error.instance)} {_short(error.instance)}"
     if error.validator == "additionalProperties":
         return error.message.replace("were unexpected", "are not part of the format").replace("was unexpected", "is not part of the format")
-    return error.message
+    if error.validator == "maxItems" and isinstance(error.instance, list):
+        return f"{len(error.instance)} items; expected at most {error.validator_value}"
+    # jsonschema's own messages quote the whole value: keep one line short whatever the file holds
+    return error.message if len(error.message) <= 300 else error.message[:297] + "..."
 
 
 def _type_name(value: Any) -> str:

@@ -11,8 +11,10 @@ import os
 import re
 import shutil
 import subprocess
+from typing import Mapping
 
 _KNOWN: set[str] = set()
+TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN")
 # Shapes of GitHub tokens, so even a token we were never told about is masked in our output.
 _TOKEN_SHAPES = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9_]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")
 REDACTED = "***"
@@ -27,6 +29,15 @@ def redact(text: str) -> str:
     for token in sorted(_KNOWN, key=len, reverse=True):
         text = text.replace(token, REDACTED)
     return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def without_tokens(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a child process porttrack runs (a gate job, a regression): no GitHub token."""
+    return {k: v for k, v in env.items() if k not in TOKEN_VARIABLES}
+
+
+def contains_secret(text: str) -> bool:
+    return any(token in text for token in _KNOWN) or _TOKEN_SHAPES.search(text) is not None
 
 
 def resolve_token(env: dict[str, str] | None = None) -> str | None:

@@ -22,7 +22,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from porttrack.errors import InputError
 from porttrack.workspace import write_json
@@ -133,5 +133,16 @@ def load(path: Path, upstream: str) -> UpstreamState:
     return UpstreamState.from_json(data, where=str(path))
 
 
-def save(path: Path, state: UpstreamState) -> None:
+def save(path: Path, state: UpstreamState, *, only: Iterable[int] | None = None) -> UpstreamState:
+    """Record `state`. With `only` — the PRs this process polled — those PRs are written over what
+    is recorded *now* and every other PR is kept as recorded now: the caller polled without the
+    workspace lock, so another process (a `status`, an `import`) may have recorded meanwhile, and
+    what it learnt about other PRs must not be lost. The caller holds the lock. Returns what was
+    written."""
+    if only is not None:
+        current = load(path, state.upstream)
+        polled = set(only)
+        prs = {**current.prs, **{n: pr for n, pr in state.prs.items() if n in polled}}
+        state = replace(state, prs=dict(sorted(prs.items())))
     write_json(path, state.to_json())
+    return state

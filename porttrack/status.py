@@ -14,6 +14,7 @@ from porttrack import state as state_mod
 from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
 from porttrack.observe import PRChange, poll
 from porttrack.state import RecordedPR, UpstreamState
+from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, lock
 
 if TYPE_CHECKING:
@@ -228,8 +229,9 @@ def refresh(
         report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
         return report, exc
     if not dry_run:
+        checkpoint("status:polled")
         with lock(ws, "status: recording upstream state"):
-            state_mod.save(ws.upstream_state_file, result.state)
+            state_mod.save(ws.upstream_state_file, result.state, only=result.changes)
             client.save_cache()
     return (
         build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes, requests=result.requests, know=know),

@@ -186,8 +186,11 @@ def import_pr(
     """Plan the import of PR `number` and, unless `dry_run`, add it to the queue."""
     say = say or (lambda _m: None)
     repo = _fork_repo(config)
-    recorded, new_state, client = _observe(ws, config, repo, number, offline=offline, api_url=api_url, say=say)
+    recorded, new_state, client, polled = _observe(ws, config, repo, number, offline=offline, api_url=api_url, say=say)
     queue = queue_mod.load(ws)
+    if queue.series_stale and not dry_run:  # an earlier run was killed between the manifest and series
+        with lock(ws, "repair patches/series"):
+            queue = queue_mod.load(ws, repair=True)
     _refuse_if_queued(queue, number)
     planned = _plan(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say)
     plan = planned.plan
@@ -198,7 +201,7 @@ def import_pr(
     _checkpoint("planned")
     with lock(ws, f"import #{number}"):
         _checkpoint("locked")
-        queue = queue_mod.load(ws)  # another process may have changed it meanwhile
+        queue = queue_mod.load(ws, repair=True)  # another process may have changed it meanwhile
         _refuse_if_queued(queue, number)
         missing = [d for d in plan.depends_on if not any(p.name == d and p.live for p in queue.patches)]
         if missing:
@@ -206,7 +209,7 @@ def import_pr(
         patch = _patch_entry(plan, queue.next_name(number, plan.title))
         with _signals_deferred():
             if new_state is not None:
-                state_mod.save(ws.upstream_state_file, new_state)
+                state_mod.save(ws.upstream_state_file, new_state, only=polled)
                 client.save_cache()
             queue_mod.save(ws, queue.add(patch), {patch.file: plan.mail})
         _checkpoint("saved")
@@ -286,8 +289,8 @@ def _fork_repo(config: "Config") -> GitRepo:
 def _observe(ws, config, repo, number, *, offline, api_url, say):
     """The recorded state, refreshed by a poll of this PR (and its stack) when a token is at hand.
 
-    Returns (state, new state to record or None, client). Without a token, or offline, the
-    recorded state is used as it is, and a PR never observed is refused.
+    Returns (state, new state to record or None, client, the PRs polled). Without a token, or
+    offline, the recorded state is used as it is, and a PR never observed is refused.
     """
     from porttrack import secrets
 
@@ -299,7 +302,7 @@ def _observe(ws, config, repo, number, *, offline, api_url, say):
                 f"({'--offline' if offline else 'no token'}); run `porttrack status` with a token first"
             )
         say(f"using the upstream state recorded at {recorded.prs[number].observed_at} (no live poll)")
-        return recorded, None, None
+        return recorded, None, None, ()
     from porttrack.github import client_for
     from porttrack.observe import poll
 
@@ -312,10 +315,10 @@ def _observe(ws, config, repo, number, *, offline, api_url, say):
             raise
         say(f"porttrack: warning: {exc}")
         say(f"using the upstream state recorded at {recorded.prs[number].observed_at} instead")
-        return recorded, None, None
+        return recorded, None, None, ()
     for note in result.notes:
         say(f"note: {note}")
-    return result.state, result.state, client
+    return result.state, result.state, client, tuple(result.changes)
 
 
 @dataclass(frozen=True)
@@ -917,7 +920,7 @@ def refresh_pr(
         raise NotFound(f"#{number} has no live patch in the queue (see `porttrack queue`)")
     patch = live[0]
     repo = _fork_repo(config)
-    state, new_state, client = _observe(ws, config, repo, number, offline=offline, api_url=api_url, say=say)
+    state, new_state, client, polled = _observe(ws, config, repo, number, offline=offline, api_url=api_url, say=say)
     old_tip = patch.revision.through or patch.revision.head
     if not (repo.has_commit(old_tip) and repo.has_commit(patch.revision.base)):
         raise PreconditionError(f"the imported revision {old_tip[:12]} of #{number} is not in {repo.path}; fetch it first")
@@ -954,12 +957,12 @@ def refresh_pr(
     if dry_run:
         return replace(result, patch_after=after)
     with lock(ws, f"refresh #{number}"):
-        current = queue_mod.load(ws)
+        current = queue_mod.load(ws, repair=True)
         if current.get(patch.name) != patch:
             raise PreconditionError(f"{patch.name} changed while refreshing; run refresh again")
         with _signals_deferred():
             if new_state is not None:
-                state_mod.save(ws.upstream_state_file, new_state)
+                state_mod.save(ws.upstream_state_file, new_state, only=polled)
                 client.save_cache()
             queue_mod.save(ws, current.replace_patch(after), {after.file: plan.mail})
     return replace(result, written=True, patch_after=after)
@@ -1017,7 +1020,7 @@ def drop_patch(ws: Workspace, name: str, reason: str, *, dry_run: bool = False, 
     if not reason:
         raise InputError("--reason must say why the patch is dropped")
     with contextlib.nullcontext() if dry_run else lock(ws, f"drop {name}"):
-        queue = queue_mod.load(ws)
+        queue = queue_mod.load(ws, repair=not dry_run)
         patch = queue.get(name)
         if not patch.live:
             raise PreconditionError(f"{patch.name} is already {patch.state}")
@@ -1153,9 +1156,6 @@ def _signals_deferred() -> Iterator[None]:
 
 def _checkpoint(name: str) -> None:
     """Tests only: with PORTTRACK_TEST_PAUSE_AT=name, say so on stderr and wait to be killed."""
-    if os.environ.get(PAUSE_ENV) == name:
-        import sys
+    from porttrack.testhooks import checkpoint
 
-        sys.stderr.write(f"porttrack-test: paused at {name}\n")
-        sys.stderr.flush()
-        time.sleep(float(os.environ.get("PORTTRACK_TEST_PAUSE_S") or 60))
+    checkpoint(name)

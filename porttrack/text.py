@@ -17,10 +17,20 @@ def for_terminal(text: str | None, limit: int = 200) -> str:
     """One line, no escape sequences or direction overrides, at most `limit` characters."""
     if not text:
         return ""
+    # a non-UTF-8 file name holds surrogate escapes: shown as U+FFFD, never a UnicodeEncodeError
+    text = _displayable(text)
     text = _ANSI.sub("", text)
     text = _CONTROL.sub("", text.replace("\t", " "))
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _displayable(text: str) -> str:
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte (from JSON, say)
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
 
 
 def short_sha(sha: str | None, n: int = 12) -> str:

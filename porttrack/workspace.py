@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from porttrack.errors import ConfigError, WorkspaceBusy
+from porttrack.testhooks import checkpoint
 
 TRACKS_FILE = "tracks.yaml"
 WORKSPACE_ENV = "PORTTRACK_WORKSPACE"
+LOCK_WAIT_ENV = "PORTTRACK_LOCK_WAIT"  # seconds a second process waits for the lock (default 10)
 
 
 @dataclass(frozen=True)
@@ -84,14 +87,21 @@ class Workspace:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new file."""
+    """Replace `path` with `data` so that a crash leaves either the old or the new file.
+
+    The temp file is `.<name>.<pid>.<random>.tmp`; one left by a process that was killed (its pid
+    no longer runs) is removed by the next write of the same file, so no debris accumulates in
+    folders that are committed (state/, patches/).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _sweep_dead_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        checkpoint(f"write:{path.name}")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -100,13 +110,44 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def _sweep_dead_temps(path: Path) -> None:
+    prefix = f".{path.name}."
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
+                continue
+            pid = entry.name[len(prefix):].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def dump_json(obj: Any) -> str:
-    """The one JSON spelling for files in the repository: stable, diff-friendly, newline-terminated."""
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The one JSON spelling for files in the repository: stable, diff-friendly, newline-terminated.
+
+    A path that is not UTF-8 reaches here holding surrogate escapes (`porttrack.hunks`); those are
+    written as JSON `\\udcXX` escapes, which read back to the very same string, instead of making
+    the text impossible to encode (a UnicodeEncodeError half-way through a queue commit).
+    """
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -124,11 +165,17 @@ def _fsync_dir(path: Path) -> None:
 
 @contextlib.contextmanager
 def lock(ws: Workspace, what: str, wait_s: float = 10.0) -> Iterator[None]:
-    """Hold the workspace's exclusive lock while mutating it; wait up to `wait_s`, then refuse.
+    """Hold the workspace's exclusive lock while mutating it; wait up to `wait_s` (or
+    PORTTRACK_LOCK_WAIT seconds), then refuse.
 
     flock is released by the kernel when the process dies (even by SIGKILL), so a crash never
     leaves a stale lock behind.
     """
+    if os.environ.get(LOCK_WAIT_ENV):
+        try:
+            wait_s = max(0.0, float(os.environ[LOCK_WAIT_ENV]))
+        except ValueError:
+            raise ConfigError(f"{LOCK_WAIT_ENV}={os.environ[LOCK_WAIT_ENV]!r}: expected a number of seconds") from None
     ws.cache_dir.mkdir(parents=True, exist_ok=True)
     path = ws.cache_dir / "lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -28,9 +28,11 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     The markdown goes to stdout and to reports/weekly-<week>.md; this run is recorded in
     state/reports.json so the next report counts changes from here.
     """
+    import contextlib
     from datetime import datetime, timezone
 
     from porttrack import report as rep
+    from porttrack.testhooks import checkpoint
     from porttrack.workspace import lock
 
     if comment_tracking and not post:
@@ -60,18 +62,22 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         with lock(ws, "report weekly: writing the report"):
             rep.write_outputs(ws, weekly_report, full)
         say(f"wrote {weekly_report.report_file}")
+        checkpoint("report:written")
 
     outcome = None
     if post:
         assert client is not None
-        outcome = rep.post(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
-                           issues=issues, dry_run=dry_run)
-        say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
-        if not dry_run and outcome.number is not None:
-            with lock(ws, "report weekly: recording the issue"):
+        # Under the workspace lock: a second `report weekly --post` (a re-run cron job, a person)
+        # waits, then finds the issue this one created instead of creating another.
+        with contextlib.nullcontext() if dry_run else lock(ws, "report weekly: posting the issue"):
+            outcome = rep.post(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
+                               issues=issues, dry_run=dry_run)
+            say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
+            checkpoint("report:posted")
+            if not dry_run and outcome.number is not None:
                 rep.record_issue(ws, weekly_report, full, config.report.repo, outcome)
-        if comment_tracking:
-            outcome = _comment(client, config, week, outcome, dry_run)
+            if comment_tracking:
+                outcome = _comment(client, config, week, outcome, dry_run)
 
     if as_json:
         data = rep.report_to_json(weekly_report)

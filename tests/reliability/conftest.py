@@ -1,0 +1,92 @@
+"""The reliability suite's plumbing: slow-case selection, the per-category tally behind the figures
+table, and the secrets check applied after every reliability case.
+
+- Items marked `slow` are deselected unless PORTTRACK_FULL=1 (anywhere in the session: the full
+  run is `PORTTRACK_FULL=1 python -m pytest`, or `python benchmarks/reliability.py`).
+- Every item under tests/reliability/ or tests/test_regressions.py is counted in its category
+  (`pytestmark = pytest.mark.reliability("...")`); a test that runs sub-cases (`cases` fixture)
+  counts each sub-case instead. The table is printed at the end of the run and written as JSON to
+  $PORTTRACK_RELIABILITY_JSON when set.
+- After every reliability item, no known token (testing.workspace.TOKEN, the emulator's tokens)
+  may appear in anything porttrack printed, any file under the test's folders (workspace, logs,
+  crash.log, recorded state, evidence, reports), HOME, or what the emulator received (issue
+  bodies, comments, dispatch inputs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import rel_harness as H
+from rel_harness import cases, secret_guard  # noqa: F401 - fixtures, registered here
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "reliability(category): a reliability-suite case, counted in the figures table")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PORTTRACK_FULL") == "1":
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("slow") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    category = H.category(item)
+    if category is None:
+        return
+    cases = item.funcargs.get("cases") if hasattr(item, "funcargs") else None
+    if report.when == "setup" and report.failed:
+        H.record(category, False, item.nodeid)
+    elif report.when == "call":
+        if isinstance(cases, H.Cases) and cases.count:
+            return  # the sub-cases were counted one by one
+        if not report.skipped:
+            H.record(category, report.passed, item.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    # tests/test_regressions.py lies outside this folder, so the per-item hooks here never see its
+    # items: count them from the session's reports
+    seen: dict[str, bool] = {}
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, ()):
+            nodeid = getattr(report, "nodeid", "")
+            if nodeid.startswith("tests/test_regressions.py") and (outcome != "passed" or report.when == "call"):
+                seen[nodeid] = seen.get(nodeid, True) and outcome == "passed"
+    H.TALLY["regressions"] = {"tried": len(seen), "passed": sum(seen.values()), "failed": len(seen) - sum(seen.values())}
+    if not any(r["tried"] for r in H.TALLY.values()):
+        return
+    lines = table()
+    terminalreporter.write_sep("=", "porttrack reliability figures")
+    for line in lines:
+        terminalreporter.write_line(line)
+    if H.KILLS:
+        terminalreporter.write_line(f"SIGKILL points (process still running when killed): {sum(H.KILLS.values())} "
+                                    f"({', '.join(f'{k} {v}' for k, v in sorted(H.KILLS.items()))}); seed {H.SEED}")
+    out = os.environ.get("PORTTRACK_RELIABILITY_JSON")
+    if out:
+        Path(out).write_text(json.dumps({"full": H.FULL, "seed": H.SEED, "tally": H.TALLY, "kill_points": H.KILLS,
+                                         "failures": H.FAILURES}, indent=2))
+
+
+def table() -> list[str]:
+    rows = [(name, H.TALLY[name]) for name in H.CATEGORIES if H.TALLY.get(name, {}).get("tried")]
+    rows += [(name, row) for name, row in H.TALLY.items() if name not in H.CATEGORIES and row["tried"]]
+    total = {k: sum(r[k] for _, r in rows) for k in ("tried", "passed", "failed")}
+    width = max(len(n) for n, _ in rows + [("total", total)])
+    out = [f"{'category':<{width}}  {'tried':>6}  {'passed':>6}  {'failed':>6}"]
+    for name, row in rows + [("total", total)]:
+        out.append(f"{name:<{width}}  {row['tried']:>6}  {row['passed']:>6}  {row['failed']:>6}")
+    return out
