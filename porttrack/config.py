@@ -723,6 +723,8 @@ def _syntax_message(exc: yaml.MarkedYAMLError, text: str) -> str:
     if mark is not None and 0 <= mark.index < len(text) and text[mark.index] == "\t":
         return "tab character where YAML expects a token; use spaces"
     problem = (exc.problem or "invalid YAML").replace("\n", " ")
+    if "maximum nesting depth" in problem:  # PyYAML >= 6.0.4 stops deep documents in its scanner
+        return f"nested more than {MAX_DEPTH} levels deep (refused by the YAML parser)"
     if exc.context and problem.startswith("but "):  # "expected a single document ..., but found another"
         return f"{exc.context}, {problem}"
     if exc.context:

@@ -833,8 +833,10 @@ class FakeGitHub:
         if fault is not None and fault.kind == "delay":
             time.sleep(float(fault.params.get("seconds", 1.0)))
         elif fault is not None and fault.kind == "reset":
-            self._drop_connection(request)
+            # Log before the socket dies: the client sees the reset at once and a test may read
+            # the log before this thread would get to a later line.
             record(None, None)
+            self._drop_connection(request)
             return Response(b"", 200)
         elif fault is not None and fault.kind != "truncated":
             resp = self._fault_response(fault, self._token_for(auth))
