@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -47,6 +49,22 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def network_timeout() -> float:
+    """Seconds a git command that talks to a remote may take (PORTTRACK_GIT_TIMEOUT, default 600):
+    a remote that accepts and never answers must not hang a cron job for ever."""
+    try:
+        return max(1.0, float(os.environ.get("PORTTRACK_GIT_TIMEOUT") or 600))
+    except ValueError:
+        raise ConfigError(f"PORTTRACK_GIT_TIMEOUT={os.environ['PORTTRACK_GIT_TIMEOUT']!r}: expected seconds") from None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def pull_ref(number: int) -> str:
@@ -103,19 +121,25 @@ class GitRepo:
     ) -> subprocess.CompletedProcess[bytes]:
         argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", *args]
         try:
-            proc = subprocess.run(
-                argv,
-                cwd=cwd or self.path,
-                input=input,
-                capture_output=True,
-                env=git_env(env),
-                timeout=timeout,
-                check=False,
+            # A session of its own, so a timeout can kill git and its helpers (git-remote-http
+            # holds our pipes open; killing git alone would leave us waiting on them).
+            child = subprocess.Popen(
+                argv, cwd=cwd or self.path, env=git_env(env), start_new_session=timeout is not None,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
         except FileNotFoundError:
             raise ConfigError("git is not installed or not on PATH") from None
+        try:
+            out, err = child.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise GitError(list(args), -1, f"timed out after {timeout}s") from None
+            _kill_group(child)
+            raise GitError(list(args), -1, f"timed out after {timeout:g}s") from None
+        except BaseException:
+            _kill_group(child) if timeout is not None else child.kill()
+            child.wait()
+            raise
+        proc = subprocess.CompletedProcess(argv, child.returncode, out, err)
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
@@ -177,24 +201,44 @@ class GitRepo:
         # --refmap= : move only the refs named here; without it git also "opportunistically"
         # updates the user's remote-tracking refs (e.g. upstream/main), which is not ours to move.
         args = ["fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--quiet" if progress is None else "--progress", remote, *refspecs]
+        timeout = network_timeout()
         if progress is None:
-            self.run(*args)
+            self.run(*args, timeout=timeout)
             return
         proc = subprocess.Popen(
-            ["git", *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            ["git", *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
         )
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            _kill_group(proc)
+
+        watchdog = threading.Timer(timeout, expire)
+        watchdog.daemon = True
+        watchdog.start()
         tail: list[str] = []
         assert proc.stderr is not None
         buf = b""
-        while chunk := proc.stderr.read1(4096) if hasattr(proc.stderr, "read1") else proc.stderr.read(4096):
-            buf += chunk
-            *lines, buf = re.split(rb"[\r\n]", buf)
-            for line in lines:
-                text = line.decode("utf-8", "replace").strip()
-                if text:
-                    tail.append(text)
-                    progress(text)
-        rc = proc.wait()
+        try:
+            while chunk := proc.stderr.read1(4096):
+                buf += chunk
+                *lines, buf = re.split(rb"[\r\n]", buf)
+                for line in lines:
+                    text = line.decode("utf-8", "replace").strip()
+                    if text:
+                        tail.append(text)
+                        progress(text)
+            rc = proc.wait()
+        except BaseException:
+            _kill_group(proc)
+            proc.wait()
+            raise
+        finally:
+            watchdog.cancel()
+        if timed_out.is_set():
+            raise GitError(args, -1, f"timed out after {timeout:g}s")
         if rc != 0:
             raise GitError(args, rc, "\n".join(tail[-5:]))
 

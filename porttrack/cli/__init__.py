@@ -101,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("porttrack: interrupted; nothing was changed", err=True)
         return int(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as exc:
-        exc.show()
+        import io
+
+        from porttrack.secrets import redact
+
+        shown = io.StringIO()
+        exc.show(file=shown)  # usage errors quote what was typed, which may be a pasted token
+        click.echo(redact(shown.getvalue()), err=True, nl=False)
         return int(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
