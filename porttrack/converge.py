@@ -405,7 +405,7 @@ def ensure_commit(repo: GitRepo, sha: str, remote: str, branch: str, say: Callab
     problems = []
     for refspec in (f"+refs/heads/{branch}:{upstream_ref(branch)}", sha):
         try:
-            repo.run("fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--refmap=", remote, refspec)
+            repo.fetch(remote, [refspec])  # the one fetch policy (and its bounds) of porttrack.gitrepo
         except GitError as exc:
             problems.append(str(exc))
         if repo.has_commit(sha):

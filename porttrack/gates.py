@@ -54,7 +54,7 @@ from porttrack.errors import (
     PreconditionError,
 )
 from porttrack.evidence import MACHINE_FIELDS, EvidenceLog, Expected, Record, Subject
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import GitRepo, network_timeout
 from porttrack.secrets import without_tokens
 from porttrack.testhooks import checkpoint
 from porttrack.text import for_terminal
@@ -1048,7 +1048,7 @@ def _push(config: "Config", sha: str, say: Any) -> str | None:
         say(f"note: no remote of {repo.path} points at {config.fork.repo}; not pushing {sha[:12]} (the runner must be able to fetch it)")
         return None
     branch = f"porttrack/gate/{sha[:12]}"
-    repo.run("push", "--quiet", "--force", remote, f"{sha}:refs/heads/{branch}")
+    repo.run("push", "--quiet", "--force", remote, f"{sha}:refs/heads/{branch}", timeout=network_timeout())
     say(f"pushed {sha[:12]} to {remote} as {branch}")
     return branch
 

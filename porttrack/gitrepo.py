@@ -43,6 +43,9 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "GIT_PAGER": "cat",
         "PAGER": "cat",
         "GIT_OPTIONAL_LOCKS": "0",
+        # an HTTP remote that trickles (under 1 kB/s for a minute) is given up on
+        "GIT_HTTP_LOW_SPEED_LIMIT": os.environ.get("GIT_HTTP_LOW_SPEED_LIMIT", "1000"),
+        "GIT_HTTP_LOW_SPEED_TIME": os.environ.get("GIT_HTTP_LOW_SPEED_TIME", "60"),
     }
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)

@@ -46,11 +46,11 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     category = H.category(item)
     if category is None:
         return
-    cases = item.funcargs.get("cases") if hasattr(item, "funcargs") else None
+    sub_cases = item.funcargs.get("cases") if hasattr(item, "funcargs") else None
     if report.when == "setup" and report.failed:
         H.record(category, False, item.nodeid)
     elif report.when == "call":
-        if isinstance(cases, H.Cases) and cases.count:
+        if isinstance(sub_cases, H.Cases) and sub_cases.count:
             return  # the sub-cases were counted one by one
         if not report.skipped:
             H.record(category, report.passed, item.nodeid)
@@ -59,13 +59,14 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     # tests/test_regressions.py lies outside this folder, so the per-item hooks here never see its
     # items: count them from the session's reports
-    seen: dict[str, bool] = {}
-    for outcome in ("passed", "failed", "error"):
+    seen: dict[str, bool] = {}  # an expected failure (xfail: a fix outside this suite's files pending) is a failure here
+    for outcome in ("passed", "failed", "error", "xfailed"):
         for report in terminalreporter.stats.get(outcome, ()):
             nodeid = getattr(report, "nodeid", "")
             if nodeid.startswith("tests/test_regressions.py") and (outcome != "passed" or report.when == "call"):
                 seen[nodeid] = seen.get(nodeid, True) and outcome == "passed"
     H.TALLY["regressions"] = {"tried": len(seen), "passed": sum(seen.values()), "failed": len(seen) - sum(seen.values())}
+    H.FAILURES.extend(f"regressions: {nodeid}" for nodeid, ok in seen.items() if not ok and f"regressions: {nodeid}" not in H.FAILURES)
     if not any(r["tried"] for r in H.TALLY.values()):
         return
     lines = table()

@@ -148,3 +148,55 @@ def test_hostile_results_files_through_gate_run(tmp_path, world, cases, subset):
             assert outside(rig.around()) == around, "nothing written next to the workspace or the fork"
             check_consistent(rig)
     cases.done()
+
+
+# -- results that arrive as a workflow artifact ---------------------------------------------------------
+
+def _zip(entries: dict[str, bytes], *, compress: bool = True) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as archive:
+        for name, data in entries.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+ARTIFACTS = {
+    # what the artifact holds -> (exit code, words of the error)
+    "zip-bomb": (lambda good: _zip({"results.json": b" " * (64 << 20) + good}), 2, "larger than"),
+    "two-json-files": (lambda good: _zip({"results.json": good, "other/results.json": good}), 2, "expected one results.json"),
+    "traversal-names": (lambda good: _zip({"../../../escape/results.json": good}), 7, ""),
+    "no-json": (lambda good: _zip({"notes.txt": b"measured nothing"}), 2, "expected one results.json"),
+    "not-a-zip": (lambda good: b"PK\x03\x04 not really a zip", 5, "not a whole zip archive"),
+}
+
+
+@pytest.mark.parametrize("kind", [k if k in ("zip-bomb", "traversal-names") else pytest.param(k, marks=pytest.mark.slow)
+                                  for k in sorted(ARTIFACTS)])
+def test_hostile_artifact_archives_from_a_workflow_gate(tmp_path, world, kind):
+    """Nothing in an artifact is extracted to disk: the one results file is read in memory, within
+    the size limit, whatever the archive claims; an archive that is not one is a failed download."""
+    from porttrack.jobs.example import build
+
+    rig = Rig(tmp_path, world, gate="workflow")
+    rig.ok("import", "101")
+    make, code, words = ARTIFACTS[kind]
+
+    def runner(repo, file, ref, inputs):
+        context = json.loads(inputs["context"])
+        env = {f"PORTTRACK_{k.upper()}": (json.dumps(v) if k == "patch_set" else str(v)) for k, v in context.items()}
+        return {"artifacts": {"porttrack-results": make(build(SCENARIO, env).to_json().encode())}, "polls": (0, 1)}
+
+    rig.fake.on_dispatch = runner
+    around = outside(rig.around())
+    out = rig.cli("gate", "run", "101", "--target", "sm_121a", "--poll-interval", "0.01", "--wait", "20")
+    assert out.returncode == code, out.stderr[-1500:]
+    assert "Traceback" not in out.stderr
+    if words:
+        assert len(out.errors) == 1 and words in out.errors[0], out.stderr[-1500:]
+    evidence = sorted((rig.root / "patches" / "evidence").glob("*.json"))
+    assert len(evidence) == (1 if code == 7 else 0)
+    assert outside(rig.around()) == around and not (tmp_path / "escape").exists()
+    check_consistent(rig)

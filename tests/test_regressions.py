@@ -1,0 +1,332 @@
+"""One test per defect the reliability suite (tests/reliability/) found, named after the defect.
+
+Each failed before its fix. They are kept small and fast (they run in every `pytest`); the
+reliability suite has the systematic versions. The secrets check of the reliability suite applies
+here too (the `secret_guard` fixture, imported below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
+
+import rel_harness as H  # noqa: E402
+from rel_harness import Rig, cases, secret_guard  # noqa: E402,F401 - fixtures used by this module
+from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
+from testing.workspace import TOKEN  # noqa: E402
+
+from porttrack import errors, queue as queue_mod, results, secrets, text  # noqa: E402
+from porttrack.github import GitHubClient, MalformedResponse, WriteUncertain  # noqa: E402
+from porttrack.workspace import Workspace, atomic_write_text, dump_json  # noqa: E402
+
+REPO = "vllm-project/vllm"
+
+
+@pytest.fixture
+def client(fake):
+    fake.add_repo(REPO)
+    fake.put_pull(REPO, 7, title="seven", head_sha="a" * 40, base_sha="b" * 40)
+    return GitHubClient(REPO, DEFAULT_TOKEN, fake.base_url, backoff_s=0.01, max_attempts=3)
+
+
+# -- GitHub answers ------------------------------------------------------------------------------
+
+def test_wrong_shape_pull_request_answer_is_retried_then_exit_5_not_a_usage_error(client, fake):
+    fake.inject("status", path=r"/pulls/7$", status=200, json={"message": "ok"}, times=1)
+    assert client.get_pull(7)[0].title == "seven"  # retried like a 5xx
+    fake.inject("status", path=r"/pulls/7$", status=200, json={"message": "ok"}, times=10)
+    with pytest.raises(errors.UpstreamUnreachable, match="pull request payload is missing") as refused:
+        client.get_pull(7)
+    assert refused.value.exit_code == errors.ExitCode.UNREACHABLE  # was 2 (usage), as if tracks.yaml were wrong
+    assert issubclass(MalformedResponse, errors.UpstreamUnreachable)
+
+
+def test_null_json_answer_is_malformed_not_an_internal_error(client, fake):
+    fake.inject("status", path=r"/pulls/7$", status=200, body="null", content_type="application/json", times=1)
+    assert client.get_pull(7)[0].number == 7  # was AttributeError: exit 70
+
+
+def test_deeply_nested_json_answer_is_malformed_not_an_internal_error(client, fake):
+    deep = "[" * 60000 + "]" * 60000
+    fake.inject("status", path=r"/pulls/7$", status=200, body=deep, content_type="application/json", times=1)
+    assert client.get_pull(7)[0].number == 7  # was RecursionError: exit 70
+
+
+def test_unreadable_answer_to_a_create_is_uncertain_so_porttrack_looks_before_retrying(client, fake):
+    fake.inject("status", path=r"/issues$", method="POST", status=201, json={"unexpected": True})
+    with pytest.raises(WriteUncertain):  # was MalformedResponse (exit 2) and no look for the issue
+        client.create_issue("t", "b", ["x"])
+
+
+def test_token_reflected_in_a_github_answer_is_masked_at_the_door(client, fake, tmp_path):
+    from porttrack.github import EtagCache
+
+    fake.put_pull(REPO, 7, title=f"leak {DEFAULT_TOKEN}", body=f"Authorization: token {DEFAULT_TOKEN}")
+    client.cache = EtagCache(tmp_path / "etags.json")
+    pr, _ = client.get_pull(7)
+    client.save_cache()
+    assert DEFAULT_TOKEN not in pr.title + pr.body and "***" in pr.title
+    assert DEFAULT_TOKEN not in (tmp_path / "etags.json").read_text()
+
+
+# -- messages ------------------------------------------------------------------------------------
+
+def test_error_messages_never_quote_a_token():
+    secrets.register(DEFAULT_TOKEN)
+    for exc in (errors.ConfigError(f'tracks.yaml:6:9: fork.repo: expected "owner/name", got "{TOKEN}"'),
+                errors.ConfigError(f"PORTTRACK_HTTP_TIMEOUT='{DEFAULT_TOKEN}': expected a number"),
+                errors.GitError(["fetch"], 128, f"fatal: https://x:{DEFAULT_TOKEN}@host/r.git: not found")):
+        assert TOKEN not in str(exc) and DEFAULT_TOKEN not in str(exc), str(exc)
+
+
+def test_gate_job_gets_no_token_and_its_log_keeps_none(tmp_path, world):
+    command = f"{sys.executable} -c \"import os, sys; print(dict(os.environ)); print('ghp_' + 'x' * 36); sys.exit(3)\" {{results}}"
+    tracks = {"alpha": H.track([101], "t", requires={"attention": ["sparse-mla"]}, gate=H.gate_doc(command=command))}
+    rig = Rig(tmp_path, world, tracks=tracks)
+    rig.ok("import", "101")
+    out = rig.cli("gate", "run", "101", "--target", "sm_121a")
+    assert out.returncode == 7 and "exited 3" in out.stderr
+    log = next((rig.root / ".porttrack" / "logs").glob("gate-*.log")).read_text()
+    assert "GITHUB_TOKEN" not in log and DEFAULT_TOKEN not in log  # the job's environment held it
+    assert "ghp_" + "x" * 36 not in log + out.stderr  # a token it printed anyway is masked
+
+
+# -- results files -------------------------------------------------------------------------------
+
+def _valid_document() -> dict:
+    from porttrack.jobs.example import build
+
+    env = {"PORTTRACK_TRACK": "t", "PORTTRACK_SUBJECT": "s", "PORTTRACK_ROLE": "candidate", "PORTTRACK_TARGET": "sm_121a",
+           "PORTTRACK_REF": "a" * 40, "PORTTRACK_UPSTREAM_BASE": "b" * 40, "PORTTRACK_FORK_COMMIT": "c" * 40,
+           "PORTTRACK_PATCH_SET": "[]"}
+    return build(H.SCENARIO, env).document
+
+
+def test_results_with_a_float_overflow_are_refused_not_an_internal_error():
+    text_ = json.dumps(_valid_document()).replace('"ttft_ms": 100.0', '"ttft_ms": 1e400', 1)
+    with pytest.raises(errors.InputError, match="finite"):  # was inf, then ValueError when recorded: exit 70
+        results.parse(text_.encode(), "r")
+
+
+def test_results_nested_too_deeply_are_refused_not_an_internal_error():
+    with pytest.raises(errors.InputError, match="nested too deeply"):  # was RecursionError: exit 70
+        results.parse(b"[" * 100_000 + b"]" * 100_000, "r")
+
+
+def test_results_with_a_lone_surrogate_are_refused_not_an_internal_error():
+    doc = _valid_document()
+    doc["environment"]["gpu"] = "X"
+    data = json.dumps(doc).replace('"gpu": "X"', '"gpu": "\\ud800"').encode()
+    with pytest.raises(errors.InputError, match="surrogate"):  # was UnicodeEncodeError when recorded: exit 70
+        results.parse(data, "r")
+
+
+def test_results_with_too_many_cells_give_a_short_error():
+    doc = _valid_document()
+    doc["cells"] = [dict(doc["cells"][0], context=1 + i) for i in range(20000)]
+    with pytest.raises(errors.InputError) as refused:
+        results.parse(json.dumps(doc).encode(), "r")
+    assert "20000 items; expected at most 10000" in str(refused.value)
+    assert len(str(refused.value)) < 1000  # was the whole cell list, megabytes on one line
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+def test_non_utf8_file_name_can_be_recorded_in_the_queue_not_an_internal_error(tmp_path):
+    ws = Workspace(tmp_path)
+    patch = queue_mod.Patch(name="0001-pr1-x", file="0001-pr1-x.0.patch", sha256="0" * 64, track="t", pr=1, upstream=REPO,
+                            title="x", revision=queue_mod.Revision("a" * 40, "b" * 40),
+                            hunks_taken=(queue_mod.HunkRef("abc", "caf\udce9.txt"),), hunks_left_out=(), depends_on=(),
+                            state="queued", gate=None)
+    (tmp_path / "patches").mkdir()
+    atomic_write_text(queue_mod.manifest_path(ws), dump_json({"schema": queue_mod.SCHEMA, "patches": [patch.to_json()]}))
+    assert queue_mod.load(ws).patches[0].hunks_taken[0].path == "caf\udce9.txt"  # was UnicodeEncodeError
+    assert text.for_terminal("caf\udce9.txt") == "caf\ufffd.txt"  # printable on a strict UTF-8 stdout
+
+
+def test_queued_patch_with_an_escaping_symlink_is_refused_by_apply():
+    from porttrack.apply import _parse
+
+    data = (b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n---\n"
+            b"diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+../../../../tmp\n"
+            b"\\ No newline at end of file\n")
+    with pytest.raises(errors.UnsafeInput, match="outside the work tree"):  # was built into the staging branch
+        _parse(SimpleNamespace(file="0001-x.patch"), data)
+
+
+# -- crashes -------------------------------------------------------------------------------------
+
+def _killed_at(args: list[str], point: str, cwd: Path, env: dict | None = None) -> None:
+    proc = subprocess.Popen(args, cwd=cwd, env={**os.environ, **(env or {}), "PORTTRACK_TEST_PAUSE_AT": point},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    H.wait_for_pause(proc, point)
+    H.kill(proc)
+
+
+def test_killed_write_leaves_no_temp_file_once_the_file_is_written_again(tmp_path):
+    target = tmp_path / "state" / "upstream.json"
+    code = f"from pathlib import Path; from porttrack.workspace import atomic_write_text; atomic_write_text(Path({str(target)!r}), 'new')"
+    _killed_at([sys.executable, "-c", code], "write:upstream.json", tmp_path, {"PYTHONPATH": str(H.REPO_ROOT)})
+    assert H.temp_leftovers(tmp_path), "the killed write left its temp file"
+    atomic_write_text(target, "again")
+    assert H.temp_leftovers(tmp_path) == []  # was left forever, in a committed folder
+
+
+def test_series_left_stale_by_a_kill_is_repaired_by_a_rerun_that_is_refused(tmp_path, world):
+    rig = Rig(tmp_path, world)
+    proc = rig.popen("import", "101", PORTTRACK_TEST_PAUSE_AT="write:series")
+    H.wait_for_pause(proc, "write:series")
+    H.kill(proc)
+    assert rig.queue_json()["series_stale"]
+    out = rig.cli("import", "101")
+    assert out.returncode == 6 and "already queued" in out.stderr
+    assert not rig.queue_json()["series_stale"]  # was stale until some unrelated queue write
+
+
+def test_status_and_import_at_once_do_not_lose_each_others_observations(tmp_path, world):
+    rig = Rig(tmp_path, world)
+    world.append(102, {"b.py": H.edit(H.B, {30: "b_30 = 'thirty'", 40: "b_40 = 'forty'"})})
+    holder = rig.popen("import", "101", PORTTRACK_TEST_PAUSE_AT="planned", PORTTRACK_TEST_PAUSE_S="2")
+    H.wait_for_pause(holder, "planned")
+    assert rig.cli("status").returncode == 0
+    assert H.finish(holder).returncode == 0
+    prs = json.loads((rig.root / "state" / "upstream.json").read_text())["prs"]
+    assert prs["102"]["head_sha"] == world.head(102)  # was the import's older picture of #102
+
+
+def test_concurrent_weekly_posts_create_one_issue(tmp_path, world):
+    rig = Rig(tmp_path, world)
+    now = "2027-02-01T08:00:00Z"
+    a = rig.popen("report", "weekly", "--post", "--offline", "--now", now)
+    b = rig.popen("report", "weekly", "--post", "--offline", "--now", now)
+    assert (H.finish(a).returncode, H.finish(b).returncode) == (0, 0)
+    assert len(rig.weekly_issues(H.report_week(now))) == 1  # was two issues for the week
+
+
+def test_issue_listing_that_shifts_mid_walk_does_not_duplicate_the_weekly_issue(tmp_path, world):
+    rig = Rig(tmp_path, world)
+    now = "2027-03-01T08:00:00Z"
+    rig.ok("report", "weekly", "--post", "--offline", "--now", now)
+    newer = [rig.fake.put_issue(H.FORK_REPO, title=f"other {i}", labels=H.LABELS, body="x")["number"] for i in range(100)]
+
+    def unlabel_page_one(method, path, query):
+        if path.endswith("/issues") and query.get("page") == "2" and newer:
+            for number in newer[-20:]:
+                rig.fake.put_issue(H.FORK_REPO, number, labels=["other"])
+            newer.clear()
+
+    rig.fake.on_request = unlabel_page_one
+    out = rig.cli("report", "weekly", "--post", "--offline", "--now", now, "--since", "2026-06-01")
+    rig.fake.on_request = None
+    assert out.returncode == 0, out.stderr
+    assert len(rig.weekly_issues(H.report_week(now))) == 1  # was a second issue: the first slid onto page 1
+
+
+def test_killed_gate_run_leaves_nothing_outside_the_workspace_and_no_job_behind(tmp_path, world):
+    marker = tmp_path / "job-started"
+    job = (f"import os, pathlib, sys, time; m = pathlib.Path({str(marker)!r}); m.exists() and sys.exit(0); "
+           "m.write_text(str(os.getpid())); time.sleep(60)")
+    command = f"{sys.executable} -c \"{job}\" {{results}}"
+    tracks = {"alpha": H.track([101], "t", requires={"attention": ["sparse-mla"]}, gate=H.gate_doc(command=command))}
+    rig = Rig(tmp_path, world, tracks=tracks)
+    rig.ok("import", "101")
+    before = set(os.listdir("/tmp"))
+    proc = rig.popen("gate", "run", "101", "--target", "sm_121a")
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    job = int(marker.read_text())
+    H.kill(proc)
+    for _ in range(60):
+        try:
+            os.kill(job, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(job, signal.SIGKILL)
+        pytest.fail("the gate job outlived the porttrack that ran it")
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("porttrack-gate-")]
+    assert list((rig.root / ".porttrack" / "gate").iterdir()), "its scratch folder is in the workspace"
+    assert rig.cli("gate", "run", "101", "--target", "gfx1151").returncode == 7  # the next run sweeps it
+    assert [p.name for p in (rig.root / ".porttrack" / "gate").iterdir()] == []
+
+
+def test_artifact_download_that_is_not_a_whole_zip_is_retried_not_refused_as_results(fake):
+    import io
+    import zipfile
+
+    fake.add_repo(H.FORK_REPO)
+    fake.add_workflow(H.FORK_REPO, "gate.yml")
+    fake.on_dispatch = lambda *_: {"artifacts": {"porttrack-results": {"results.json": "{}"}}}
+    client = GitHubClient(H.FORK_REPO, DEFAULT_TOKEN, fake.base_url, backoff_s=0.01, max_attempts=3)
+    run_id = client.dispatch_workflow("gate.yml", "main", {})
+    fake.complete_run(run_id)
+    fake.inject("status", path=r"/runs/\d+/artifacts$", status=200, json={"message": "ok"}, times=1)
+    [artifact] = client.list_run_artifacts(run_id)  # was: no artifact at all ("concluded without artifact")
+    fake.inject("malformed", path=r"/_blobs/artifacts/", times=1)
+    data = client.download_artifact(artifact.id)  # was: an HTML page returned, then "not a zip archive": exit 2
+    assert zipfile.ZipFile(io.BytesIO(data)).read("results.json") == b"{}"
+
+
+def test_git_fetch_from_a_silent_remote_is_bounded_by_a_timeout(tmp_path, world):
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_say_nothing() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    rig = Rig(tmp_path, world)
+    git_url = f"http://127.0.0.1:{server.getsockname()[1]}/vllm-project/vllm.git"
+    H.git(rig.fork, "remote", "set-url", "upstream", git_url)
+    world.append(101, {"a.py": H.edit(H.A, {10: "a_10 = 'ten'", 50: "a_50 = 'fifty'", 77: "a_77 = 'x'"})})
+    proc = subprocess.Popen([sys.executable, "-m", "porttrack", "status"], cwd=rig.root, start_new_session=True,
+                            env=rig.handle.env(PORTTRACK_GIT_TIMEOUT="2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=8)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # porttrack and the git it is waiting for
+        proc.communicate()
+        pytest.fail("porttrack status hung on a git fetch from a remote that never answers")
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+        server.close()
+        H.git(rig.fork, "remote", "set-url", "upstream", str(world.upstream.path))
+    H.SEEN.extend([out, err])
+    assert proc.returncode == 0 and "git fetch from upstream failed" in out + err
+
+
+def test_usage_error_never_quotes_a_token(tmp_path):
+    from testing import workspace as test_workspace
+
+    (tmp_path / "tracks.yaml").write_text("x: 1\n")
+    handle = test_workspace.TestWorkspace(tmp_path)
+    out = H.cli(handle, "import", DEFAULT_TOKEN)
+    H.SEEN.clear()  # judged here, so the guard does not fail the expected failure twice
+    assert out.returncode == 2 and "not a pull request number" in out.stderr
+    assert DEFAULT_TOKEN not in out.stderr, out.stderr
