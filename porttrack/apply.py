@@ -58,7 +58,7 @@ from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.paths import check_diff_paths, check_symlink_targets
 from porttrack.state import utcnow
 from porttrack.testhooks import checkpoint
-from porttrack.workspace import Workspace, lock, write_json
+from porttrack.workspace import Workspace, lock, sweep_dead_scratch, write_json
 
 if TYPE_CHECKING:
     from porttrack.config import Config
@@ -312,7 +312,7 @@ class _Scratch:
         common = Path(self.repo.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
         parent = common / "porttrack" / "apply"
         parent.mkdir(parents=True, exist_ok=True)
-        _sweep_stale(parent)
+        sweep_dead_scratch(parent)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
         return self
 
@@ -326,24 +326,6 @@ class _Scratch:
 
     def env(self, index: str = "index") -> dict[str, str]:
         return {"GIT_INDEX_FILE": str(self.path(index))}
-
-
-def _sweep_stale(parent: Path) -> None:
-    """Remove scratch folders of runs that died without cleaning up (SIGKILL, power loss)."""
-    for entry in parent.iterdir():
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _build(scratch: _Scratch, base: str, patches: Sequence[Patch], contents: dict[str, bytes],

@@ -823,11 +823,11 @@ def _job_folder(ws: Any):
     """The job's scratch folder (its results file, its work tree): `.porttrack/gate/<pid>-*` in the
     workspace, not the system's temp folder, so a gate run killed with SIGKILL leaves nothing
     outside the workspace; the next run sweeps folders whose process is gone."""
-    from porttrack.apply import _sweep_stale
+    from porttrack.workspace import sweep_dead_scratch
 
     parent = Path(ws.cache_dir) / "gate"
     parent.mkdir(parents=True, exist_ok=True)
-    _sweep_stale(parent)
+    sweep_dead_scratch(parent)
     return tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=parent)
 
 

@@ -78,7 +78,7 @@ from porttrack.paths import check_diff_paths, check_symlink_targets, path_matche
 from porttrack.queue import HunkRef, Patch, Queue, Revision, Selection, Transition
 from porttrack.state import RecordedPR, UpstreamState, utcnow
 from porttrack.text import for_terminal
-from porttrack.workspace import Workspace, lock
+from porttrack.workspace import Workspace, lock, sweep_dead_scratch
 
 if TYPE_CHECKING:
     from porttrack.config import Config
@@ -689,7 +689,7 @@ class _Probe:
         common = Path(self.repo.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
         parent = common / "porttrack" / "import"
         parent.mkdir(parents=True, exist_ok=True)
-        _sweep_stale(parent)
+        sweep_dead_scratch(parent)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
         self.repo.run("read-tree", self.tip, env=self._env("index"))
         for n, patch in enumerate(self.below):  # queued patches this PR is stacked on, as `apply` would
@@ -724,24 +724,6 @@ class _Probe:
         unmerged = self.repo.text("ls-files", "-u", "-z", env=self._env("index3")).split("\0")
         files = sorted({entry.split("\t", 1)[1] for entry in unmerged if "\t" in entry})
         return proc.returncode == 0 and not files, files
-
-
-def _sweep_stale(parent: Path) -> None:
-    """Scratch folders of runs that died without cleaning up (SIGKILL)."""
-    for entry in parent.iterdir():
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _probe_groups(probe: _Probe, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int]) -> dict[int, tuple[str, str]]:

@@ -122,6 +122,17 @@ def _sweep_dead_temps(path: Path) -> None:
                     os.unlink(entry.path)
 
 
+def sweep_dead_scratch(parent: Path) -> None:
+    """Remove scratch folders named `<pid>-…` whose process is gone (killed before cleaning up)."""
+    import shutil
+
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            pid = entry.name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
