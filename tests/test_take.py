@@ -22,19 +22,9 @@ from porttrack.take import drop_patch, import_pr, refresh_pr
 from porttrack.workspace import Workspace
 from testing.gitfixtures import Executable, Symlink, git, git_bytes
 from testing.workspace import make_workspace, track, tracks_document
+from testing.text import edit, numbered
 
 GATE = {"job": {"command": "true"}, "matrix": {"contexts": [1024], "batches": [1]}, "promote": False}
-
-
-def numbered(prefix: str, n: int) -> str:
-    return "".join(f"{prefix}_{i} = {i}\n" for i in range(1, n + 1))
-
-
-def edit(text: str, changes: dict[int, str]) -> str:
-    lines = text.splitlines(keepends=True)
-    for lineno, new in changes.items():
-        lines[lineno - 1] = new + "\n"
-    return "".join(lines)
 
 
 A, B, C = numbered("a", 100), numbered("b", 60), numbered("c", 40)

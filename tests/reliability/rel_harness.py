@@ -27,6 +27,7 @@ import pytest
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
 from testing.gitfixtures import git
 from testing.workspace import TOKEN, TestWorkspace, make_workspace, track
+from testing.text import edit, numbered
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL = os.environ.get("PORTTRACK_FULL") == "1"
@@ -207,16 +208,6 @@ def temp_leftovers(root: Path) -> list[str]:
 
 
 # -- the rig -------------------------------------------------------------------------------------
-
-def numbered(prefix: str, n: int) -> str:
-    return "".join(f"{prefix}_{i} = {i}\n" for i in range(1, n + 1))
-
-
-def edit(text: str, changes: Mapping[int, str]) -> str:
-    lines = text.splitlines(keepends=True)
-    for lineno, new in changes.items():
-        lines[lineno - 1] = new + "\n"
-    return "".join(lines)
 
 
 A, B, C = numbered("a", 100), numbered("b", 60), numbered("c", 40)
@@ -468,8 +459,6 @@ def secret_guard(request: pytest.FixtureRequest, tmp_path: Path):
     record("secrets", not found, request.node.nodeid)
     if found:
         pytest.fail("a token leaked:\n" + "\n".join(found[:10]), pytrace=False)
-
-
 
 
 def report_week(now: str) -> str:
