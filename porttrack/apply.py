@@ -43,7 +43,6 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -58,7 +57,7 @@ from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.paths import check_diff_paths, check_symlink_targets
 from porttrack.state import utcnow
 from porttrack.testhooks import checkpoint
-from porttrack.workspace import Workspace, lock, sweep_dead_scratch, write_json
+from porttrack.workspace import Workspace, lock, write_json
 
 if TYPE_CHECKING:
     from porttrack.config import Config
@@ -309,11 +308,7 @@ class _Scratch:
         self.dir: Path | None = None
 
     def __enter__(self) -> "_Scratch":
-        common = Path(self.repo.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
-        parent = common / "porttrack" / "apply"
-        parent.mkdir(parents=True, exist_ok=True)
-        sweep_dead_scratch(parent)
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+        self.dir = self.repo.scratch_dir("apply")
         return self
 
     def __exit__(self, *exc: object) -> None:

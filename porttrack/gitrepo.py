@@ -195,6 +195,19 @@ class GitRepo:
         proc = self.run("cat-file", "blob", f"{rev}:{path}", check=False)
         return proc.stdout if proc.returncode == 0 else None
 
+    def scratch_dir(self, purpose: str) -> Path:
+        """A fresh `<pid>-…` folder under .git/porttrack/<purpose>/ for scratch indexes; folders of
+        runs that died (SIGKILL) are swept first. The caller removes its own folder."""
+        import tempfile
+
+        from porttrack.workspace import sweep_dead_scratch
+
+        common = Path(self.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
+        parent = common / "porttrack" / purpose
+        parent.mkdir(parents=True, exist_ok=True)
+        sweep_dead_scratch(parent)
+        return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+
     # -- movement -----------------------------------------------------------------------------
     def fetch(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None) -> None:
         """One fetch for many refspecs (one round trip). Progress lines go to `progress` when given."""

@@ -47,11 +47,9 @@ format-patch mail of a CRLF file, such a patch needs `git am --keep-cr`.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -78,7 +76,7 @@ from porttrack.paths import check_diff_paths, check_symlink_targets, path_matche
 from porttrack.queue import HunkRef, Patch, Queue, Revision, Selection, Transition
 from porttrack.state import RecordedPR, UpstreamState, utcnow
 from porttrack.text import for_terminal
-from porttrack.workspace import Workspace, lock, sweep_dead_scratch
+from porttrack.workspace import Workspace, lock
 
 if TYPE_CHECKING:
     from porttrack.config import Config
@@ -686,11 +684,7 @@ class _Probe:
         self.failed_below: list[int] = []
 
     def __enter__(self) -> "_Probe":
-        common = Path(self.repo.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
-        parent = common / "porttrack" / "import"
-        parent.mkdir(parents=True, exist_ok=True)
-        sweep_dead_scratch(parent)
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+        self.dir = self.repo.scratch_dir("import")
         self.repo.run("read-tree", self.tip, env=self._env("index"))
         for n, patch in enumerate(self.below):  # queued patches this PR is stacked on, as `apply` would
             proc = self.repo.run("apply", "--cached", "--whitespace=nowarn", input=patch, env=self._env("index"), check=False)
