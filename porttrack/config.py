@@ -1,53 +1,30 @@
-"""tracks.yaml: the human-owned statement of intent, parsed into frozen, typed records.
+"""tracks.yaml: the human-owned statement of intent, as frozen, typed records.
 
-The file is read, never written, by porttrack (machine state lives elsewhere), so this module only
-has to be strict and to say precisely what is wrong. Every problem becomes one line
+The file is read, never written, by porttrack (machine state lives elsewhere). The records here are
+plain frozen dataclasses; what they may hold is stated in their annotations, which pydantic reads
+when `porttrack.tracks_validation` checks a file, and which nothing else evaluates. This module
+imports neither pydantic nor PyYAML: every command that reads tracks.yaml imports it.
 
-    tracks.yaml:LINE:COL: dotted.key.path: what was expected
-
-pointing at the offending value (or at the key itself for an unknown or duplicated key). Problems
-that belong to no key use a parenthesised pseudo-path: `(encoding)` for bytes that are not UTF-8,
-`(yaml)` for syntax and for documents refused before expansion, `(document)` for an empty file,
-an oversized file or a top level that is not a mapping.
-
-How a file is read, and why in this order:
-1. bytes: at most `MAX_BYTES`, UTF-8 (a BOM is tolerated), no tab in indentation;
-2. YAML events are scanned before anything is built, so a document with more than `MAX_ALIASES`
-   aliases or deeper than `MAX_DEPTH` is refused before expansion (alias bombs, stack exhaustion);
-3. the node tree (`yaml.compose`) is checked: its expanded size (aliases counted every time they
-   are used, cycles refused), duplicate keys (PyYAML silently keeps the last), unquoted SHAs;
-4. pydantic validates types, enums, required and unknown keys; its error `loc` is mapped back onto
-   the node tree for line and column (`_node_at`);
-5. cross-references (a track's target, a gate's model, a conditional's proof...) are checked on the
-   typed result, again pointing at the offending value.
-
-pydantic and PyYAML are imported only here, and this module is imported lazily by the CLI.
+Validating costs about 0.3 s of imports (pydantic, PyYAML) before any work, so `load_config` keeps
+the validated records of the last file it checked in the workspace's `.porttrack/` folder, keyed
+by a hash of the file's bytes and of the code that validates them. An unchanged file is read back
+from there without importing either; any change to the file (or to porttrack) validates it again.
+The cache is machine state of the same workspace, as trusted as tracks.yaml itself; a cache that
+cannot be read or does not match is ignored, and one that cannot be written is not an error.
 """
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
+import hashlib
+import json
 import os
 import re
 import string
-import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
-
-import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic_core import PydanticCustomError
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from porttrack.errors import ConfigError
 
@@ -56,8 +33,7 @@ MAX_ALIASES = 32  # enough to share a job or a metric list; an alias bomb needs 
 MAX_DEPTH = 24  # the schema nests 8 levels deep; the rest is headroom
 MAX_NODES = 50_000  # nodes after expanding aliases (the real file has well under 2,000)
 MAX_REPORTED = 50  # problems listed before "... and N more"
-_TOO_BIG = f"file is larger than {MAX_BYTES >> 20} MiB; tracks.yaml is meant to be short"
-_EMPTY = "the file is empty; expected a mapping with upstream, fork, targets, models, tracks, report"
+TOO_BIG = f"file is larger than {MAX_BYTES >> 20} MiB; tracks.yaml is meant to be short"
 
 Drafter = Literal["eagle", "dflash", "dspark", "native-mtp"]
 Attention = Literal["sparse-mla", "compressed-mla", "mla", "mha", "gqa", "hybrid"]
@@ -77,16 +53,43 @@ TITLE_PLACEHOLDERS = ("week",)
 # --------------------------------------------------------------------------- field types
 
 
-def _invalid(message: str) -> PydanticCustomError:
+class _Rule:
+    """What a field may hold, beyond its type: pydantic core-schema constraints (`min_length=1`,
+    `gt=0`...) and a check run `before` or `after` pydantic's own type check, or around it (`wrap`).
+
+    Read only through pydantic's documented `__get_pydantic_core_schema__` hook, while a file is
+    validated; until then it is an inert annotation, so this module never imports pydantic.
+    """
+
+    def __init__(self, *, before: Any = None, after: Any = None, wrap: Any = None, **constraints: Any):
+        self.before, self.after, self.wrap, self.constraints = before, after, wrap, constraints
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        schema = {**handler(source), **self.constraints}
+        if self.before is not None:
+            schema = core_schema.no_info_before_validator_function(self.before, schema)
+        if self.after is not None:
+            schema = core_schema.no_info_after_validator_function(self.after, schema)
+        if self.wrap is not None:
+            schema = core_schema.no_info_wrap_validator_function(self.wrap, schema)
+        return schema
+
+
+def _invalid(message: str, kind: str = "porttrack") -> Exception:
+    """The error a check raises; `porttrack.tracks_validation` turns it into a located problem."""
+    from pydantic_core import PydanticCustomError  # only ever raised while pydantic validates
+
     # The message travels as context: a literal template would treat `{ref}` as a placeholder.
-    return PydanticCustomError("porttrack", "{message}", {"message": message})
+    return PydanticCustomError(kind, "{message}", {"message": message})
 
 
 _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 # Refs end up on git command lines: no leading '-', no whitespace, nothing git would reject.
 _REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _METRIC = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _WORKFLOW_FILE = re.compile(r"^[A-Za-z0-9._-]+\.ya?ml$")
 
@@ -107,7 +110,7 @@ def _check_ref(value: str) -> str:
 def _check_sha(value: Any) -> Any:
     # Runs before the str check so the message can say why: YAML 1.1 reads 0777777 as an integer.
     if not isinstance(value, str):
-        raise PydanticCustomError("sha_type", "expected a quoted SHA string; quote SHAs")
+        raise _invalid("expected a quoted SHA string; quote SHAs", kind="sha_type")
     lowered = value.lower()
     if not _SHA.match(lowered):
         raise _invalid(f'expected a commit SHA of 7-40 hex digits (quote SHAs), got "{value}"')
@@ -124,6 +127,18 @@ def _check_relative(value: str) -> str:
 def _check_glob(value: str) -> str:
     if value.startswith("/") or ".." in value.split("/"):
         raise _invalid(f'expected a glob relative to the repository root, without "..", got "{value}"')
+    return value
+
+
+def _check_workflow_file(value: str) -> str:
+    if not _WORKFLOW_FILE.match(value):
+        raise _invalid(f'expected a workflow file name such as "porttrack-gate.yml", got "{value}"')
+    return value
+
+
+def _check_metric(value: str) -> str:
+    if not _METRIC.match(value):
+        raise _invalid(f'expected a metric name (a letter, then letters, digits, _ . -), got "{value}"')
     return value
 
 
@@ -146,42 +161,73 @@ def _placeholder_check(allowed: Sequence[str]):
     return check
 
 
-NonEmptyStr = Annotated[str, Field(min_length=1)]
-Id = str  # checked against _ID (and as a reference) in the cross-reference pass, pointing at the key
-Repo = Annotated[str, AfterValidator(_check_repo)]
-GitRef = Annotated[str, AfterValidator(_check_ref)]
-Sha = Annotated[str, BeforeValidator(_check_sha)]
-RelPath = Annotated[str, Field(min_length=1), AfterValidator(_check_relative)]
-Glob = Annotated[str, Field(min_length=1), AfterValidator(_check_glob)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Command = Annotated[str, Field(min_length=1), AfterValidator(_placeholder_check(JOB_PLACEHOLDERS))]
-JobInput = Annotated[str, AfterValidator(_placeholder_check(JOB_PLACEHOLDERS))]
-MetricName = Annotated[
-    str, AfterValidator(lambda v: _check_pattern(v, _METRIC, "a metric name (a letter, then letters, digits, _ . -)"))
-]
+def _models_or_eligible(value: Any, handler: Any) -> Any:
+    # A union's own errors name both branches; one sentence is clearer.
+    from pydantic_core import ValidationError
+
+    if isinstance(value, list) and not value:
+        raise _invalid('expected at least one model id, or "eligible"')
+    try:
+        return handler(value)
+    except ValidationError:
+        raise _invalid('expected "eligible" or a list of model ids') from None
 
 
-def _check_pattern(value: str, pattern: re.Pattern[str], what: str) -> str:
-    if not pattern.match(value):
-        raise _invalid(f'expected {what}, got "{value}"')
-    return value
+NonEmpty = _Rule(min_length=1)  # a string with a character, a list or mapping with an entry
+NonEmptyStr = Annotated[str, NonEmpty]
+Id = str  # checked against ID_PATTERN (and as a reference) in the cross-reference pass, pointing at the key
+Repo = Annotated[str, _Rule(after=_check_repo)]
+GitRef = Annotated[str, _Rule(after=_check_ref)]
+Sha = Annotated[str, _Rule(before=_check_sha)]
+RelPath = Annotated[str, _Rule(min_length=1, after=_check_relative)]
+Glob = Annotated[str, _Rule(min_length=1, after=_check_glob)]
+PositiveInt = Annotated[int, _Rule(gt=0)]
+NonNegative = Annotated[float, _Rule(ge=0)]  # NaN and infinities: refused by allow_inf_nan below
+Command = Annotated[str, _Rule(min_length=1, after=_placeholder_check(JOB_PLACEHOLDERS))]
+JobInput = Annotated[str, _Rule(after=_placeholder_check(JOB_PLACEHOLDERS))]
+MetricName = Annotated[str, _Rule(after=_check_metric)]
+WorkflowFile = Annotated[str, _Rule(after=_check_workflow_file)]
+Title = Annotated[str, _Rule(min_length=1, after=_placeholder_check(TITLE_PLACEHOLDERS))]
 
 
 # --------------------------------------------------------------------------- records
 
 
-class _Record(BaseModel):
-    # strict: YAML already typed every value, so "5" for an integer is a mistake, not a conversion.
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+class _Record:
+    """Base of every record: frozen, no unknown keys, and strict types when validated.
+
+    strict: YAML already typed every value, so "5" for an integer is a mistake, not a conversion;
+    allow_inf_nan: .inf and .nan are no tolerance. pydantic reads `__pydantic_config__` from plain
+    dataclasses. Strictness would also demand an instance of the record where tracks.yaml has a
+    mapping, so the record's own schema alone is relaxed; its fields stay strict.
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid", "strict": True, "allow_inf_nan": False}
+    kinds: ClassVar[dict[str, type[_Record]]] = {}  # class name -> class, for the validated-config cache
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _Record.kinds[cls.__name__] = cls
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        if schema.get("type") == "dataclass":
+            schema["strict"] = False
+        return schema
 
 
+record = dataclass(frozen=True, kw_only=True)  # keyword-only: fields keep the file's order
+
+
+@record
 class UpstreamConfig(_Record):
     repo: Repo
     remote: GitRef = "upstream"
     default_branch: GitRef = "main"
 
 
+@record
 class ForkConfig(_Record):
     repo: Repo
     checkout: NonEmptyStr | None = None  # relative to tracks.yaml's folder; --fork overrides it
@@ -198,95 +244,84 @@ class ForkConfig(_Record):
         return self.build_base or self.branch
 
 
+@record
 class Target(_Record):
     name: NonEmptyStr
     vendor: Vendor
     arch: NonEmptyStr
     attention_path: NonEmptyStr | None = None
-    runner_labels: list[NonEmptyStr] = []
+    runner_labels: list[NonEmptyStr] = field(default_factory=list)
 
 
+@record
 class Conditional(_Record):
     """The model joins `tracks` only once the proof has passed (until then: verdict conditional)."""
 
     proof: Id
-    tracks: list[Id] = Field(min_length=1)
+    tracks: Annotated[list[Id], NonEmpty]
     reason: NonEmptyStr
 
 
+@record
 class Model(_Record):
-    drafters: list[Drafter] = []  # empty: the model has no drafter
+    drafters: list[Drafter] = field(default_factory=list)  # empty: the model has no drafter
     attention: Attention
     quantization: NonEmptyStr
     backends: dict[Id, NonEmptyStr]  # target id -> the attention backend selected there
-    conditional: list[Conditional] = []
+    conditional: list[Conditional] = field(default_factory=list)
     notes: str = ""
 
 
+@record
 class Requirements(_Record):
     """What a model must have to join a track. None means "no requirement"; a list means "one of"."""
 
-    drafter: list[Drafter] | None = Field(default=None, min_length=1)
-    attention: list[Attention] | None = Field(default=None, min_length=1)
-    quantization: list[NonEmptyStr] | None = Field(default=None, min_length=1)
-    backend: dict[Id, Annotated[list[NonEmptyStr], Field(min_length=1)]] | None = None
+    drafter: Annotated[list[Drafter], NonEmpty] | None = None
+    attention: Annotated[list[Attention], NonEmpty] | None = None
+    quantization: Annotated[list[NonEmptyStr], NonEmpty] | None = None
+    backend: dict[Id, Annotated[list[NonEmptyStr], NonEmpty]] | None = None
 
 
+@record
 class PathRules(_Record):
     """Which files of a PR's diff a track takes: included by a glob and not excluded by one."""
 
-    include: list[Glob] = Field(default_factory=lambda: ["**"], min_length=1)
-    exclude: list[Glob] = []
+    include: Annotated[list[Glob], NonEmpty] = field(default_factory=lambda: ["**"])
+    exclude: list[Glob] = field(default_factory=list)
 
 
+@record
 class WorkflowJob(_Record):
-    file: str  # a workflow file name in the fork's .github/workflows
+    file: WorkflowFile  # a workflow file name in the fork's .github/workflows
     ref: GitRef = "main"
-    inputs: dict[NonEmptyStr, JobInput] = {}
+    inputs: dict[NonEmptyStr, JobInput] = field(default_factory=dict)
     artifact: NonEmptyStr = "porttrack-results"
 
-    @field_validator("file")
-    @classmethod
-    def _file_name(cls, value: str) -> str:
-        if not _WORKFLOW_FILE.match(value):
-            raise _invalid(f'expected a workflow file name such as "porttrack-gate.yml", got "{value}"')
-        return value
 
-
+@record
 class Job(_Record):
     """Exactly one of a local command (placeholders {ref} {results} {workdir} {target}) or a
     GitHub Actions workflow dispatched on the fork."""
 
     command: Command | None = None
     workflow: WorkflowJob | None = None
-    timeout_s: int = Field(default=3600, gt=0, le=7 * 24 * 3600)
+    timeout_s: Annotated[int, _Rule(gt=0, le=7 * 24 * 3600)] = 3600
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "Job":
+    def __post_init__(self) -> None:  # pydantic runs it after the fields validated
         if (self.command is None) == (self.workflow is None):
             raise _invalid("expected exactly one of command or workflow")
-        return self
 
 
+@record
 class Matrix(_Record):
     # "eligible": every model eligible for the track (for a proof: every model waiting on it).
-    models: Union[list[Id], Literal["eligible"]] = "eligible"
-    contexts: list[PositiveInt] = Field(min_length=1)
-    batches: list[PositiveInt] = Field(min_length=1)
-    targets: list[Id] | None = Field(default=None, min_length=1)  # None: the track's targets
-
-    @field_validator("models", mode="wrap")
-    @classmethod
-    def _models(cls, value: Any, handler: Any) -> Any:
-        # A union's own errors name both branches; one sentence is clearer.
-        if isinstance(value, list) and not value:
-            raise _invalid('expected at least one model id, or "eligible"')
-        try:
-            return handler(value)
-        except ValidationError:
-            raise _invalid('expected "eligible" or a list of model ids') from None
+    models: Annotated[Union[list[Id], Literal["eligible"]], _Rule(wrap=_models_or_eligible)] = "eligible"
+    contexts: Annotated[list[PositiveInt], NonEmpty]
+    batches: Annotated[list[PositiveInt], NonEmpty]
+    targets: Annotated[list[Id], NonEmpty] | None = None  # None: the track's targets
 
 
+@record
 class Tolerance(_Record):
     """Numerical tolerance against the gate's reference backend: |a-b| <= abs + rel*|b|."""
 
@@ -294,6 +329,7 @@ class Tolerance(_Record):
     rel: NonNegative
 
 
+@record
 class Metric(_Record):
     name: MetricName
     unit: NonEmptyStr
@@ -305,19 +341,19 @@ class Metric(_Record):
     key: bool = False  # the one charted in the weekly report
 
 
+@record
 class Gate(_Record):
     job: Job
     matrix: Matrix
     reference_backend: NonEmptyStr | None = None
     tolerance: Tolerance | None = None
-    metrics: list[Metric] = []
-    phases: list[Phase] = Field(default_factory=lambda: ["cold", "warm"], min_length=1)
+    metrics: list[Metric] = field(default_factory=list)
+    phases: Annotated[list[Phase], NonEmpty] = field(default_factory=lambda: ["cold", "warm"])
     graph_replay: Assertion | None = None
     no_jit_after_warmup: Assertion | None = None
     promote: bool = True
 
-    @model_validator(mode="after")
-    def _defined_before_default_enablement(self) -> "Gate":
+    def __post_init__(self) -> None:  # pydantic runs it after the fields validated
         missing = self.missing_for_promotion()
         if self.promote and missing:
             raise _invalid(
@@ -325,7 +361,6 @@ class Gate(_Record):
                 + ", ".join(missing)
                 + " (or set promote: false to run it as a measurement only)"
             )
-        return self
 
     def missing_for_promotion(self) -> list[str]:
         """What the request's acceptance criteria ask for that this gate leaves undefined."""
@@ -352,6 +387,7 @@ class Gate(_Record):
         return next((m for m in self.metrics if m.key), None)
 
 
+@record
 class Proof(_Record):
     """A fact that a job must establish before conditional models join their tracks.
 
@@ -363,44 +399,45 @@ class Proof(_Record):
     gate: Gate | None = None
 
 
+@record
 class Track(_Record):
     title: NonEmptyStr
-    prs: list[PositiveInt] = Field(min_length=1)  # only the PRs to take; stacking is found from PR text
-    fork_commits: list[Sha] = []  # commits the fork already carries for this track
+    prs: Annotated[list[PositiveInt], NonEmpty]  # only the PRs to take; stacking is found from PR text
+    fork_commits: list[Sha] = field(default_factory=list)  # commits the fork already carries for this track
     requires: Requirements
-    targets: list[Id] = Field(min_length=1)
-    paths: PathRules = PathRules()
+    targets: Annotated[list[Id], NonEmpty]
+    paths: PathRules = field(default_factory=PathRules)
     gate: Gate | None = None
     regression: Job | None = None  # run by verify-converged --run-regression
     notes: str = ""
 
 
+@record
 class ReportConfig(_Record):
     repo: Repo
-    labels: list[NonEmptyStr] = Field(default_factory=lambda: ["porttrack"])
-    title: Annotated[str, Field(min_length=1), AfterValidator(_placeholder_check(TITLE_PLACEHOLDERS))] = (
-        "porttrack weekly status {week}"
-    )
+    labels: list[NonEmptyStr] = field(default_factory=lambda: ["porttrack"])
+    title: Title = "porttrack weekly status {week}"
     tracking_issue: PositiveInt | None = None
     output_dir: RelPath = "reports"
 
 
+@record
 class Config(_Record):
     path: Path  # the tracks.yaml this was read from (not a key of the file)
     upstream: UpstreamConfig
     fork: ForkConfig
-    targets: dict[Id, Target] = Field(min_length=1)
+    targets: Annotated[dict[Id, Target], NonEmpty]
     models: dict[Id, Model]
-    proofs: dict[Id, Proof] = {}
+    proofs: dict[Id, Proof] = field(default_factory=dict)
     tracks: dict[Id, Track]  # in file order
     report: ReportConfig
-
-    _fork_override: Path | None = PrivateAttr(default=None)
+    # --fork (or PORTTRACK_FORK): not a key of the file; set by load_config.
+    fork_override: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def fork_checkout(self) -> Path | None:
         """The fork's local checkout: --fork if given, else fork.checkout relative to this file."""
-        if self._fork_override is not None:
-            return self._fork_override
+        if self.fork_override is not None:
+            return self.fork_override
         if self.fork.checkout is None:
             return None
         checkout = Path(self.fork.checkout).expanduser()
@@ -424,6 +461,7 @@ class Config(_Record):
         return list(track.targets)
 
 
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -443,12 +481,12 @@ def _one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
-def _shorten(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def load_config(path: Path, fork_override: str | None = None, cache_dir: Path | None = None) -> Config:
+    """Read and validate tracks.yaml. Raises ConfigError (one line per problem) on anything wrong.
 
-
-def load_config(path: Path, fork_override: str | None = None) -> Config:
-    """Read and validate tracks.yaml. Raises ConfigError (one line per problem) on anything wrong."""
+    With `cache_dir` (the workspace's `.porttrack/`), an unchanged file is read back from the
+    records validated last time instead of being validated again (see the module's docstring).
+    """
     path = Path(path)
     shown = _display_name(path)
     try:
@@ -458,18 +496,27 @@ def load_config(path: Path, fork_override: str | None = None) -> Config:
         raise ConfigError(f"{shown}: no such file") from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
-    config = _parse(_decode(data, shown), shown, path)
+    key = _cache_key(data) if cache_dir is not None else None
+    config = _from_cache(cache_dir / CACHE_FILE, key, path) if cache_dir is not None and key else None
+    if config is None:
+        from porttrack.tracks_validation import validate
+
+        config = validate(_decode(data, shown), shown, path)
+        if cache_dir is not None and key:
+            _to_cache(cache_dir / CACHE_FILE, key, config)
     if fork_override:
         override = Path(os.path.normpath(Path(fork_override).expanduser().absolute()))
-        config._fork_override = override  # a private attribute: allowed on a frozen model
+        object.__setattr__(config, "fork_override", override)  # the one field not read from the file
     return config
 
 
 def parse_config(text: str, filename: str) -> Config:
     """Validate tracks.yaml given as text; `filename` is used in messages and as Config.path."""
+    from porttrack.tracks_validation import validate
+
     if text.startswith("\ufeff"):
         text = text[1:]
-    return _parse(text, filename, Path(filename))
+    return validate(text, filename, Path(filename))
 
 
 def _display_name(path: Path) -> str:
@@ -484,7 +531,7 @@ def _display_name(path: Path) -> str:
 
 def _decode(data: bytes, shown: str) -> str:
     if len(data) > MAX_BYTES:
-        _fail(shown, 1, 1, "(document)", _TOO_BIG)
+        fail(shown, 1, 1, "(document)", TOO_BIG)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
@@ -493,566 +540,76 @@ def _decode(data: bytes, shown: str) -> str:
         line_start = data.rfind(b"\n", 0, exc.start) + 1
         line = data.count(b"\n", 0, exc.start) + 1
         col = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
-        _fail(shown, line, col, "(encoding)", f"byte 0x{data[exc.start]:02x} is not UTF-8; save tracks.yaml as UTF-8")
+        fail(shown, line, col, "(encoding)", f"byte 0x{data[exc.start]:02x} is not UTF-8; save tracks.yaml as UTF-8")
     raise AssertionError("unreachable")
 
 
-def _fail(filename: str, line: int, col: int, path: str, message: str):
+def fail(filename: str, line: int, col: int, path: str, message: str):
     raise TracksFileError([(filename, line, col, path, message)])
 
 
-class _Refused(Exception):
-    def __init__(self, mark: Any, path: str, message: str):
-        super().__init__(message)
-        self.mark, self.path, self.message = mark, path, message
+# --------------------------------------------------------------------------- the validated-config cache
+
+CACHE_FILE = "validated-config.json"
+CACHE_SCHEMA = "porttrack/validated-config/v1"
+# What decides whether a file is valid, besides its bytes: these modules' source.
+_VALIDATING_MODULES = ("config.py", "tracks_validation.py", "eligibility.py")
 
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
-    """SafeLoader (libyaml when present). Duplicate keys are found on the composed node tree
-    (`_duplicate_keys`), before construction, where PyYAML would silently keep the last one."""
-
-
-def _parse(text: str, filename: str, path: Path) -> Config:
-    if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        _fail(filename, 1, 1, "(document)", _TOO_BIG)
-    _refuse_unprintable(text, filename)
-    _refuse_tabs(text, filename)
-    root, data = _load_yaml(text, filename)
-    if root is None:
-        _fail(filename, 1, 1, "(document)", _EMPTY)
-    if not isinstance(root, yaml.MappingNode):
-        line, col = _position(root)
-        _fail(filename, line, col, "(document)", f"expected a mapping at the top level, got {_kind(root)}")
-
-    problems: list[tuple[tuple[Any, ...], str, bool]] = []  # (loc, message, point at key)
-    problems += _unquoted_shas(root)
-    if "path" in data:
-        problems.append((("path",), "unknown key (path is where the file is, not a setting)", True))
-    config = None
-    try:
-        config = Config.model_validate({**data, "path": path})
-    except ValidationError as exc:
-        problems += [_pydantic_problem(err, root) for err in exc.errors()]
-    if config is not None:
-        problems += _CrossCheck(config).run()
-    if problems:
-        raise TracksFileError(_locate_all(problems, root, filename))
-    assert config is not None
-    return config
-
-
-def _refuse_unprintable(text: str, filename: str) -> None:
-    # PyYAML refuses these too, but libyaml reports a byte offset; find the character ourselves.
-    match = yaml.reader.Reader.NON_PRINTABLE.search(text)
-    if match:
-        index = match.start()
-        line = text.count("\n", 0, index) + 1
-        col = index - (text.rfind("\n", 0, index) + 1) + 1
-        _fail(filename, line, col, "(yaml)", f"character U+{ord(match.group()):04X} is not allowed in YAML (not printable)")
-
-
-def _refuse_tabs(text: str, filename: str) -> None:
-    found = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        indent = line[: len(line) - len(line.lstrip(" \t"))]
-        if "\t" in indent:
-            col = indent.index("\t") + 1
-            found.append((filename, number, col, "(yaml)", "tab in indentation; YAML indents with spaces"))
-    if found:
-        raise TracksFileError(found)
-
-
-def _load_yaml(text: str, filename: str) -> tuple[Any, Any]:
-    """Compose and construct, refusing before expansion what would be costly to expand."""
-    try:
-        _scan_events(text)
-        loader = _Loader(text)
+def _cache_key(data: bytes) -> str | None:
+    """sha256 of the file's bytes and of the validating code; None when that code can't be read."""
+    digest = hashlib.sha256(CACHE_SCHEMA.encode() + b"\0" + data)
+    here = Path(__file__).parent
+    for name in _VALIDATING_MODULES:
         try:
-            root = loader.get_single_node()
-            if root is None:
-                return None, None
-            _expanded_size(root)
-            duplicates = list(_duplicate_keys(root))
-            if duplicates:
-                raise TracksFileError([(filename, *_position(k), p, m) for k, p, m in duplicates])
-            data = loader.construct_document(root)
-        finally:
-            loader.dispose()
-    except _Refused as exc:
-        line, col = _position(exc.mark)
-        _fail(filename, line, col, exc.path, exc.message)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        _fail(filename, line, col, "(yaml)", _syntax_message(exc, text))
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
-        _fail(filename, line, col, "(yaml)", f"character U+{char:04X} is not allowed in YAML ({exc.reason})")
-    except yaml.YAMLError as exc:  # anything else PyYAML raises: still a ConfigError, never a traceback
-        _fail(filename, 1, 1, "(yaml)", str(exc).splitlines()[0])
-    except RecursionError:
-        _fail(filename, 1, 1, "(yaml)", "the document is nested too deeply")
-    return root, data
+            digest.update(b"\0" + (here / name).read_bytes())
+        except OSError:
+            return None
+    return digest.hexdigest()
 
 
-def _scan_events(text: str) -> None:
-    """Count aliases and nesting from the event stream, before any node is built."""
-    aliases = 0
-    open_anchors: list[str | None] = []  # one per collection being read: aliasing one is a loop
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            open_anchors.append(event.anchor)
-            if len(open_anchors) > MAX_DEPTH:
-                raise _Refused(event.start_mark, "(yaml)", f"nested more than {MAX_DEPTH} levels deep")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            open_anchors.pop()
-        elif isinstance(event, yaml.AliasEvent):
-            if event.anchor in open_anchors:
-                raise _Refused(event.start_mark, "(yaml)", f"recursive alias: *{event.anchor} is inside &{event.anchor}")
-            aliases += 1
-            if aliases > MAX_ALIASES:
-                raise _Refused(
-                    event.start_mark, "(yaml)",
-                    f"more than {MAX_ALIASES} aliases (*name); refused before expansion (alias bomb?)",
-                )
-
-
-_TOO_DEEP_EXPANDED = f"nested more than {MAX_DEPTH} levels deep once aliases are expanded"
-
-
-def _expanded_size(root: yaml.Node) -> None:
-    """Refuse a tree whose aliases expand beyond MAX_NODES nodes or MAX_DEPTH levels, or loop."""
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height), memoised: O(distinct nodes)
-    active: set[int] = set()
-
-    def visit(node: yaml.Node, depth: int) -> tuple[int, int]:
-        key = id(node)
-        if key in active:
-            raise _Refused(node.start_mark, "(yaml)", "recursive alias: a node contains itself")
-        if key not in sizes:
-            if depth > MAX_DEPTH:
-                raise _Refused(node.start_mark, "(yaml)", _TOO_DEEP_EXPANDED)
-            active.add(key)
-            count, height = 1, 1
-            for child in _children(node):
-                child_count, child_height = visit(child, depth + 1)
-                count, height = count + child_count, max(height, child_height + 1)
-                if count > MAX_NODES:  # point at the child that tipped it over: usually an alias
-                    raise _Refused(child.start_mark, "(yaml)", f"expands to more than {MAX_NODES} nodes (alias bomb?)")
-            active.discard(key)
-            sizes[key] = (count, height)
-        count, height = sizes[key]
-        if depth + height - 1 > MAX_DEPTH:
-            raise _Refused(node.start_mark, "(yaml)", _TOO_DEEP_EXPANDED)
-        return count, height
-
-    visit(root, 1)
-
-
-def _children(node: yaml.Node) -> Iterator[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            yield key
-            yield value
-    elif isinstance(node, yaml.SequenceNode):
-        yield from node.value
-
-
-def _duplicate_keys(root: yaml.Node) -> Iterator[tuple[yaml.Node, str, str]]:
-    seen_nodes: set[int] = set()
-
-    def walk(node: yaml.Node, path: tuple[str, ...]) -> Iterator[tuple[yaml.Node, str, str]]:
-        if id(node) in seen_nodes:  # an alias: already walked where it was defined
-            return
-        seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            first: dict[str, yaml.Node] = {}
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                    if key.value in first:
-                        earlier = first[key.value].start_mark.line + 1
-                        message = f"duplicate key (first at line {earlier}); YAML would silently keep only the last"
-                        yield key, _dotted((*path, key.value)), message
-                    else:
-                        first[key.value] = key
-                yield from walk(value, (*path, str(getattr(key, "value", "?"))))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                yield from walk(item, (*path, str(index)))
-
-    yield from walk(root, ())
-
-
-def _unquoted_shas(root: yaml.MappingNode) -> list[tuple[tuple[Any, ...], str, bool]]:
-    """fork_commits entries must be quoted: an unquoted all-digit SHA is a YAML number."""
-    problems = []
-    tracks = _mapping_get(root, "tracks")
-    for track_key, track in (tracks.value if isinstance(tracks, yaml.MappingNode) else []):
-        commits = _mapping_get(track, "fork_commits")
-        if not isinstance(commits, yaml.SequenceNode):
-            continue
-        for index, item in enumerate(commits.value):
-            if isinstance(item, yaml.ScalarNode) and item.style not in ("'", '"'):
-                problems.append(((("tracks", track_key.value, "fork_commits", index)), _sha_message(item), False))
-    return problems
-
-
-def _sha_message(node: yaml.ScalarNode) -> str:
-    reads = _yaml_reads(node)
-    why = f"unquoted, YAML reads it as {reads}" if reads else "unquoted, a SHA of digits only would be read as a number"
-    return f'quote SHAs: write "{node.value}" ({why})'
-
-
-def _mapping_get(node: Any, key: str) -> Any:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    found = None
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            found = v  # the last one wins, as in the constructed dict (merge keys come first)
-    return found
-
-
-def _syntax_message(exc: yaml.MarkedYAMLError, text: str) -> str:
-    mark = exc.problem_mark
-    if mark is not None and 0 <= mark.index < len(text) and text[mark.index] == "\t":
-        return "tab character where YAML expects a token; use spaces"
-    problem = (exc.problem or "invalid YAML").replace("\n", " ")
-    if "maximum nesting depth" in problem:  # PyYAML >= 6.0.4 stops deep documents in its scanner
-        return f"nested more than {MAX_DEPTH} levels deep (refused by the YAML parser)"
-    if exc.context and problem.startswith("but "):  # "expected a single document ..., but found another"
-        return f"{exc.context}, {problem}"
-    if exc.context:
-        where = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
-        return f"{problem} ({exc.context}{where})"
-    return problem
-
-
-# --------------------------------------------------------------------------- locating problems
-
-
-def _node_at(root: yaml.Node, loc: Sequence[Any], key: bool = False) -> yaml.Node:
-    """The node a pydantic `loc` names; where the path stops matching (a missing key), its parent.
-
-    With key=True, the key node of the last part instead of its value (unknown keys).
-    """
-    node = root
-    for index, part in enumerate(loc):
-        if isinstance(node, yaml.MappingNode):
-            match = None
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    match = (k, v)  # last wins, like the constructed dict
-            if match is None:
-                return node
-            if key and index == len(loc) - 1:
-                return match[0]
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-        else:
-            return node
-    return node
-
-
-def _position(node_or_mark: Any) -> tuple[int, int]:
-    mark = getattr(node_or_mark, "start_mark", node_or_mark)
-    return mark.line + 1, mark.column + 1
-
-
-def _dotted(loc: Iterable[Any]) -> str:
-    parts = [str(p) for p in loc if p != "[key]"]
-    return ".".join(parts) if parts else "(top level)"
-
-
-def _locate_all(problems, root, filename) -> list[tuple[str, int, int, str, str]]:
-    located = {}
-    for loc, message, key in problems:
-        line, col = _position(_node_at(root, loc, key))
-        # One message per value: a node-level finding (quote SHAs) comes first and replaces
-        # pydantic's plainer type error for the same value.
-        located.setdefault((line, col, _dotted(loc)), message)
-    rows = [(filename, line, col, path, msg) for (line, col, path), msg in located.items()]
-    rows.sort(key=lambda row: (row[1], row[2], row[3]))
-    return rows
-
-
-_EXPECTED = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-}
-
-
-def _pydantic_problem(err: dict[str, Any], root: yaml.Node) -> tuple[tuple[Any, ...], str, bool]:
-    loc = tuple(err["loc"])
-    kind, ctx = err["type"], err.get("ctx") or {}
-    if kind == "extra_forbidden":
-        return loc, _unknown_key_message(loc), True
-    if loc and loc[-1] == "[key]":  # a mapping key of the wrong type, e.g. an unquoted number
-        loc = loc[:-1]
-        return loc, f"expected a string key, got {_got(_node_at(root, loc, key=True), expected_string=True)}", True
-    node = _node_at(root, loc)
-    if kind == "missing":
-        return loc, "required key is missing", False
-    if kind == "sha_type":
-        if isinstance(node, yaml.ScalarNode):
-            return loc, _sha_message(node), False
-        return loc, f"expected a quoted SHA string, got {_got(node)}", False
-    if kind == "porttrack":
-        return loc, ctx["message"], False
-    if kind in _EXPECTED:
-        return loc, f"expected {_EXPECTED[kind]}, got {_got(node, expected_string=kind == 'string_type')}", False
-    if kind == "literal_error":
-        return loc, f"expected {ctx['expected']}, got {_got(node)}", False
-    if kind == "string_too_short":
-        return loc, "expected a non-empty string", False
-    if kind == "too_short":
-        return loc, f"expected at least {ctx['min_length']} item(s)", False
-    bounds = {"greater_than": "greater than {gt}", "greater_than_equal": "at least {ge}", "less_than_equal": "at most {le}"}
-    if kind in bounds:
-        return loc, f"expected a number {bounds[kind].format(**ctx)}, got {_got(node)}", False
-    if kind == "finite_number":
-        return loc, f"expected a finite number, got {_got(node)}", False
-    return loc, f"{err['msg']}, got {_got(node)}", False
-
-
-def _unknown_key_message(loc: tuple[Any, ...]) -> str:
-    allowed = _allowed_keys(loc[:-1])
-    name = str(loc[-1])
-    if not allowed:
-        return f"unknown key {name}"
-    close = difflib.get_close_matches(name, allowed, n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
-    return f"unknown key {name} ({hint}expected one of: {', '.join(allowed)})"
-
-
-def _allowed_keys(loc: Sequence[Any]) -> list[str]:
-    """The keys the schema allows at `loc`, found by walking the record types."""
-    annotation: Any = Config
-    for part in loc:
-        annotation = _unwrap(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(str(part))
-            if field is None:
-                return []
-            annotation = field.annotation
-        elif get_origin(annotation) in (list, dict):
-            annotation = get_args(annotation)[-1]
-        else:
-            return []
-    annotation = _unwrap(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [name for name in annotation.model_fields if not (annotation is Config and name == "path")]
-    return []
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Strip Annotated and Optional (and a union with a Literal) down to the one structural type."""
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin is Union or isinstance(annotation, types.UnionType):
-            options = [a for a in get_args(annotation) if a is not type(None) and get_origin(a) is not Literal]
-            if len(options) != 1:
-                return annotation
-            annotation = options[0]
-        else:
-            return annotation
-
-
-def _kind(node: yaml.Node) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "a list"
-    return _got(node)
-
-
-def _yaml_reads(node: yaml.ScalarNode) -> str | None:
-    """What YAML 1.1 made of an unquoted scalar that is not a string: "the number 262143"."""
-    if node.style in ("'", '"'):
-        return None
-    what = {
-        "tag:yaml.org,2002:bool": "the boolean",
-        "tag:yaml.org,2002:int": "the number",
-        "tag:yaml.org,2002:float": "the number",
-        "tag:yaml.org,2002:timestamp": "the date",
-        "tag:yaml.org,2002:null": "null",
-    }.get(node.tag)
-    if what is None or what == "null":
-        return what
+def _from_cache(file: Path, key: str, path: Path) -> Config | None:
     try:
-        value = yaml.SafeLoader("").construct_object(node)
-    except (yaml.YAMLError, ValueError, OverflowError):
-        return what.replace("the ", "a ")
-    if isinstance(value, bool):
-        value = "true" if value else "false"
-    return f"{what} {value}"
+        cached = json.loads(file.read_bytes())
+        if cached.get("schema") != CACHE_SCHEMA or cached.get("key") != key:
+            return None
+        config = _thaw(cached["config"], path)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # unreadable, or not ours
+        return None
+    return config if isinstance(config, Config) else None
 
 
-def _got(node: Any, expected_string: bool = False) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "a list"
-    if not isinstance(node, yaml.ScalarNode):
-        return "something else"
-    if node.style in ("'", '"'):
-        return f'the string "{_shorten(node.value)}"'
-    reads = _yaml_reads(node)
-    if reads is None:
-        return _shorten(node.value)
-    if reads == "null":
-        return "nothing (null)"
-    if expected_string:
-        return f'{node.value}, which YAML reads as {reads}; quote it: "{node.value}"'
-    if reads.endswith(" " + node.value):  # "0", the number 0: nothing surprising to explain
-        return node.value
-    return f"{node.value} (YAML reads {reads})"
+def _to_cache(file: Path, key: str, config: Config) -> None:
+    from porttrack.workspace import atomic_write_text
+
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        # Not dump_json: its sorted keys would lose the file's order of targets, models and tracks.
+        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "config": _freeze(config)}))
+    except OSError:
+        pass  # a read-only workspace validates every time; that is all it costs
 
 
-# --------------------------------------------------------------------------- cross-references
+def _freeze(value: Any) -> Any:
+    """Records as {"record": class name, "fields": {...}}, mappings as {"mapping": {...}}, so no key
+    a user wrote can pass for a record. Config.path and fork_override are left to the reader."""
+    if isinstance(value, _Record):
+        names = [f.name for f in dataclasses.fields(value) if f.init and f.name != "path"]
+        return {"record": type(value).__name__, "fields": {name: _freeze(getattr(value, name)) for name in names}}
+    if isinstance(value, dict):
+        return {"mapping": {key: _freeze(item) for key, item in value.items()}}
+    if isinstance(value, list):
+        return [_freeze(item) for item in value]
+    return value
 
 
-class _CrossCheck:
-    """Checks that need the whole typed config: references between sections, uniqueness, ids."""
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.problems: list[tuple[tuple[Any, ...], str, bool]] = []
-
-    def add(self, loc: tuple[Any, ...], message: str, key: bool = False) -> None:
-        self.problems.append((loc, message, key))
-
-    def run(self) -> list[tuple[tuple[Any, ...], str, bool]]:
-        c = self.config
-        for section in ("targets", "models", "proofs", "tracks"):
-            for ident in getattr(c, section):
-                if not _ID.match(ident):
-                    message = f'expected an id (letters, digits, . _ -; at most 64), got "{ident}"'
-                    self.add((section, ident), message, key=True)
-        for tid, target in c.targets.items():
-            self.unique(("targets", tid, "runner_labels"), target.runner_labels, "runner label")
-        for mid, model in c.models.items():
-            self.model(mid, model)
-        for pid, proof in c.proofs.items():
-            if proof.gate is not None:
-                self.proof_gate(pid, proof.gate)
-        owner: dict[int, str] = {}
-        for tid, track in c.tracks.items():
-            self.track(tid, track, owner)
-        self.unique(("report", "labels"), c.report.labels, "label")
-        return self.problems
-
-    def unique(self, loc: tuple[Any, ...], values: Sequence[Any], what: str) -> None:
-        seen: dict[Any, int] = {}
-        for index, value in enumerate(values):
-            if value in seen:
-                self.add((*loc, index), f"duplicate {what} {value} (also item {seen[value]})")
-            else:
-                seen[value] = index
-
-    def target_ref(self, loc: tuple[Any, ...], target: str, key: bool = False) -> bool:
-        if target not in self.config.targets:
-            self.add(loc, f"unknown target {target} (targets: {', '.join(self.config.targets)})", key)
-            return False
-        return True
-
-    def model(self, mid: str, model: Model) -> None:
-        c = self.config
-        self.unique(("models", mid, "drafters"), model.drafters, "drafter")
-        for target in model.backends:
-            self.target_ref(("models", mid, "backends", target), target, key=True)
-        for index, cond in enumerate(model.conditional):
-            loc = ("models", mid, "conditional", index)
-            if cond.proof not in c.proofs:
-                known = ", ".join(c.proofs) or "none defined"
-                self.add((*loc, "proof"), f"unknown proof {cond.proof} (proofs: {known})")
-            for j, tid in enumerate(cond.tracks):
-                if tid not in c.tracks:
-                    self.add((*loc, "tracks", j), f"unknown track {tid} (tracks: {', '.join(c.tracks)})")
-            self.unique((*loc, "tracks"), cond.tracks, "track")
-
-    def track(self, tid: str, track: Track, owner: dict[int, str]) -> None:
-        c = self.config
-        loc = ("tracks", tid)
-        for index, number in enumerate(track.prs):
-            if number in owner and owner[number] != tid:
-                message = f"PR #{number} is already tracked by track {owner[number]}; a PR belongs to one track"
-                self.add((*loc, "prs", index), message)
-            owner.setdefault(number, tid)
-        self.unique((*loc, "prs"), track.prs, "PR")
-        self.unique((*loc, "fork_commits"), track.fork_commits, "commit")
-        for index, target in enumerate(track.targets):
-            self.target_ref((*loc, "targets", index), target)
-        self.unique((*loc, "targets"), track.targets, "target")
-        req = track.requires
-        for name in ("drafter", "attention", "quantization"):
-            self.unique((*loc, "requires", name), getattr(req, name) or [], name)
-        for target, backends in (req.backend or {}).items():
-            bloc = (*loc, "requires", "backend", target)
-            if self.target_ref(bloc, target, key=True) and target not in track.targets:
-                self.add(bloc, f"target {target} is not one of this track's targets ({', '.join(track.targets)})", key=True)
-            self.unique(bloc, backends, "backend")
-        if track.gate is not None:
-            self.gate((*loc, "gate"), track.gate)
-            self.track_gate(tid, track)
-
-    def gate(self, loc: tuple[Any, ...], gate: Gate) -> None:
-        self.unique((*loc, "phases"), gate.phases, "phase")
-        self.unique((*loc, "matrix", "contexts"), gate.matrix.contexts, "context")
-        self.unique((*loc, "matrix", "batches"), gate.matrix.batches, "batch")
-        self.unique((*loc, "metrics"), [m.name for m in gate.metrics], "metric")
-        keys = [i for i, m in enumerate(gate.metrics) if m.key]
-        for index in keys[1:]:
-            message = f"only one metric may be the key metric (already: {gate.metrics[keys[0]].name})"
-            self.add((*loc, "metrics", index, "key"), message)
-        if isinstance(gate.matrix.models, list):
-            for index, mid in enumerate(gate.matrix.models):
-                if mid not in self.config.models:
-                    known = ", ".join(self.config.models)
-                    self.add((*loc, "matrix", "models", index), f"unknown model {mid} (models: {known})")
-            self.unique((*loc, "matrix", "models"), gate.matrix.models, "model")
-        for index, target in enumerate(gate.matrix.targets or []):
-            self.target_ref((*loc, "matrix", "targets", index), target)
-        self.unique((*loc, "matrix", "targets"), gate.matrix.targets or [], "target")
-
-    def track_gate(self, tid: str, track: Track) -> None:
-        from porttrack.eligibility import requirement_failures  # shares the one definition of a match
-
-        gate = track.gate
-        assert gate is not None
-        loc = ("tracks", tid, "gate", "matrix")
-        for index, target in enumerate(gate.matrix.targets or []):
-            if target in self.config.targets and target not in track.targets:
-                ours = ", ".join(track.targets)
-                self.add((*loc, "targets", index), f"target {target} is not one of this track's targets ({ours})")
-        if gate.promote and gate.matrix.targets is not None:
-            missing = [t for t in track.targets if t not in gate.matrix.targets]
-            if missing:
-                message = f"a promoting gate must cover every target of the track; missing {', '.join(missing)}"
-                self.add((*loc, "targets"), message)
-        if isinstance(gate.matrix.models, list):
-            for index, mid in enumerate(gate.matrix.models):
-                model = self.config.models.get(mid)
-                failures = requirement_failures(model, track) if model is not None else []
-                if failures:
-                    self.add((*loc, "models", index), f"model {mid} is not eligible for this track: {'; '.join(failures)}")
-
-    def proof_gate(self, pid: str, gate: Gate) -> None:
-        loc = ("proofs", pid, "gate")
-        self.gate(loc, gate)
-        if gate.promote:
-            self.add((*loc, "promote"), "a proof's gate promotes nothing; set promote: false")
+def _thaw(value: Any, path: Path) -> Any:
+    if isinstance(value, list):
+        return [_thaw(item, path) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if "mapping" in value:
+        return {key: _thaw(item, path) for key, item in value["mapping"].items()}
+    cls = _Record.kinds[value["record"]]
+    fields = {name: _thaw(item, path) for name, item in value["fields"].items()}
+    return cls(path=path, **fields) if cls is Config else cls(**fields)

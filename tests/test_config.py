@@ -8,12 +8,14 @@ assertion is exact without hand-counted line numbers.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from porttrack.config import MAX_ALIASES, Config, load_config, parse_config
 from porttrack.errors import ConfigError
@@ -269,9 +271,9 @@ def test_checkout_is_relative_to_the_file(tmp_path: Path) -> None:
 
 def test_config_is_frozen() -> None:
     config = parse_config(BASE, "tracks.yaml")
-    with pytest.raises(ValidationError, match="frozen"):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.report = config.report  # type: ignore[misc]
-    with pytest.raises(ValidationError, match="frozen"):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         config.tracks["spec-track"].title = "x"  # type: ignore[misc]
 
 
@@ -393,3 +395,90 @@ def test_damaged_real_file_only_ever_raises_config_error() -> None:
         except ConfigError as exc:
             for line in str(exc).splitlines():
                 assert line.startswith("tracks.yaml:"), line
+
+
+# --------------------------------------------------------------------------- the validated-config cache
+
+WITH_INPUTS = mutate(
+    "        command: run --ref {ref} --results {results}\n",
+    # keys a user may write that the cache itself uses: they must come back as plain keys
+    "        workflow: {file: gate.yml, inputs: {record: Gate, mapping: x, fields: '{ref}'}}\n",
+)
+
+
+def cached_pair(tmp_path: Path, text: str) -> tuple[Config, Config]:
+    """The same file loaded twice with a cache: validated, then read back from the cache."""
+    (tmp_path / "tracks.yaml").write_text(text)
+    cache = tmp_path / ".porttrack"
+    first = load_config(tmp_path / "tracks.yaml", cache_dir=cache)
+    assert (cache / "validated-config.json").is_file()
+    return first, load_config(tmp_path / "tracks.yaml", cache_dir=cache)
+
+
+@pytest.mark.parametrize("text", [BASE, WITH_INPUTS, REAL.read_text()], ids=["base", "user-keys-like-the-cache's", "real"])
+def test_cached_config_is_the_validated_config(tmp_path: Path, text: str) -> None:
+    validated, cached = cached_pair(tmp_path, text)
+    # repr shows every field and every mapping's order (file order matters: tracks are listed so)
+    assert repr(cached) == repr(validated) == repr(load_config(tmp_path / "tracks.yaml"))
+    assert cached == validated and cached.path == tmp_path / "tracks.yaml"
+    assert cached.fork_checkout() == validated.fork_checkout() == tmp_path.parent / "vllm"
+
+
+def test_user_keys_named_like_the_cache_format_stay_plain_keys(tmp_path: Path) -> None:
+    _, cached = cached_pair(tmp_path, WITH_INPUTS)
+    gate = cached.tracks["mla-track"].gate
+    assert gate is not None and gate.job.workflow is not None
+    assert gate.job.workflow.inputs == {"record": "Gate", "mapping": "x", "fields": "{ref}"}
+
+
+def test_an_unchanged_file_is_read_back_without_pydantic_or_yaml(tmp_path: Path) -> None:
+    (tmp_path / "tracks.yaml").write_text(BASE)
+    program = (
+        "import sys; from pathlib import Path; from porttrack.config import load_config\n"
+        f"config = load_config(Path({str(tmp_path / 'tracks.yaml')!r}), cache_dir=Path({str(tmp_path / '.porttrack')!r}))\n"
+        "print(sorted(config.tracks), 'pydantic' in sys.modules, 'yaml' in sys.modules)\n"
+    )
+    run = lambda: subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO_ROOT).stdout
+    assert run() == "['mla-track', 'spec-track'] True True\n"  # validated, and remembered
+    assert run() == "['mla-track', 'spec-track'] False False\n"  # read back
+    (tmp_path / "tracks.yaml").write_text(BASE.replace("Spec things", "Spec work"))
+    assert run() == "['mla-track', 'spec-track'] True True\n"  # a changed file is validated again
+
+
+def test_a_file_that_breaks_after_being_cached_is_refused(tmp_path: Path) -> None:
+    cached_pair(tmp_path, BASE)
+    (tmp_path / "tracks.yaml").write_text(mutate("prs: [48804]", "prs: 48804"))
+    with pytest.raises(ConfigError, match="tracks.spec-track.prs: expected a list"):
+        load_config(tmp_path / "tracks.yaml", cache_dir=tmp_path / ".porttrack")
+
+
+@pytest.mark.parametrize("damage", [
+    b"", b"{", b"[]", b'{"schema": "porttrack/validated-config/v1"}', b"\xff\xfe",
+    b'{"schema": "porttrack/validated-config/v1", "key": "KEY", "config": {"record": "Nope", "fields": {}}}',
+    b'{"schema": "porttrack/validated-config/v1", "key": "KEY", "config": {"record": "Track", "fields": {}}}',
+    b'{"schema": "porttrack/validated-config/v1", "key": "KEY", "config": [1, 2]}',
+    b'{"schema": "porttrack/validated-config/v1", "key": "not the key", "config": null}',
+])
+def test_a_damaged_or_foreign_cache_is_ignored_and_replaced(tmp_path: Path, damage: bytes) -> None:
+    validated, _ = cached_pair(tmp_path, BASE)
+    cache = tmp_path / ".porttrack" / "validated-config.json"
+    key = json.loads(cache.read_text())["key"]
+    cache.write_bytes(damage.replace(b"KEY", key.encode()))
+    again = load_config(tmp_path / "tracks.yaml", cache_dir=tmp_path / ".porttrack")
+    assert repr(again) == repr(validated)
+    assert json.loads(cache.read_text())["key"] == key  # rewritten whole
+
+
+def test_a_cache_that_cannot_be_written_costs_nothing_but_time(tmp_path: Path) -> None:
+    (tmp_path / "tracks.yaml").write_text(BASE)
+    (tmp_path / ".porttrack").write_text("a file where the cache folder would be")
+    config = load_config(tmp_path / "tracks.yaml", cache_dir=tmp_path / ".porttrack")
+    assert sorted(config.tracks) == ["mla-track", "spec-track"]
+
+
+def test_fork_override_applies_to_a_cached_config(tmp_path: Path) -> None:
+    cached_pair(tmp_path, BASE)
+    config = load_config(tmp_path / "tracks.yaml", fork_override=str(tmp_path / "elsewhere"), cache_dir=tmp_path / ".porttrack")
+    assert config.fork_checkout() == tmp_path / "elsewhere"
+    plain = load_config(tmp_path / "tracks.yaml", cache_dir=tmp_path / ".porttrack")
+    assert plain.fork_checkout() == tmp_path.parent / "vllm"  # the override is not remembered

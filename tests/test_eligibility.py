@@ -7,6 +7,8 @@ after proving ...", "success in one track does not establish support for another
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -182,13 +184,13 @@ def test_each_failed_requirement_is_a_reason(small) -> None:
 
 
 def test_backend_mismatch_names_target_and_backend(small) -> None:
-    model = small.models["drafty"].model_copy(update={"backends": {"cuda": "FLASH_ATTN", "rocm": "ROCM_AITER_FA"}})
+    model = dataclasses.replace(small.models["drafty"], backends={"cuda": "FLASH_ATTN", "rocm": "ROCM_AITER_FA"})
     assert requirement_failures(model, small.tracks["t"]) == ["backend ROCM_AITER_FA on rocm not in [TRITON_ATTN]"]
 
 
 def test_a_proof_never_overrides_a_failed_requirement(small) -> None:
-    model = small.models["gated"].model_copy(update={"quantization": "bf16"})
-    config = small.model_copy(update={"models": {**small.models, "gated": model}})
+    model = dataclasses.replace(small.models["gated"], quantization="bf16")
+    config = dataclasses.replace(small, models={**small.models, "gated": model})
     cell = evaluate(config, {"p"}).cell("gated", "t")
     assert cell.verdict == INELIGIBLE and cell.reasons == ("quantization bf16 not in [fp8]",)
 

@@ -43,7 +43,8 @@ class Context:
         if "config" not in self._cache:
             from porttrack.config import load_config
 
-            self._cache["config"] = load_config(self.workspace.tracks_file, fork_override=self.fork_arg)
+            ws = self.workspace
+            self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
         return self._cache["config"]
 
 
