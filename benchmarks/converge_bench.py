@@ -19,7 +19,9 @@ a history built from several calls unrealistically expensive to walk.
 
 Each case runs the whole command as a subprocess (`python -m porttrack verify-converged 9001
 --fork-ref ... --json`) from the recorded PR state (no token: no GitHub round trip), median of
-`--runs` after one warm-up run; once more with the PR state served by the GitHub emulator over
+`--runs` after one warm-up run (which also validates tracks.yaml once, as any earlier command
+would have: later runs read it back from `.porttrack/validated-config.json`); the ancestry case
+again with that file removed before every run (the first command after tracks.yaml changed); once more with the PR state served by the GitHub emulator over
 HTTP, and once more after `git commit-graph write`. Then the naive pass,
 `git log -p <merge-base>..old | git patch-id --stable`, over the range the command narrows with
 `-- <paths of the PR>`, and the ratio. It prints figures; it is not a test.
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -171,10 +174,12 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc
 
 
-def measure(label: str, argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> tuple[float, dict]:
+def measure(label: str, argv: list[str], env: dict[str, str], cwd: Path, runs: int,
+            before_each: Callable[[], None] = lambda: None) -> tuple[float, dict]:
     walls, cpus, last = [], [], None
-    timed(argv, env, cwd)  # warm-up: page cache, and .pyc files written as an install would have
+    timed(argv, env, cwd)  # warm-up: page cache, .pyc files written as an install would have, tracks.yaml validated once
     for _ in range(runs):
+        before_each()
         wall, cpu, last = timed(argv, env, cwd)
         walls.append(wall)
         cpus.append(cpu)
@@ -232,6 +237,8 @@ def main() -> int:
         print(f"whole command, subprocess, recorded PR state (no token), median of {args.runs}:")
         floor, _ = measure("`python -m porttrack --version` (start-up floor)", [sys.executable, "-m", "porttrack", "--version"], env, ws.root, args.runs)
         ancestry, _ = measure("ancestry (fork ref 'rebased')", cmd + ["rebased"], env, ws.root, args.runs)
+        forget = (ws.root / ".porttrack" / "validated-config.json").unlink
+        measure("ancestry, tracks.yaml changed since last run", cmd + ["rebased"], env, ws.root, args.runs, before_each=forget)
         ours, old = measure("non-ancestor: patch-id + per-hunk ('old')", cmd + ["old"], env, ws.root, args.runs)
         core = {ref: decide_in_process(fork, built["merge"], ref, args.runs) for ref in ("rebased", "old")}
         print(f"  converge.decide() alone, in-process (git work + hunk checks): ancestry {core['rebased']:.3f}s, "

@@ -40,7 +40,10 @@ base). `--apply-drops` retires droppable queue patches (state `converged`, evide
 
 Each run appends its verdict to `state/convergence/<PR>.json` (schema
 `porttrack/convergence-record/v1`: `{"schema", "pr", "history": [<verdict>, ...]}`, oldest
-first, never edited), with the commits it was computed on and the time.
+first, never edited), with the commits it was computed on and the time; a verdict that finds
+exactly what the last entry found (same commits, hunks, drops and no new regression run) is not
+appended again: it reports `unchanged_since`, the time of that entry, so a daily check after
+every rebase does not grow a committed file by one copy a day.
 
 JSON shape (`--json`, schema `porttrack/convergence/v1`; additive changes only)::
 
@@ -71,7 +74,8 @@ JSON shape (`--json`, schema `porttrack/convergence/v1`; additive changes only):
       "regression": null | {"command": str, "workdir": "checkout" | "temporary worktree",
                             "passed": bool, "exit_code": int, "duration_s": float,
                             "output_tail": str},
-      "recorded": "state/convergence/48407.json" | null      # null: --dry-run
+      "recorded": "state/convergence/48407.json" | null,     # null: --dry-run
+      "unchanged_since": null | "2026-08-24T10:00:00Z"       # the last entry found the same; not appended
     }
 """
 
@@ -224,6 +228,7 @@ class Verdict:
     drops: tuple[Drop, ...] = ()
     regression: Regression | None = None
     recorded: str | None = None
+    unchanged_since: str | None = None  # the record's last entry found the same: not appended again
 
     @property
     def converged(self) -> bool:
@@ -259,6 +264,7 @@ def to_json(v: Verdict) -> dict[str, Any]:
         "drops": [asdict(d) for d in v.drops],
         "regression": None if v.regression is None else asdict(v.regression),
         "recorded": v.recorded,
+        "unchanged_since": v.unchanged_since,
     }
 
 
@@ -826,11 +832,18 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
                 queue = queue.replace_patch(patch.transition("converged", why, evidence=(evidence,)))
                 v = replace(v, drops=tuple(replace(d, retired=True) if d is drop else d for d in v.drops))
         v = replace(v, recorded=rel)
+        if history and not retire and _finding(history[-1]) == _finding(to_json(v)):
+            return replace(v, unchanged_since=history[-1].get("computed_at"))
         write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
         checkpoint("converge:recorded")
         if queue is not None:
             queue_mod.save(ws, queue)
     return v
+
+
+def _finding(entry: dict[str, Any]) -> dict[str, Any]:
+    """A recorded verdict without when it was computed: what a new entry must differ in."""
+    return {key: value for key, value in entry.items() if key not in ("computed_at", "unchanged_since")}
 
 
 def _load_history(path: Path) -> list[dict[str, Any]]:

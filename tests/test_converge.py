@@ -152,6 +152,29 @@ def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_pa
     assert converge.latest_verdicts(Workspace(ws.root)) == {PR: "converged"}
 
 
+def test_a_verdict_that_finds_the_same_is_not_appended_again(tmp_path, world):
+    merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+    path = ws.root / "state" / "convergence" / f"{PR}.json"
+    first = json.loads(verify(ws, "--json").stdout)
+    assert first["unchanged_since"] is None
+    recorded = path.read_bytes()
+
+    again = verify(ws, "--json")
+    assert again.returncode == 0
+    data = json.loads(again.stdout)
+    assert data["unchanged_since"] == first["computed_at"] and data["recorded"] == f"state/convergence/{PR}.json"
+    assert path.read_bytes() == recorded  # not written at all
+    assert f"unchanged since {first['computed_at']}" in verify(ws).stdout
+
+    git(world.fork, "commit", "-q", "--allow-empty", "-m", "the fork moves on")  # new commits: a new finding
+    moved = json.loads(verify(ws, "--json").stdout)
+    assert moved["unchanged_since"] is None
+    history = json.loads(path.read_text())["history"]
+    assert [h["commits"]["fork_sha"] for h in history] == [first["commits"]["fork_sha"], moved["commits"]["fork_sha"]]
+
+
 # ------------------------------------------------------------------------------ patch-id
 
 
@@ -487,7 +510,7 @@ def test_json_shape_is_stable(tmp_path, world):
     world.rebase_fork()
     _, data, _ = verify_json(workspace(tmp_path, world, regression={"command": "true"}), "--run-regression")
     assert sorted(data) == ["ancestry", "commits", "computed_at", "drops", "hunks", "method", "patch_id", "pr", "reasons",
-                            "recorded", "regression", "schema", "source", "summary", "title", "track", "verdict"]
+                            "recorded", "regression", "schema", "source", "summary", "title", "track", "unchanged_since", "verdict"]
     assert sorted(data["commits"]) == ["fork_ref", "fork_sha", "merge_base", "merge_commit", "merge_kind", "merge_parent",
                                        "upstream_base", "upstream_base_sha"]
     assert sorted(data["hunks"][0]) == ["changed_by", "detail", "header", "id", "kind", "method", "path", "state"]

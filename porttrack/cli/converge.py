@@ -79,7 +79,8 @@ def render(v) -> str:
             lines += [f"  | {for_terminal(line, 160)}" for line in r.output_tail.splitlines()[-10:]]
     if v.recorded:
         lines.append("")
-        lines.append(f"recorded in {v.recorded}")
+        lines.append(f"recorded in {v.recorded}" if v.unchanged_since is None else
+                     f"unchanged since {v.unchanged_since}, as recorded in {v.recorded} (not appended again)")
     return "\n".join(lines)
 
 
