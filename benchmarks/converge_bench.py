@@ -18,11 +18,13 @@ ordered, and `testing.gitfixtures.generate_history` restarts its clock on every 
 a history built from several calls unrealistically expensive to walk.
 
 Each case runs the whole command as a subprocess (`python -m porttrack verify-converged 9001
---fork-ref ... --json`) from the recorded PR state (no token: no GitHub round trip), median of
+--fork-ref ... --json`) with the merge commit in the recorded PR state, as `status` leaves it (a
+merge is final: no GitHub round trip, token or not), median of
 `--runs` after one warm-up run (which also validates tracks.yaml once, as any earlier command
 would have: later runs read it back from `.porttrack/validated-config.json`); the ancestry case
-again with that file removed before every run (the first command after tracks.yaml changed); once more with the PR state served by the GitHub emulator over
-HTTP, and once more after `git commit-graph write`. Then the naive pass,
+again with that file removed before every run (the first command after tracks.yaml changed), with
+a token, and with the merge not yet recorded, so that the PR is asked of the GitHub emulator over
+HTTP (loopback: no latency); and once more after `git commit-graph write`. Then the naive pass,
 `git log -p <merge-base>..old | git patch-id --stable`, over the range the command narrows with
 `-- <paths of the PR>`, and the ratio. It prints figures; it is not a test.
 """
@@ -248,7 +250,14 @@ def main() -> int:
             fake.put_pull("vllm-project/vllm", PR, title="[Attention] Skip sparse indexer scoring", merged=True,
                           merge_commit_sha=built["merge"], head_sha=built["merge"], base_ref="main")
             live = {**env, "GITHUB_TOKEN": DEFAULT_TOKEN, "GITHUB_API_URL": fake.base_url}
-            measure("ancestry, PR state from the emulator (HTTP)", cmd + ["rebased"], live, ws.root, args.runs)
+            measure("ancestry, recorded merge, with a token", cmd + ["rebased"], live, ws.root, args.runs)
+            state_file = ws.root / "state" / "upstream.json"
+            recorded = state_file.read_text()
+            before_merge = recorded_state(built["merge"])
+            before_merge["prs"][str(PR)].update(state="open", merged_at=None, merge_commit_sha=None)
+            state_file.write_text(json.dumps(before_merge))
+            measure("ancestry, merge not recorded: GitHub asked", cmd + ["rebased"], live, ws.root, args.runs)
+            state_file.write_text(recorded)
 
         subprocess.run(["git", "commit-graph", "write", "--reachable"], cwd=fork, check=True)
         print("the same after `git commit-graph write --reachable` in the fork checkout (what gc/maintenance leave):")

@@ -1,5 +1,8 @@
 """`porttrack verify-converged`: prove that a merged upstream PR is present in the fork.
 
+The merge commit comes from GitHub, once: a merge is final, so a PR the recorded state (written
+by `status`) already has merged is not asked about again (`resolve_merged_pr`).
+
 A PR is decided in three steps, cheapest first, and each hunk records the step that decided it:
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
@@ -351,37 +354,47 @@ def _regression_job(config: "Config", track_id: str | None, number: int) -> "Job
 
 
 def resolve_merged_pr(ws: Workspace, config: "Config", number: int, api_url: str | None) -> MergedPR:
-    """The PR's merge commit from GitHub; from the recorded state when GitHub cannot be asked."""
-    from porttrack import secrets
+    """The PR's merge commit, as GitHub reported it.
 
+    A merge is final: once the recorded state (written by `status`, from GitHub) has the PR merged
+    with its merge commit, that is used as it is, without a request (and without importing
+    PyGithub, 0.4 s). Otherwise GitHub is asked; when it cannot be, the command stops with GitHub's
+    error (or the missing token) and what the recorded state last saw.
+    """
+    from porttrack import secrets
+    from porttrack import state as state_mod
+
+    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    known = recorded.prs.get(number)
+    if known is not None and known.state == "merged" and known.merge_commit_sha:
+        sha = _checked_sha(known.merge_commit_sha, ws.upstream_state_file.name)
+        return MergedPR(number, known.title, sha, known.merged_at, "recorded",
+                        f"merges are final: the merge commit as recorded at {known.observed_at} ({recorded.source}); GitHub not asked")
     if secrets.resolve_token() is None:
-        return _recorded_pr(ws, config, number, "no GitHub token (set GITHUB_TOKEN or GH_TOKEN)")
+        why = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN)"
+        if known is not None and known.state != "merged":  # the best knowledge says not merged
+            raise PreconditionError(f"{why}; {_last_seen(ws, number, known)}")
+        raise CannotEvaluate(f"{why}; {_last_seen(ws, number, known)}")
     from porttrack.github import client_for
 
     client = client_for(config.upstream.repo, api_url, ws.cache_dir)
     try:
         pull, _ = client.get_pull(number)
-    except (UpstreamUnreachable, GitHubAuthError) as exc:
-        return _recorded_pr(ws, config, number, f"GitHub unavailable ({exc})")
+    except (UpstreamUnreachable, GitHubAuthError) as exc:  # its exit code (5 or 3), with what was recorded
+        raise type(exc)(f"{exc}; {_last_seen(ws, number, known)}") from None
     if pull.state != "merged" or not pull.merge_commit_sha:
         raise PreconditionError(_not_merged(number, pull.state, pull.closed_at, "on GitHub"))
     return MergedPR(number, pull.title, _checked_sha(pull.merge_commit_sha, "GitHub"), pull.merged_at, "github")
 
 
-def _recorded_pr(ws: Workspace, config: "Config", number: int, why: str) -> MergedPR:
-    from porttrack import state as state_mod
-
-    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
-    pr = recorded.prs.get(number)
-    if pr is None:
-        raise CannotEvaluate(f"{why}, and #{number} is not in the recorded state {ws.upstream_state_file.name}; run `porttrack status` with GitHub access")
-    when = f"as recorded at {pr.observed_at}"
-    if pr.state != "merged":
-        raise PreconditionError(_not_merged(number, pr.state, pr.closed_at, when))
-    if not pr.merge_commit_sha:
-        raise CannotEvaluate(f"{why}, and the recorded state has no merge commit for #{number}")
-    return MergedPR(number, pr.title, _checked_sha(pr.merge_commit_sha, ws.upstream_state_file.name), pr.merged_at,
-                    "recorded", f"{why}: using the state recorded at {pr.observed_at} ({recorded.source})")
+def _last_seen(ws: Workspace, number: int, known: Any) -> str:
+    """What the recorded state says of a PR it does not have merged with a merge commit."""
+    name = ws.upstream_state_file.name
+    if known is None:
+        return f"#{number} is not in the recorded state {name}; run `porttrack status` with GitHub access"
+    if known.state != "merged":
+        return _not_merged(number, known.state, known.closed_at, f"as recorded at {known.observed_at}")
+    return f"the recorded state {name} has #{number} merged but no merge commit"
 
 
 def _checked_sha(sha: str, where: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from porttrack import converge
 from porttrack import queue as queue_mod
+from porttrack.errors import ExitCode
 from porttrack.hunks import parse_diff
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.state import RecordedPR, UpstreamState
@@ -361,24 +362,60 @@ def test_an_option_as_fork_ref_is_refused(tmp_path, world):
     assert "fork ref '--all' does not exist" in out.stderr
 
 
-def test_without_a_token_the_recorded_state_is_used_and_said(tmp_path, world):
+def record_pr(ws: WorkspaceHandle, state: str, merge_commit: str | None = None) -> str:
+    """state/upstream.json as `status` leaves it, with #PR in `state`; returns when it was observed."""
+    now = "2026-08-25T00:00:00Z"
+    recorded = RecordedPR(number=PR, title=TITLE, author="qianlihuang", state=state, html_url="",
+                          created_at=None, updated_at=None, merged_at="2026-07-28T16:17:22Z" if merge_commit else None,
+                          closed_at=None, merge_commit_sha=merge_commit, head_sha=None, head_ref=None, base_ref="main",
+                          base_sha=None, default_branch="main", observed_at=now)
+    save_state(Workspace(ws.root).upstream_state_file, UpstreamState("vllm-project/vllm", now, "a test", {PR: recorded}))
+    return now
+
+
+@pytest.mark.parametrize("token", [True, False], ids=["with-token", "without-token"])
+def test_a_recorded_merge_is_final_and_github_is_not_asked_again(tmp_path, world, token):
     squash = merge_pr(world)
     world.rebase_fork()
     ws = workspace(tmp_path, world)
-    now = "2026-08-25T00:00:00Z"
-    recorded = RecordedPR(number=PR, title=TITLE, author="qianlihuang", state="merged", html_url="",
-                          created_at=None, updated_at=None, merged_at="2026-07-28T16:17:22Z", closed_at=None,
-                          merge_commit_sha=squash, head_sha=None, head_ref=None, base_ref="main", base_sha=None,
-                          default_branch="main", observed_at=now)
-    save_state(Workspace(ws.root).upstream_state_file,
-               UpstreamState("vllm-project/vllm", now, "a test", {PR: recorded}))
+    now = record_pr(ws, "merged", squash)
 
-    code, data, err = verify_json(ws, GITHUB_TOKEN=None)
+    code, data, err = verify_json(ws, **({} if token else {"GITHUB_TOKEN": None}))
 
     assert code == 0, err
+    assert (data["verdict"], data["commits"]["merge_commit"]) == ("converged", squash)
     assert data["source"]["pr_state"] == "recorded"
-    assert "no GitHub token" in data["source"]["note"]
-    assert "offline:" in err and now in err
+    assert "merges are final" in data["source"]["note"] and now in data["source"]["note"]
+    assert world.fake.requests() == []
+    assert "from the recorded state" in verify(ws).stdout
+
+
+def test_a_pr_recorded_before_it_merged_is_asked_about(tmp_path, world):
+    squash = merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+    record_pr(ws, "open")  # `status` last ran before the merge
+
+    code, data, err = verify_json(ws)
+
+    assert code == 0, err
+    assert (data["source"]["pr_state"], data["commits"]["merge_commit"]) == ("github", squash)
+    assert [r.path for r in world.fake.requests()] == [f"/repos/vllm-project/vllm/pulls/{PR}"]
+
+
+def test_without_github_the_recorded_state_says_what_it_last_saw(tmp_path, world):
+    merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+
+    unknown = verify(ws, GITHUB_TOKEN=None)  # nothing recorded yet
+    assert unknown.returncode == ExitCode.CANNOT_EVALUATE
+    assert "no GitHub token" in unknown.stderr and "not in the recorded state" in unknown.stderr
+
+    now = record_pr(ws, "open")
+    stale = verify(ws, GITHUB_TOKEN=None)
+    assert stale.returncode == ExitCode.PRECONDITION
+    assert "no GitHub token" in stale.stderr and f"open (as recorded at {now})" in stale.stderr
     assert world.fake.requests() == []
 
 

@@ -31,8 +31,6 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
         api_url=ctx.api_url_arg,
         say=say,
     )
-    if verdict.source_note:
-        say(f"offline: {verdict.source_note}")
     if as_json:
         emit_json(converge.to_json(verdict))
     else:

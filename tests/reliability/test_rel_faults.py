@@ -10,6 +10,8 @@ leaves state/, patches/ and reports/ byte for byte as they were (the hash of eve
 
 from __future__ import annotations
 
+import json
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -172,17 +174,26 @@ def test_import_of_a_never_observed_pr_under_a_persistent_fault_writes_nothing(t
 # -- verify-converged ------------------------------------------------------------------------------
 
 def _converge(rig: Rig, fault: Fault) -> None:
-    upstream = rig.digest("state", skip_parts=("convergence",))
     inject(rig, fault, r"/pulls/103$")
+    # `status` recorded #103 merged: a merge is final, so GitHub is not asked, whatever it does
+    out = rig.cli("verify-converged", "103", "--json", **env_for(fault))
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert (out.json()["verdict"], out.json()["source"]["pr_state"]) == ("converged", "recorded")
+    assert requests_to(rig, "GET", r"/pulls/103$") == 0
+
+    # as if `status` last ran before #103 merged: GitHub must be asked
+    state = json.loads((rig.root / "state" / "upstream.json").read_text())
+    state["prs"]["103"].update(state="open", merged_at=None, merge_commit_sha=None)
+    (rig.root / "state" / "upstream.json").write_text(json.dumps(state))
+    upstream = rig.digest("state", skip_parts=("convergence",))
     out = rig.cli("verify-converged", "103", "--json", **env_for(fault))
     assert requests_to(rig, "GET", r"/pulls/103$") <= 4
-    assert out.returncode == 0, out.stderr[-1500:]
-    data = out.json()
-    assert data["verdict"] == "converged"
-    if fault.persistent:  # GitHub unavailable: the recorded merge commit decides, and it says so
-        assert data["source"]["pr_state"] == "recorded" and "offline:" in out.stderr
+    if fault.persistent:  # GitHub's own error and exit code, with what the recorded state last saw
+        assert_one_line_error(out, fault.code, fault.words)
+        assert "open (as recorded at" in out.errors[0]
     else:
-        assert data["source"]["pr_state"] == "github"
+        assert out.returncode == 0, out.stderr[-1500:]
+        assert (out.json()["verdict"], out.json()["source"]["pr_state"]) == ("converged", "github")
     assert rig.digest("state", skip_parts=("convergence",)) == upstream
     check_consistent(rig)
 
