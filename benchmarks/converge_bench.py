@@ -236,7 +236,7 @@ def main() -> int:
         env = ws.env(PYTHONDONTWRITEBYTECODE=None)  # byte-compiled, as pip leaves an installed package
         cmd = [sys.executable, "-m", "porttrack", "verify-converged", str(PR), "--json", "--fork-ref"]
 
-        print(f"whole command, subprocess, recorded PR state (no token), median of {args.runs}:")
+        print(f"whole command, subprocess ({sys.executable}), merge commit recorded by status, no token, median of {args.runs}:")
         floor, _ = measure("`python -m porttrack --version` (start-up floor)", [sys.executable, "-m", "porttrack", "--version"], env, ws.root, args.runs)
         ancestry, _ = measure("ancestry (fork ref 'rebased')", cmd + ["rebased"], env, ws.root, args.runs)
         forget = (ws.root / ".porttrack" / "validated-config.json").unlink

@@ -312,7 +312,7 @@ def verify_converged(
     if job is not None:
         verdict = replace(verdict, regression=regression(repo, job, verdict.commits.fork_sha))
     if dry_run:
-        return verdict
+        return replace(verdict, unchanged_since=_same_as_last(_load_history(record_path(ws, number)), verdict))
     return record(ws, verdict, apply_drops=apply_drops)
 
 
@@ -845,8 +845,9 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
                 queue = queue.replace_patch(patch.transition("converged", why, evidence=(evidence,)))
                 v = replace(v, drops=tuple(replace(d, retired=True) if d is drop else d for d in v.drops))
         v = replace(v, recorded=rel)
-        if history and not retire and _finding(history[-1]) == _finding(to_json(v)):
-            return replace(v, unchanged_since=history[-1].get("computed_at"))
+        since = _same_as_last(history, v)  # a retirement changes the drops: never "the same"
+        if since is not None:
+            return replace(v, unchanged_since=since)
         write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
         checkpoint("converge:recorded")
         if queue is not None:
@@ -854,9 +855,16 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
     return v
 
 
+def _same_as_last(history: list[dict[str, Any]], v: Verdict) -> str | None:
+    """When the record's last entry found exactly what `v` finds, the time it was computed."""
+    if history and _finding(history[-1]) == _finding(to_json(v)):
+        return history[-1].get("computed_at")
+    return None
+
+
 def _finding(entry: dict[str, Any]) -> dict[str, Any]:
-    """A recorded verdict without when it was computed: what a new entry must differ in."""
-    return {key: value for key, value in entry.items() if key not in ("computed_at", "unchanged_since")}
+    """A recorded verdict without when it was computed and where: what a new entry must differ in."""
+    return {key: value for key, value in entry.items() if key not in ("computed_at", "recorded", "unchanged_since")}
 
 
 def _load_history(path: Path) -> list[dict[str, Any]]:

@@ -168,6 +168,8 @@ def test_a_verdict_that_finds_the_same_is_not_appended_again(tmp_path, world):
     assert data["unchanged_since"] == first["computed_at"] and data["recorded"] == f"state/convergence/{PR}.json"
     assert path.read_bytes() == recorded  # not written at all
     assert f"unchanged since {first['computed_at']}" in verify(ws).stdout
+    dry = verify(ws, "--dry-run")
+    assert f"dry run: unchanged since {first['computed_at']}; nothing would be appended" in dry.stderr
 
     git(world.fork, "commit", "-q", "--allow-empty", "-m", "the fork moves on")  # new commits: a new finding
     moved = json.loads(verify(ws, "--json").stdout)

@@ -37,8 +37,11 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
         click.echo(render(verdict))
     if dry_run:
         retire = [d.ref for d in verdict.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
-        say(f"dry run: would append this verdict to {converge.record_path(ctx.workspace, pr).relative_to(ctx.workspace.root)}"
-            + (f" and retire {', '.join(retire)}" if retire else ""))
+        where = converge.record_path(ctx.workspace, pr).relative_to(ctx.workspace.root)
+        if verdict.unchanged_since and not retire:
+            say(f"dry run: unchanged since {verdict.unchanged_since}; nothing would be appended to {where}")
+        else:
+            say(f"dry run: would append this verdict to {where}" + (f" and retire {', '.join(retire)}" if retire else ""))
     problem = converge.outcome(verdict)
     if problem is not None:
         raise problem
