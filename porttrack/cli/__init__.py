@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_internal_error(exc: BaseException) -> int:
+    import traceback
+
     from porttrack.secrets import redact
 
     log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
