@@ -91,6 +91,19 @@ class HeadChange:
     method: str = "git"  # "git" (local ancestry) or "compare" (GitHub's compare endpoint)
 
 
+NO_FORK_CHECKOUT = (
+    "no fork checkout: set fork.checkout in tracks.yaml, pass --fork or set PORTTRACK_FORK "
+    "(to make one: git clone <your fork's URL> DIR && git -C DIR remote add upstream <upstream's URL>)"
+)
+
+
+def open_fork(path: Path | None) -> "GitRepo":
+    """The fork checkout at `path` (from `Config.fork_checkout()`), with the one message for none."""
+    if path is None:
+        raise ConfigError(NO_FORK_CHECKOUT)
+    return GitRepo.open(path)
+
+
 class GitRepo:
     """A work tree (the fork checkout, or a temporary worktree of it)."""
 

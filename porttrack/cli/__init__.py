@@ -46,6 +46,34 @@ class Context:
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
         return self._cache["config"]
 
+    # -- the doors, each opened once per command (STYLE.md 12) --------------------------------
+    @property
+    def fork(self):
+        """The fork checkout as a `GitRepo`; the one "no fork checkout" error when there is none."""
+        if "fork" not in self._cache:
+            from porttrack.gitrepo import open_fork
+
+            self._cache["fork"] = open_fork(self.config.fork_checkout())
+        return self._cache["fork"]
+
+    @property
+    def fork_or_none(self):
+        """The fork checkout when one is configured and present, else None (for read commands that
+        can say "unknown" without it). A checkout that is configured but broken still raises."""
+        if self.config.fork_checkout() is None:
+            return None
+        return self.fork
+
+    def github(self, repo: str):
+        """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
+        ETags cached in the workspace. Building it sends nothing (PyGithub loads on first request)."""
+        key = f"github:{repo}"
+        if key not in self._cache:
+            from porttrack.github import client_for
+
+            self._cache[key] = client_for(repo, self.api_url_arg, self.workspace.cache_dir)
+        return self._cache[key]
+
 
 pass_ctx = click.make_pass_decorator(Context)
 
