@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from porttrack import apply as apply_mod  # noqa: E402
 from porttrack import queue as queue_mod  # noqa: E402
-from porttrack.config import load_config  # noqa: E402
+from porttrack.tracks_file import load_config  # noqa: E402
 from porttrack.hunks import parse_diff  # noqa: E402
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from porttrack.workspace import Workspace  # noqa: E402

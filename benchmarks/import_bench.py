@@ -125,7 +125,7 @@ def main() -> int:
         handle = make_workspace(tmp / "ws", {"bench": track([PR])}, fork=built["fork"], token=None)
         record_state(handle.root, built["rev1"], built["rev2"])
 
-        from porttrack.config import load_config
+        from porttrack.tracks_file import load_config
         from porttrack.gitrepo import GitRepo
         from porttrack.queue import HunkRef
         from porttrack.take import import_pr, reason_counts

@@ -1,6 +1,6 @@
 """Validating tracks.yaml: bytes, YAML, types, cross-references, each problem located.
 
-Imported only when a file must be checked (`porttrack.config.load_config` finds no validated copy
+Imported only when a file must be checked (`porttrack.tracks_file.load_config` finds no validated copy
 of it): this is where PyYAML and pydantic are imported, which costs more than the rest of most
 commands. Every problem becomes one line
 

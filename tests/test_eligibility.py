@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.config import load_config, parse_config
+from porttrack.tracks_file import load_config, parse_config
 from porttrack.eligibility import (
     CONDITIONAL,
     ELIGIBLE,

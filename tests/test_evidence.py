@@ -11,7 +11,7 @@ import pytest
 
 from porttrack import evidence, gates, results
 from porttrack import queue as queue_mod
-from porttrack.config import load_config
+from porttrack.tracks_file import load_config
 from porttrack.errors import InputError, NotFound, PreconditionError
 from porttrack.jobs.example import build
 from porttrack.queue import Patch, Revision, patch_file_name

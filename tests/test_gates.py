@@ -21,7 +21,7 @@ import pytest
 
 from porttrack import evidence, gates, results
 from porttrack import queue as queue_mod
-from porttrack.config import load_config
+from porttrack.tracks_file import load_config
 from porttrack.errors import InputError
 from porttrack.hunks import parse_diff
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name

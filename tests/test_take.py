@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from porttrack import queue as queue_mod
-from porttrack.config import load_config
+from porttrack.tracks_file import load_config
 from porttrack.coverage import track_coverage
 from porttrack.errors import InputError, NotFound, PreconditionError, UnsafeInput
 from porttrack.knowledge import gather

@@ -40,7 +40,7 @@ class Context:
     @property
     def config(self):
         if "config" not in self._cache:
-            from porttrack.config import load_config
+            from porttrack.tracks_file import load_config
 
             ws = self.workspace
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
