@@ -600,6 +600,21 @@ class GitHubClient:
     # The weekly status issue. Reads are GETs (retried, bounded); each write is sent once and a
     # failure raises WriteUncertain: the caller looks (`list_issues`) before trying again.
 
+    def rate_limit(self) -> "RateLimit":
+        """The core REST budget left for this client (a token's, or this address's without one),
+        and the token's classic scopes where GitHub states them. `GET /rate_limit` itself is free."""
+        answer = self.get("/rate_limit", conditional=False)
+        data = answer.data if isinstance(answer.data, dict) else {}
+        core = (data.get("resources") or {}).get("core") or data.get("rate") or {}
+        scopes = answer.headers.get("x-oauth-scopes")
+        return RateLimit(
+            authenticated=bool(self._token),
+            limit=_int_or_none(core.get("limit")),
+            remaining=_int_or_none(core.get("remaining")),
+            reset=_int_or_none(core.get("reset")),
+            scopes=None if scopes is None else tuple(s.strip() for s in scopes.split(",") if s.strip()),
+        )
+
     def can_write_issues(self) -> bool | None:
         """Whether the token may create and edit issues in this repository: from the repository's
         `permissions` (triage, push, maintain or admin). None when GitHub does not say: tokens of
@@ -687,6 +702,19 @@ def _retry_at(hdrs: Mapping[str, str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    authenticated: bool
+    limit: int | None
+    remaining: int | None
+    reset: int | None  # epoch seconds
+    scopes: tuple[str, ...] | None  # classic token scopes (X-OAuth-Scopes); None: GitHub did not say
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
     """The client the commands use: token and API base from the environment, ETags cached on disk."""
     import os
@@ -721,6 +749,7 @@ __all__: Sequence[str] = (
     "Issue",
     "IssueComment",
     "PullRequest",
+    "RateLimit",
     "WorkflowRun",
     "WriteUncertain",
     "client_for",

@@ -93,8 +93,19 @@ class HeadChange:
 
 NO_FORK_CHECKOUT = (
     "no fork checkout: set fork.checkout in tracks.yaml, pass --fork or set PORTTRACK_FORK "
-    "(to make one: git clone <your fork's URL> DIR && git -C DIR remote add upstream <upstream's URL>)"
+    "(to make one: `porttrack init --fork-checkout DIR` for an existing clone, or `porttrack init` to clone it; "
+    "by hand: git clone --filter=blob:none <fork URL> DIR && git -C DIR remote add upstream <upstream URL>)"
 )
+
+
+def clone(url: str, dest: Path, *, blobless: bool = True) -> "GitRepo":
+    """Clone `url` into `dest` (a new folder). Blobless (`--filter=blob:none`): every commit and
+    tree, file contents fetched when first needed, so a vLLM-sized fork is quick. The URL is
+    passed after `--`, so a value starting with `-` cannot be read as an option."""
+    dest = Path(dest)
+    args = ["clone", "--quiet", "--no-tags", *(["--filter=blob:none"] if blobless else []), "--", url, str(dest)]
+    GitRepo(dest.parent).run(*args, timeout=network_timeout(), cwd=dest.parent if dest.parent.is_dir() else Path.cwd())
+    return GitRepo.open(dest)
 
 
 def open_fork(path: Path | None) -> "GitRepo":
@@ -116,7 +127,7 @@ class GitRepo:
         bare repository. One `git rev-parse` (GitPython's Repo costs ~0.15 s more per command)."""
         path = Path(path)
         if not path.is_dir():
-            raise ConfigError(f"fork checkout {path}: no such folder (set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK)")
+            raise ConfigError(f"fork checkout {path}: no such folder; {NO_FORK_CHECKOUT}")
         proc = cls(path).run("rev-parse", "--is-bare-repository", "--show-toplevel", check=False)
         lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
         if proc.returncode != 0 or not lines:

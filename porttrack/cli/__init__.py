@@ -113,6 +113,8 @@ from porttrack.cli import gates as _gates  # noqa: E402,F401
 from porttrack.cli import report as _report  # noqa: E402,F401
 from porttrack.cli import apply as _apply  # noqa: E402,F401
 from porttrack.cli import converge as _converge  # noqa: E402,F401
+from porttrack.cli import init as _init  # noqa: E402,F401
+from porttrack.cli import doctor as _doctor  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,55 @@
+"""`porttrack init`: make a workspace and the fork checkout (see `porttrack.init`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from porttrack import init as init_mod
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+
+
+@cli.command("init")
+@click.argument("folder", required=False, default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--upstream", required=True, metavar="OWNER/NAME", help="The upstream repository (e.g. vllm-project/vllm).")
+@click.option("--fork", "fork_repo", required=True, metavar="OWNER/NAME", help="Your fork (e.g. randomvariable/vllm).")
+@click.option("--branch", default="main", show_default=True, help="The fork's branch, and upstream's default branch.")
+@click.option("--fork-checkout", metavar="DIR", help="Use this existing clone of the fork (relative to FOLDER) instead of cloning one.")
+@click.option("--checkout", metavar="DIR", help="Where to clone the fork, relative to FOLDER [default: ../<fork name>].")
+@click.option("--upstream-url", metavar="URL", help="Clone URL of upstream [default: https://github.com/OWNER/NAME.git].")
+@click.option("--fork-url", metavar="URL", help="Clone URL of the fork [default: https://github.com/OWNER/NAME.git].")
+@click.option("--dry-run", is_flag=True, help="Say what would be written and cloned; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (schema porttrack/init/v1).")
+@pass_ctx
+def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, branch: str, fork_checkout: str | None,
+                 checkout: str | None, upstream_url: str | None, fork_url: str | None, dry_run: bool, as_json: bool) -> int:
+    """Create a workspace in FOLDER: a commented tracks.yaml, an empty patch queue, templates/,
+    .gitignore, and the fork checkout (a blobless clone with an `upstream` remote, or --fork-checkout).
+
+    Never overwrites: over an existing workspace it refuses and lists what exists; run again
+    when everything is in place, it changes nothing."""
+    if fork_checkout and checkout:
+        raise click.UsageError("--fork-checkout names an existing clone and --checkout where to clone one: give one")
+    options = init_mod.checked(init_mod.Options(
+        upstream=upstream, fork=fork_repo, branch=branch, checkout=fork_checkout or checkout or "",
+        existing_checkout=bool(fork_checkout), upstream_url=upstream_url or "", fork_url=fork_url or "",
+    ))
+    if not dry_run:
+        folder.mkdir(parents=True, exist_ok=True)
+    plan = init_mod.plan(folder, options)
+    if as_json:
+        emit_json({"schema": "porttrack/init/v1", "dry_run": dry_run, "workspace": str(folder.resolve()),
+                   "steps": [{"what": s.what, "target": s.target, "detail": s.detail} for s in plan.steps]})
+    if plan.nothing_to_do:
+        say(f"{folder}: already a workspace as init makes it; nothing to do")
+        return 0
+    if dry_run:
+        for step in plan.steps:
+            say(f"would {step.what}: {step.target}{' (' + step.detail + ')' if step.detail else ''}")
+        say("dry run: nothing was written")
+        return 0
+    init_mod.run(plan, options, say=None if as_json else say)
+    if not as_json:
+        say(f"next: edit {folder / 'tracks.yaml'} (your tracks), then `porttrack doctor` and `porttrack status`")
+    return 0
