@@ -1,0 +1,27 @@
+"""Stand-in for an older Triton: no knobs; `runtime.jit.JITFunction.cache_hook` is called once per
+compile with the same keyword arguments (see ../../README.md)."""
+
+import types
+
+__version__ = "2.3.0-standin"
+
+
+class JITFunction:
+    cache_hook = None
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.compiled = set()
+
+    def launch(self, key):
+        if key not in self.compiled:
+            self.compiled.add(key)
+            if JITFunction.cache_hook is not None:
+                JITFunction.cache_hook(key=key, repr=key, fn=self, compile={}, is_manual_warmup=False, already_compiled=False)
+
+
+runtime = types.SimpleNamespace(jit=types.SimpleNamespace(JITFunction=JITFunction))
+
+
+def jit(fn):
+    return JITFunction(fn)
