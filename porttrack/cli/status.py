@@ -42,13 +42,9 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
 
 def _knowledge(ctx: Context):
-    """What the queue and convergence records know; empty until those exist in the workspace."""
-    from porttrack.status import Knowledge
+    """What the queue, coverage and convergence records know (`porttrack.knowledge`)."""
+    from porttrack.knowledge import gather
 
-    try:
-        from porttrack.knowledge import gather
-    except ImportError:
-        return Knowledge()
     return gather(ctx.workspace, ctx.config)
 
 
@@ -109,10 +105,8 @@ def eligibility(ctx: Context, as_json: bool) -> int:
 
 
 def _proofs_passed(ctx: Context) -> frozenset[str]:
-    try:
-        from porttrack.evidence import proofs_passed
-    except ImportError:
-        return frozenset()
+    from porttrack.evidence import proofs_passed
+
     return proofs_passed(ctx.workspace, ctx.config)
 
 
