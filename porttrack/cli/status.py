@@ -100,7 +100,7 @@ def eligibility(ctx: Context, as_json: bool) -> int:
     if as_json:
         emit_json(elig.to_json(result))
         return 0
-    click.echo(elig.render_text(result) if hasattr(elig, "render_text") else _render_eligibility(result))
+    click.echo(elig.render_text(result))
     return 0
 
 
@@ -108,10 +108,3 @@ def _proofs_passed(ctx: Context) -> frozenset[str]:
     from porttrack.evidence import proofs_passed
 
     return proofs_passed(ctx.workspace, ctx.config)
-
-
-def _render_eligibility(result) -> str:
-    from porttrack.eligibility import to_json
-
-    data = to_json(result)
-    return str(data)
