@@ -328,15 +328,14 @@ def _from_check(subject, result, log) -> GateSection:
             superseded.append({"id": record.id, "target": record.target, "role": record.role, "recorded_at": record.recorded_at,
                                "superseded_at": sup.recorded_at, "reason": sup.reason, "replaced_by": sup.replaced_by})
     no_evidence = bool(result.cells) and all(c.evidence is None and c.verdict == "missing" for c in result.cells)
-    notes = _cell_notes(result.cells)
-    if result.required is not None:
-        for left in result.required.left_out:
-            notes.append(f"not required: {left.model} ({left.verdict}: {'; '.join(left.reasons)})")
+    left_out = [f"not required: {left.model} ({left.verdict}: {'; '.join(left.reasons)})"
+                for left in (result.required.left_out if result.required is not None else ())]
+    notes = _cell_notes(result.cells) + left_out
     if result.required is None and result.reason:
         notes.append(result.reason)
     if no_evidence:  # a table of "no evidence" rows says less than one sentence
         cells = ()
-        notes = [f"no evidence yet for any of the {len(result.cells)} required cells"] + [n for n in notes if n.startswith("not required")]
+        notes = [f"no evidence yet for any of the {len(result.cells)} required cells"] + left_out
     return GateSection(
         track=subject.track,
         subject=subject.name,
