@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from porttrack.converge import latest_verdicts
 from porttrack.errors import PorttrackError
 from porttrack.status import Knowledge
 from porttrack.workspace import Workspace
@@ -36,10 +37,6 @@ def _live_patches(ws: Workspace):
 
 
 def _converged(ws: Workspace) -> dict[int, str]:
-    try:
-        from porttrack.converge import latest_verdicts
-    except ImportError:
-        return {}
     try:
         found = latest_verdicts(ws)
     except PorttrackError:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from porttrack import evidence, queue as queue_mod, report as rep, state as state_mod
+from porttrack import clock, evidence, queue as queue_mod, report as rep, state as state_mod
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
 from porttrack.workspace import Workspace, write_json
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
@@ -318,15 +318,15 @@ def test_previous_report_comes_from_the_repository_not_a_cache(week, tmp_path):
     # A fresh checkout: copy the workspace without the git-ignored cache; same answer.
     fresh = tmp_path / "fresh"
     shutil.copytree(week.root, fresh, ignore=shutil.ignore_patterns(".porttrack"))
-    since = rep.previous_report(Workspace(fresh), WEEK, rep.parse_moment(NOW))
+    since = rep.previous_report(Workspace(fresh), WEEK, clock.parse_moment(NOW))
     assert (since.at, since.source, since.week) == (PREVIOUS, "record", "2026-W48")
 
 
 def test_since_flag_and_default_window(week):
     ws = Workspace(week.root)
-    assert rep.previous_report(ws, WEEK, rep.parse_moment(NOW), since_arg="2026-11-01").at == "2026-11-01T00:00:00Z"
+    assert rep.previous_report(ws, WEEK, clock.parse_moment(NOW), since_arg="2026-11-01").at == "2026-11-01T00:00:00Z"
     rep.records_path(ws).unlink()
-    since = rep.previous_report(ws, WEEK, rep.parse_moment(NOW))
+    since = rep.previous_report(ws, WEEK, clock.parse_moment(NOW))
     assert (since.at, since.source) == ("2026-11-23T08:00:00Z", "default")
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import replace
+
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.errors import ConfigError, GitHubAuthError
 
 
 @cli.group()
@@ -28,9 +32,9 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     The markdown goes to stdout and to reports/weekly-<week>.md; this run is recorded in
     state/reports.json so the next report counts changes from here.
     """
-    import contextlib
-    from datetime import datetime, timezone
-
+    # Imported here, not at the top: every command module is loaded for `porttrack --help`, and
+    # the report package loads most of porttrack (gates, evidence, converge, the GitHub door).
+    from porttrack import clock
     from porttrack import report as rep
     from porttrack.testhooks import checkpoint
     from porttrack.workspace import lock
@@ -38,8 +42,8 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     if comment_tracking and not post:
         raise click.UsageError("--comment-tracking links the issue --post makes; give both")
     ws, config = ctx.workspace, ctx.config
-    moment = rep.parse_moment(now_arg, "--now") if now_arg else datetime.now(timezone.utc)
-    week = rep.iso_week(moment)
+    moment = clock.parse_moment(now_arg, "--now") if now_arg else clock.now()
+    week = clock.iso_week(moment)
 
     client, issues = None, []
     if post:
@@ -92,7 +96,6 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
 
 
 def _issue_client(ctx: Context, config):
-    from porttrack.errors import GitHubAuthError
     from porttrack.github import client_for, has_token
 
     if not has_token():
@@ -102,10 +105,7 @@ def _issue_client(ctx: Context, config):
 
 
 def _comment(client, config, week: str, outcome, dry_run: bool):
-    from dataclasses import replace
-
     from porttrack import report as rep
-    from porttrack.errors import ConfigError
 
     if config.report.tracking_issue is None:
         raise ConfigError("--comment-tracking: tracks.yaml sets no report.tracking_issue")

@@ -42,13 +42,9 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
 
 def _knowledge(ctx: Context):
-    """What the queue and convergence records know; empty until those exist in the workspace."""
-    from porttrack.status import Knowledge
+    """What the queue, coverage and convergence records know (`porttrack.knowledge`)."""
+    from porttrack.knowledge import gather
 
-    try:
-        from porttrack.knowledge import gather
-    except ImportError:
-        return Knowledge()
     return gather(ctx.workspace, ctx.config)
 
 
@@ -104,20 +100,11 @@ def eligibility(ctx: Context, as_json: bool) -> int:
     if as_json:
         emit_json(elig.to_json(result))
         return 0
-    click.echo(elig.render_text(result) if hasattr(elig, "render_text") else _render_eligibility(result))
+    click.echo(elig.render_text(result))
     return 0
 
 
 def _proofs_passed(ctx: Context) -> frozenset[str]:
-    try:
-        from porttrack.evidence import proofs_passed
-    except ImportError:
-        return frozenset()
+    from porttrack.evidence import proofs_passed
+
     return proofs_passed(ctx.workspace, ctx.config)
-
-
-def _render_eligibility(result) -> str:
-    from porttrack.eligibility import to_json
-
-    data = to_json(result)
-    return str(data)

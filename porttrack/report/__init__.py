@@ -1,0 +1,71 @@
+"""`porttrack report weekly`: the one issue a week the team reads — gathered, neutralised,
+rendered from a template, and posted without ever making a second one.
+
+Four steps, each a plain function the CLI calls in order, each in its own module:
+
+1. **gather** (`report.gather`): everything the issue says, as the plain records of
+   `report.records`; a part porttrack cannot evaluate becomes a line in `problems`.
+2. **render** (`report.render`): the template renders the report's JSON form, so `--json` and the
+   issue carry the same content; every printed value is neutralised unless it is safe markdown.
+3. **fit** (`fit_body`, in `report.render`): a report longer than GitHub allows in an issue is cut
+   at a section boundary, with a pointer to the full file.
+4. **post** (`report.post`): the week's issue, found by a hidden marker, is created if absent and
+   updated only if it changed; `comment_tracking` links it once from the fork's tracking issue.
+
+`report.history` knows the previous report (the window "since the previous report" counts from)
+and records each run in `state/reports.json`; times are read and written by `porttrack.clock`.
+
+Package map: records (the `WeeklyReport` records and its JSON shape) ← history, gather, render,
+post; nothing here imports the CLI. The package exports the functions `gather`, `render` and
+`post` under the names of their modules: import a module's other names from the module itself
+(`from porttrack.report.render import chart_lines`).
+
+Lazy imports: jinja2 is imported inside `render`, and PyGithub only inside `porttrack.github`,
+because they cost more to import than most commands take to run; everything else is imported at
+the top of each module. `porttrack.cli.report` imports this package inside its command, so
+`porttrack --help` and other commands do not load the report's dependencies.
+"""
+
+from __future__ import annotations
+
+from porttrack.report.gather import gather, report_file
+from porttrack.report.history import (
+    RECORD_SCHEMA,
+    load_records,
+    previous_report,
+    record_issue,
+    record_run,
+    records_path,
+    write_outputs,
+)
+from porttrack.report.post import check_permission, comment_tracking, find_week_issue, labelled_issues, post
+from porttrack.report.records import SCHEMA, PostOutcome, Since, WeeklyReport, report_to_json
+from porttrack.report.render import BODY_LIMIT, TEMPLATE_NAME, body_size, fit_body, pointer_to_full, render
+
+__all__ = [
+    "BODY_LIMIT",
+    "RECORD_SCHEMA",
+    "SCHEMA",
+    "TEMPLATE_NAME",
+    "PostOutcome",
+    "Since",
+    "WeeklyReport",
+    "body_size",
+    "check_permission",
+    "comment_tracking",
+    "find_week_issue",
+    "fit_body",
+    "gather",
+    "labelled_issues",
+    "load_records",
+    "pointer_to_full",
+    "post",
+    "previous_report",
+    "record_issue",
+    "record_run",
+    "records_path",
+    "render",
+    "report_file",
+    "report_to_json",
+    "write_outputs",
+]

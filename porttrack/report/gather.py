@@ -1,0 +1,511 @@
+"""Gather: everything the weekly issue says, as plain records (`WeeklyReport`).
+
+Upstream state (a fresh poll, or the recorded state when offline — the report says which), what
+changed since the previous report (from the per-PR event history in `state/upstream.json`, never
+from a machine-local cache), the queue, gate verdicts, eligibility, convergence verdicts, trends
+of each track's key metric, and every problem met on the way. A part porttrack cannot evaluate
+(an unreadable or malformed record) becomes a line in `problems`, never a crash and never a
+silent gap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Mapping
+
+from porttrack import eligibility, evidence, gates
+from porttrack import queue as queue_mod
+from porttrack import state as state_mod
+from porttrack.clock import iso_week, parse_moment, stamp
+from porttrack.config import Config
+from porttrack.converge import latest_verdicts
+from porttrack.errors import InputError, PorttrackError
+from porttrack.evidence import EvidenceLog
+from porttrack.knowledge import gather as gather_knowledge
+from porttrack.report.records import (
+    Change,
+    EligibilityCell,
+    EligibilityRow,
+    GateCell,
+    GateSection,
+    LeftOut,
+    PRSection,
+    Problem,
+    QueueRow,
+    Since,
+    TrackSection,
+    Trend,
+    TrendSeries,
+    WeeklyReport,
+)
+from porttrack.status import Knowledge, StatusReport, refresh
+from porttrack.workspace import Workspace
+
+TREND_WEEKS = 12  # how many past weeks the trend charts show
+
+
+def _after(at: str | None, since: str) -> bool:
+    return bool(at) and at > since  # both are UTC `...Z` stamps: string order is time order
+
+
+@dataclass
+class _Problems:
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, where: str, what: str) -> None:
+        problem = Problem(where, " ".join(str(what).split()))
+        if problem not in self.items:
+            self.items.append(problem)
+
+
+def gather(
+    ws: Workspace,
+    config: "Config",
+    *,
+    now: datetime,
+    since: Since,
+    offline: bool = False,
+    api_url: str | None = None,
+    dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> WeeklyReport:
+    """Everything the weekly issue says, as plain records. Never raises for a part it cannot
+    evaluate: that part becomes a problem line instead."""
+    problems = _Problems()
+    know = _knowledge(ws, config, problems)
+    status_report = _status(ws, config, offline, api_url, dry_run, progress, know, problems)
+    upstream_state = _recorded_state(ws, config, problems)
+    verdicts = _convergence(ws, problems)
+    queue = _queue(ws, problems)
+    log = _evidence(ws, problems)
+    proofs = _proofs(ws, config, problems)
+    week = iso_week(now)
+    now_s = stamp(now)
+    report = WeeklyReport(
+        week=week,
+        title=config.report.title.format(week=week),
+        generated_at=now_s,
+        upstream_repo=config.upstream.repo,
+        fork_repo=config.fork.repo,
+        since=since,
+        upstream={
+            "mode": status_report.mode,
+            "offline_reason": status_report.offline_reason,
+            "observed_at": status_report.observed_at,
+            "source": status_report.source,
+            "requests": status_report.requests,
+        },
+        tracks=_tracks(config, status_report, upstream_state, since.at, now_s, verdicts),
+        queue=_queue_rows(queue, since.at),
+        gates=_gates(config, queue, log, proofs, problems),
+        eligibility=(elig := _eligibility(config, proofs))[0],
+        eligibility_tracks=elig[1],
+        trends=_trends(config, log, now),
+        problems=(),
+        report_file=report_file(ws, config, week),
+    )
+    for track in report.tracks:
+        for pr in track.prs:
+            if pr.state == "unobserved":
+                problems.add(f"#{pr.number}", "never observed: run a live `porttrack status` (needs a token)")
+            for note in pr.notes:
+                if note.startswith("coverage unknown:"):
+                    problems.add(f"#{pr.number}", note)
+    if status_report.mode == "offline":
+        problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'}: {status_report.offline_reason}")
+    return replace(report, problems=tuple(problems.items))
+
+
+def report_file(ws: Workspace, config: "Config", week: str) -> str:
+    return f"{config.report.output_dir.rstrip('/')}/weekly-{week}.md"
+
+
+def _knowledge(ws: Workspace, config: "Config", problems: _Problems):
+    try:
+        return gather_knowledge(ws, config)
+    except PorttrackError as exc:
+        problems.add("coverage", str(exc))
+        return Knowledge()
+
+
+def _status(ws, config, offline, api_url, dry_run, progress, know, problems) -> "StatusReport":
+    report, problem = refresh(ws, config, offline=offline, api_url=api_url, dry_run=dry_run, progress=progress, know=know, use_git=False)
+    if problem is not None:
+        problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
+    return report
+
+
+def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
+    try:
+        return state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    except PorttrackError as exc:
+        problems.add("upstream", str(exc))
+        return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
+
+
+def _convergence(ws: Workspace, problems: _Problems) -> dict[int, str]:
+    try:
+        return latest_verdicts(ws)
+    except PorttrackError as exc:
+        problems.add("convergence", str(exc))
+        return {}
+
+
+def _queue(ws: Workspace, problems: _Problems):
+    try:
+        queue = queue_mod.load(ws)
+    except PorttrackError as exc:
+        problems.add("queue", str(exc))
+        return queue_mod.Queue()
+    if queue.series_stale:
+        problems.add("queue", "patches/series does not match manifest.json; the next queue change rewrites it")
+    return queue
+
+
+def _evidence(ws: Workspace, problems: _Problems):
+    try:
+        log = evidence.load(ws)
+    except PorttrackError as exc:
+        problems.add("evidence", str(exc))
+        return None
+    for bad in log.invalid:
+        problems.add("evidence", f"{bad.path} does not count: {bad.why}")
+    return log
+
+
+def _proofs(ws: Workspace, config: "Config", problems: _Problems) -> frozenset[str]:
+    if not config.proofs:
+        return frozenset()
+    try:
+        return evidence.proofs_passed(ws, config)
+    except PorttrackError as exc:
+        problems.add("proofs", str(exc))
+    return frozenset()
+
+
+# -- upstream, per track ----------------------------------------------------------------------
+
+
+def _tracks(config, status_report, upstream_state, since: str, now: str, verdicts: Mapping[int, str]) -> tuple[TrackSection, ...]:
+    sections = []
+    for track in status_report.tracks:
+        listed = set(config.tracks[track.id].prs)
+        prs = tuple(_pr_section(pr, pr.number in listed, upstream_state, since, now, verdicts, status_report.observed_at) for pr in track.prs)
+        primary = [p for p in prs if p.tracked]
+        fork_commits = next((pr.fork_commits for pr in track.prs if pr.fork_commits), ())
+        sections.append(
+            TrackSection(
+                id=track.id,
+                title=track.title,
+                prs=prs,
+                fork_commits=tuple(fork_commits),
+                changed=any(p.changes for p in primary),
+                next_action=asdict(track.next_action),
+            )
+        )
+    return tuple(sections)
+
+
+def _pr_section(pr, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str], observed_at: str | None) -> PRSection:
+    recorded = upstream_state.prs.get(pr.number)
+    changes: list[Change] = []
+    for event in recorded.events if recorded else ():
+        if _after(event.at, since) and event.at <= now:
+            changes.append(Change(event.at, event.kind, event.detail))
+    # A dry run does not record the poll, so its fresh events are only in the status report.
+    seen = {(c.kind, c.detail) for c in changes}
+    for text in pr.changes:
+        kind, _, detail = text.partition(": ")
+        if (kind, detail) not in seen:
+            changes.append(Change(observed_at, kind, detail))
+    changes.sort(key=lambda c: c.at or "")
+    return PRSection(
+        number=pr.number,
+        title=pr.title,
+        author=pr.author,
+        state=pr.state,
+        url=pr.url,
+        tracked=tracked,
+        merged_at=pr.merged_at,
+        closed_at=pr.closed_at,
+        merge_commit_sha=pr.merge_commit_sha,
+        head_sha=pr.head_sha,
+        base_ref=pr.base_ref,
+        stacked_on=tuple(dict(s) for s in pr.stacked_on),
+        changes=tuple(changes),
+        convergence=verdicts.get(pr.number),
+        notes=tuple(pr.notes),
+        next_action=asdict(pr.next_action),
+    )
+
+
+# -- the queue --------------------------------------------------------------------------------
+
+
+def _queue_rows(queue, since: str) -> tuple[QueueRow, ...]:
+    rows = []
+    for patch in queue.patches:
+        last = patch.history[-1] if patch.history else None
+        changed = any(_after(t.at, since) for t in patch.history)
+        if not patch.live and not changed:
+            continue  # retired before the previous report: history, not news
+        rows.append(
+            QueueRow(
+                name=patch.name,
+                track=patch.track,
+                pr=patch.pr,
+                title=patch.title,
+                state=patch.state,
+                live=patch.live,
+                state_at=last.at if last else None,
+                state_why=last.why if last else None,
+                changed=changed,
+                through=patch.revision.through,
+                hunks_taken=len(patch.hunks_taken),
+                hunks_left_out=tuple(LeftOut(h.path, h.kind, h.reason) for h in patch.hunks_left_out),
+                coverage=_queue_coverage(patch),
+                gate=patch.gate,
+            )
+        )
+    return tuple(rows)
+
+
+def _queue_coverage(patch) -> str:
+    total = len(patch.hunks_taken) + len(patch.hunks_left_out)
+    if total == 0:
+        return "no hunks"
+    return f"{len(patch.hunks_taken)} of {total} hunks ({100 * len(patch.hunks_taken) // total}%)"
+
+
+# -- gates ------------------------------------------------------------------------------------
+
+
+def _gates(config: "Config", queue, log, proofs: frozenset[str], problems: _Problems) -> tuple[GateSection, ...]:
+    patches = [p for p in queue.live() if p.gate is not None and p.state != "ungated"]
+    proof_ids = [pid for pid, proof in config.proofs.items() if proof.gate is not None]
+    if not patches and not proof_ids:
+        return ()
+    if log is None:
+        log = EvidenceLog()
+    sections = []
+    subjects = [gates.patch_subject(config, queue, p) for p in patches] + [gates.proof_subject(config, pid) for pid in proof_ids]
+    for subject in subjects:
+        try:
+            result = gates.check(config, subject, log, proofs)
+        except PorttrackError as exc:
+            problems.add(f"gate {subject.name}", str(exc))
+            sections.append(GateSection(subject.track, subject.name, subject.kind, "cannot-evaluate", None, None, None, (), (), (str(exc),)))
+            continue
+        sections.append(_from_check(subject, result, log))
+        if result.verdict == gates.CANNOT_EVALUATE and result.required is None:
+            problems.add(f"gate {subject.name}", result.reason)
+    return tuple(sections)
+
+
+_WORST = {"fail": 3, "missing": 2, "pass": 1}
+
+
+def _worst(outcomes: Iterable[str]) -> str:
+    found = [o for o in outcomes if o in _WORST]
+    return max(found, key=_WORST.__getitem__) if found else "missing"
+
+
+def _from_check(subject, result, log) -> GateSection:
+    """One row per model x context x batch x target; cold and warm side by side, never merged."""
+    gate = subject.gate
+    key_metric = gate.key_metric if gate is not None else None
+    rows: dict[tuple[str, int, int, str], dict[str, Any]] = {}
+    for cell in result.cells:
+        row = rows.setdefault((cell.model, cell.context, cell.batch, cell.target), {})
+        row[cell.phase] = cell
+    cells = tuple(_gate_row(key, phases, gate, key_metric) for key, phases in rows.items())
+    superseded = []
+    for record in log.for_subject(subject.kind, subject.name):
+        sup = log.superseded_by(record.id)
+        if sup is not None:
+            superseded.append({"id": record.id, "target": record.target, "role": record.role, "recorded_at": record.recorded_at,
+                               "superseded_at": sup.recorded_at, "reason": sup.reason, "replaced_by": sup.replaced_by})
+    no_evidence = bool(result.cells) and all(c.evidence is None and c.verdict == "missing" for c in result.cells)
+    left_out = [f"not required: {left.model} ({left.verdict}: {'; '.join(left.reasons)})"
+                for left in (result.required.left_out if result.required is not None else ())]
+    notes = _cell_notes(result.cells) + left_out
+    if result.required is None and result.reason:
+        notes.append(result.reason)
+    if no_evidence:  # a table of "no evidence" rows says less than one sentence
+        cells = ()
+        notes = [f"no evidence yet for any of the {len(result.cells)} required cells"] + left_out
+    return GateSection(
+        track=subject.track,
+        subject=subject.name,
+        subject_kind=subject.kind,
+        verdict="no-evidence" if no_evidence else result.verdict,
+        reference_backend=gate.reference_backend if gate is not None else None,
+        key_metric=key_metric.name if key_metric is not None else None,
+        key_metric_allowed=_allowed(key_metric),
+        cells=cells,
+        superseded=tuple(superseded),
+        notes=tuple(notes),
+    )
+
+
+def _allowed(metric) -> str | None:
+    if metric is None:
+        return None
+    parts = []
+    if metric.allowed_regression_pct is not None:
+        parts.append(f"{metric.allowed_regression_pct:g}%")
+    if metric.allowed_regression_abs is not None:
+        parts.append(f"{metric.allowed_regression_abs:g} {metric.unit}")
+    return ("at most " + " and ".join(parts) + " worse") if parts else None
+
+
+def _cell_notes(cells) -> list[str]:
+    """Why cells did not pass, one line per distinct reason, naming the cells it applies to."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for cell in cells:
+        if cell.verdict == "pass" or (cell.verdict == "missing" and cell.evidence is None):
+            continue
+        where = f"{cell.model} ctx {cell.context} batch {cell.batch} {cell.target} {cell.phase}"
+        grouped.setdefault((cell.verdict, cell.reason), []).append(where)
+    words = {"fail": "fails", "missing": "incomplete", "baseline-missing": "no baseline",
+             "baseline-other-environment": "baseline from another environment"}
+    return [f"{words.get(verdict, verdict)} — {', '.join(where)}: {reason}" for (verdict, reason), where in grouped.items()]
+
+
+def _gate_row(key, phases: Mapping[str, Any], gate, key_metric) -> GateCell:
+    model, context, batch, target = key
+
+    def phase_verdict(phase: str) -> str:
+        cell = phases.get(phase)
+        if cell is None:
+            return "not-measured"
+        return cell.verdict
+
+    def outcome(check_name: str, required: bool = True) -> str:
+        if not required:
+            return "n/a"
+        found = [k.outcome for cell in phases.values() for k in cell.checks if k.check == check_name]
+        return _worst(found) if found else "missing"
+
+    regression = "—"
+    if key_metric is not None:
+        parts = []
+        for phase in ("cold", "warm"):
+            cell = phases.get(phase)
+            check = next((k for k in cell.checks if k.check == f"metric:{key_metric.name}"), None) if cell else None
+            if check is not None and check.regression_pct is not None:
+                pct = check.regression_pct
+                words = "unchanged" if abs(pct) < 0.05 else f"{abs(pct):.1f}% {'worse' if pct > 0 else 'better'}"
+                parts.append(f"{phase} {words}" + (" ❌" if check.outcome == "fail" else ""))
+            elif cell is not None and cell.verdict in ("baseline-missing", "baseline-other-environment"):
+                parts.append(f"{phase}: {'no baseline' if cell.verdict == 'baseline-missing' else 'baseline from another environment'}")
+        if parts:
+            regression = ", ".join(parts)
+    return GateCell(
+        model=model,
+        context=context,
+        batch=batch,
+        target=target,
+        cold=phase_verdict("cold"),
+        warm=phase_verdict("warm"),
+        reference=outcome("numerics", gate is not None and (gate.reference_backend is not None or gate.tolerance is not None)),
+        regression=regression,
+        graph_replay=outcome("graph-replay", gate is not None and gate.graph_replay == "required"),
+        jit=outcome("no-jit-after-warmup", gate is not None and gate.no_jit_after_warmup == "required"),
+    )
+
+
+# -- eligibility ------------------------------------------------------------------------------
+
+
+def _eligibility(config: "Config", proofs: frozenset[str]):
+    result = eligibility.evaluate(config, proofs)
+    tracks = tuple(t.track for t in result.tracks)
+    rows = []
+    for model in config.models:
+        cells = tuple(EligibilityCell(t.track, c.verdict, tuple(c.reasons), _short_reasons(c.reasons))
+                      for t in result.tracks for c in t.cells if c.model == model)
+        rows.append(EligibilityRow(model, cells))
+    return tuple(rows), tracks
+
+
+_REASON = re.compile(r"^(drafter|attention|quantization) (\S+) not in|^backend \S+ on|^no backend selected|^pending (proof \S+)")
+
+
+def _short_reasons(reasons: Iterable[str]) -> str:
+    """"attention hybrid not in [...]" -> "attention: hybrid"; the full sentence stays in the JSON."""
+    short: list[str] = []
+    for reason in reasons:
+        match = _REASON.match(reason)
+        if match is None:
+            item = reason
+        elif match.group(1):
+            item = f"{match.group(1)}: {match.group(2)}"
+        elif match.group(3):
+            item = match.group(3)
+        else:
+            item = "backend"
+        if item not in short:
+            short.append(item)
+    return "; ".join(short)
+
+
+# -- trends -----------------------------------------------------------------------------------
+
+
+def _trends(config: "Config", log, now: datetime) -> tuple[Trend, ...]:
+    """Each track's key metric, one value per ISO week, target and phase: the newest current
+    candidate record of that week, always at the same matrix cell (the first one measured, in the
+    gate's order), so the weeks compare like with like."""
+    if log is None:
+        return ()
+    recent = {iso_week(now - timedelta(weeks=n)) for n in range(TREND_WEEKS)}
+    trends = []
+    for track_id, track in config.tracks.items():
+        metric = track.gate.key_metric if track.gate is not None else None
+        if metric is None:
+            continue
+        records = [r for r in log.current() if r.track == track_id and r.role == "candidate" and r.subject.kind == "patch"
+                   and _week_of(r.recorded_at) in recent]
+        cell = _trend_cell(track.gate, records, metric.name)
+        if cell is None:
+            continue
+        newest: dict[tuple[str, str], Any] = {}  # (week, target) -> record
+        for record in sorted(records, key=lambda r: r.order):
+            newest[_week_of(record.recorded_at), record.target] = record
+        weeks = tuple(sorted({week for week, _ in newest}))
+        series = []
+        for target in config.gate_targets(track_id):
+            for phase in ("cold", "warm"):
+                values = tuple(_metric(newest[w, target], cell, phase, metric.name) if (w, target) in newest else None for w in weeks)
+                if any(v is not None for v in values):
+                    series.append(TrendSeries(target, phase, values))
+        if series:
+            model, context, batch = cell
+            trends.append(Trend(track_id, metric.name, metric.unit, metric.direction,
+                                f"{model}, context {context}, batch {batch}", weeks, tuple(series)))
+    return tuple(trends)
+
+
+def _trend_cell(gate, records, metric: str) -> tuple[str, int, int] | None:
+    order_models = gate.matrix.models if isinstance(gate.matrix.models, list) else []
+    seen = sorted(
+        {(c["model"], c["context"], c["batch"]) for r in records for c in r.cells if metric in (c.get("metrics") or {})},
+        key=lambda k: (order_models.index(k[0]) if k[0] in order_models else len(order_models), k[0], k[1], k[2]),
+    )
+    return seen[0] if seen else None
+
+
+def _metric(record, cell: tuple[str, int, int], phase: str, metric: str) -> float | None:
+    found = record.cell(cell[0], cell[1], cell[2], phase)
+    value = (found or {}).get("metrics", {}).get(metric)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _week_of(at: str) -> str:
+    try:
+        return iso_week(parse_moment(at))
+    except InputError:
+        return ""

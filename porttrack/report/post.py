@@ -1,0 +1,116 @@
+"""Post: create or update the week's issue, never a second one; link it once from the tracking issue.
+
+The week's issue is found by a hidden marker among issues with the configured labels; created if
+absent, updated only if its body or title changed, left alone if a person closed it. A create
+that fails uncertainly is never retried blindly: porttrack looks for the marker first, and if it
+is not there yet, stops and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from porttrack import markdown as md
+from porttrack.errors import GitHubAuthError, NotFound
+from porttrack.github import GitHubClient, Issue, WriteUncertain
+from porttrack.report.records import PostOutcome
+
+
+def check_permission(client: "GitHubClient") -> str | None:
+    """Fail before any work when the token cannot write issues; a note when GitHub does not say."""
+    try:
+        allowed = client.can_write_issues()
+    except NotFound:
+        raise GitHubAuthError(f"GitHub has no repository {client.repo}, or the token cannot see it") from None
+    if allowed is False:
+        raise GitHubAuthError(
+            f"the token may not create or edit issues in {client.repo} (it needs triage or write access; "
+            "in GitHub Actions grant `permissions: issues: write`)"
+        )
+    if allowed is None:
+        return f"GitHub does not say what this token may do in {client.repo}; a refused write will be reported"
+    return None
+
+
+def labelled_issues(client: "GitHubClient", labels: Sequence[str]) -> list["Issue"]:
+    return client.list_issues(labels, state="all")
+
+
+def find_week_issue(issues: Iterable["Issue"], week: str) -> "Issue | None":
+    """The week's issue by its marker; the oldest when a person copied the marker into another."""
+    found = [i for i in issues if md.find_marker(i.body) == week]
+    return min(found, key=lambda i: i.number) if found else None
+
+
+def post(
+    client: "GitHubClient",
+    *,
+    week: str,
+    title: str,
+    body: str,
+    labels: Sequence[str],
+    issues: Sequence["Issue"] | None = None,
+    dry_run: bool = False,
+) -> PostOutcome:
+    """Create or update the week's issue; never a second one, never reopen a closed one."""
+    existing = find_week_issue(issues if issues is not None else labelled_issues(client, labels), week)
+    if existing is None and not dry_run:
+        # Look again, fresh, right before creating: the listing may be minutes old, and GitHub's
+        # pagination is no snapshot (an issue unlabelled on page 1 while page 2 was read shifts
+        # the week's issue onto the page already read). One more walk keeps a second issue away.
+        existing = find_week_issue(labelled_issues(client, labels), week)
+    if existing is not None:
+        return _update(client, existing, title, body, dry_run)
+    if dry_run:
+        return PostOutcome("would-create", None, None, f"would create the {week} issue in {client.repo} (labels: {', '.join(labels)})")
+    try:
+        created = client.create_issue(title, body, labels)
+    except WriteUncertain as exc:
+        # The POST may have been applied: look before anything else, and never send it again blindly.
+        again = find_week_issue(labelled_issues(client, labels), week)
+        if again is None:
+            raise WriteUncertain(
+                f"creating the {week} issue did not complete ({exc}), and no issue with its marker exists yet; "
+                "nothing was retried, so no duplicate can appear. Run again: porttrack looks for the marker before creating."
+            ) from None
+        outcome = _update(client, again, title, body, dry_run)
+        return PostOutcome(outcome.action if outcome.action != "unchanged" else "created", again.number, again.html_url,
+                           f"the create answered uncertainly, but issue #{again.number} carries the {week} marker: " + outcome.message)
+    return PostOutcome("created", created.number, created.html_url, f"created issue #{created.number} for {week}")
+
+
+def _update(client: "GitHubClient", issue: "Issue", title: str, body: str, dry_run: bool) -> PostOutcome:
+    if issue.state == "closed":
+        return PostOutcome(
+            "closed-by-person", issue.number, issue.html_url,
+            f"issue #{issue.number} for this week was closed by a person; porttrack leaves it closed and did not "
+            "update it (reopen it to let porttrack update it again)",
+        )
+    if issue.body == body and issue.title == title:
+        return PostOutcome("unchanged", issue.number, issue.html_url, f"issue #{issue.number} is already up to date")
+    if dry_run:
+        return PostOutcome("would-update", issue.number, issue.html_url, f"would update issue #{issue.number} (its body changed)")
+    updated = client.update_issue(issue.number, title=title if issue.title != title else None, body=body if issue.body != body else None)
+    return PostOutcome("updated", updated.number, updated.html_url or issue.html_url, f"updated issue #{issue.number}")
+
+
+LINK_MARKER = "porttrack:weekly-link:"
+
+
+def comment_tracking(client: "GitHubClient", tracking_issue: int, week: str, outcome: PostOutcome, *, dry_run: bool = False) -> str:
+    """One comment per week on the fork's tracking issue, linking the week's issue (idempotent)."""
+    if outcome.number is None:
+        return "no weekly issue to link"
+    marker = f"<!-- {LINK_MARKER}{week} -->"
+    if any(c.body.startswith(marker) for c in client.list_issue_comments(tracking_issue)):
+        return f"#{tracking_issue} already links the {week} report"
+    if dry_run:
+        return f"would comment on #{tracking_issue} with a link to #{outcome.number}"
+    body = f"{marker}\nWeekly status for {week}: #{outcome.number}\n"
+    try:
+        client.comment_issue(tracking_issue, body)
+    except WriteUncertain:
+        if any(c.body.startswith(marker) for c in client.list_issue_comments(tracking_issue)):
+            return f"commented on #{tracking_issue} (confirmed after an uncertain answer)"
+        raise
+    return f"commented on #{tracking_issue} with a link to #{outcome.number}"

@@ -1,0 +1,320 @@
+"""Render: the weekly issue's markdown from a template, and fit it into GitHub's limit.
+
+The report's JSON form is the template's context, so `--json` and the issue carry the same
+content. The template is data (`templates/weekly_status.md.j2` in the workspace overrides the
+packaged one); jinja2 runs with StrictUndefined, and every value it prints passes through
+`porttrack.markdown.text` unless it is already safe markdown (`Md`), so an overriding template
+cannot forget to neutralise a PR title.
+
+Fit (`fit_body`): GitHub refuses issue bodies over 65,536 characters; a longer report is cut at a
+section boundary (or a line, closing an open code block), with a pointer to the full file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from typing import Any, Callable, Mapping
+
+from porttrack import markdown as md
+from porttrack.errors import InputError
+from porttrack.report.records import WeeklyReport, report_to_json
+from porttrack.workspace import Workspace
+
+TEMPLATE_NAME = "weekly_status.md.j2"
+BODY_LIMIT = 65536  # GitHub's limit on an issue body, in characters
+
+
+def template_source(ws: Workspace | None) -> tuple[str, str]:
+    """The template text and where it came from: the workspace's templates/ first, else the wheel's."""
+    if ws is not None:
+        own = ws.templates_dir / TEMPLATE_NAME
+        if own.is_file():
+            return own.read_text(encoding="utf-8"), str(own)
+    packaged = resources.files("porttrack").joinpath("templates", TEMPLATE_NAME)
+    return packaged.read_text(encoding="utf-8"), f"porttrack/templates/{TEMPLATE_NAME} (packaged)"
+
+
+def render(report: WeeklyReport, ws: Workspace | None = None) -> str:
+    """The issue body in full (before `fit_body`)."""
+    import jinja2  # lazy: see the package docstring
+
+    source, origin = template_source(ws)
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # markdown, not HTML: `finalize` below is the escaping
+        finalize=_finalize,
+    )
+    env.filters.update(_filters(report))
+    env.globals.update(_globals(report))
+    try:
+        template = env.from_string(source)
+        text = template.render(r=report_to_json(report))
+    except jinja2.TemplateError as exc:
+        raise InputError(f"{origin}:{_template_line(exc)}: {exc}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a template is data a person edits
+        raise InputError(f"{origin}:{_template_line(exc)}: {type(exc).__name__}: {exc}") from None
+    return _tidy(text)
+
+
+def _template_line(exc: BaseException) -> str:
+    """The template line an error happened on: syntax errors carry it, runtime errors (an
+    undefined value) only in the traceback jinja2 rewrites to point into the template."""
+    line = getattr(exc, "lineno", None)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return str(line) if line else "?"
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ … }}` output: safe markdown passes, numbers print, anything else is neutralised."""
+    if isinstance(value, md.Md):
+        return value
+    if value is None:
+        return md.Md("—")
+    if isinstance(value, bool):
+        return md.Md("yes" if value else "no")
+    if isinstance(value, (int, float)):
+        return md.Md(_number(value))
+    return md.text(value)
+
+
+def _number(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value != value:  # NaN never reaches here from evidence; be safe anyway
+        return "—"
+    return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
+
+
+_VERDICT_WORDS = {
+    "pass": "✅ pass",
+    "fail": "❌ fail",
+    "missing": "⚪ no evidence",
+    "no-evidence": "⚪ no evidence",
+    "baseline-missing": "⚠️ no baseline",
+    "baseline-other-environment": "⚠️ baseline from another environment",
+    "cannot-evaluate": "⚠️ cannot evaluate",
+    "superseded": "🚫 superseded",
+    "n/a": "n/a",
+    "not-measured": "—",
+}
+
+_STATE_WORDS = {
+    "open": "🟢 open",
+    "merged": "🟣 merged",
+    "closed": "🔴 closed, not merged",
+    "unobserved": "❔ not observed",
+    "queued": "queued",
+    "ungated": "ungated",
+    "gated-pass": "✅ gated: pass",
+    "gated-fail": "❌ gated: fail",
+    "default-enabled": "🚀 default-enabled",
+    "dropped": "dropped",
+    "converged": "converged",
+    "eligible": "✅",
+    "conditional": "⏳",
+    "ineligible": "—",
+}
+
+_NEXT_WORDS = {
+    "orphaned": "decide: carry, follow a successor, or drop",
+    "convergence-check": "verify convergence",
+    "converged": "drop the carried copy",
+    "queued": "prove the queued patch with its gate",
+    "refresh": "upstream moved: refresh the queued patch",
+    "port-candidate": "import its stable hunks",
+    "wait-for-stack": "wait for the PR it is stacked on",
+    "unknown": "observe upstream",
+}
+
+_EVENT_WORDS = {
+    "observed": "first observed",
+    "appended": "new commits",
+    "force-pushed": "force-pushed",
+    "merged": "merged",
+    "closed": "closed without merging",
+    "reopened": "reopened",
+    "retitled": "retitled",
+    "rebased-onto": "base branch changed",
+}
+
+# Event details porttrack writes itself (SHAs, counts, states); a retitle quotes the PR's new title.
+_OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto"})
+
+
+def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
+    upstream = report.upstream_repo
+
+    def verdict(value: Any) -> md.Md:
+        return md.Md(_VERDICT_WORDS.get(str(value), str(md.text(value))))
+
+    def state(value: Any) -> md.Md:
+        return md.Md(_STATE_WORDS.get(str(value), str(md.text(value))))
+
+    def event(change: Mapping[str, Any]) -> md.Md:
+        words = _EVENT_WORDS.get(change["kind"], str(md.text(change["kind"])))
+        detail = change.get("detail") or ""
+        if detail.strip().lower() == words.lower():
+            detail = ""
+        if change["kind"] in _OWN_DETAIL_KINDS:
+            detail = re.sub(r"\b([0-9a-f]{12})[0-9a-f]{28}\b", r"\1", detail)
+            shown = md.ours(detail, upstream, 160)
+        else:
+            shown = md.text(detail, 120)
+        when = f" ({change['at'][:10]})" if change.get("at") else ""
+        return md.Md(f"**{words}**{when}" + (f": {shown}" if shown else ""))
+
+    return {
+        "t": lambda v, limit=200: md.text(v, limit),
+        "code": lambda v, limit=120: md.code(v, limit),
+        "ours": lambda v, limit=400: md.ours(v, upstream, limit),
+        "ours_plain": lambda v, limit=400: md.ours(v, None, limit),
+        "sha": lambda v: md.code((v or "")[:12]) if v else md.Md("—"),
+        "date": lambda v: md.Md(str(v)[:10]) if v and re.match(r"^\d{4}-\d{2}-\d{2}", str(v)) else md.Md("—"),
+        "verdict": verdict,
+        "state": state,
+        "event": event,
+        "next_short": lambda action: md.Md(_NEXT_WORDS.get(str(action.get("kind")), str(md.text(action.get("text"), 80)))),
+        "event_kind": lambda kind: md.Md(_EVENT_WORDS.get(str(kind), str(md.text(kind)))),
+        "join_md": lambda items, sep=", ": md.join(items, sep),
+        "num": lambda v: md.Md(_number(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else md.Md("—"),
+    }
+
+
+def _globals(report: WeeklyReport) -> dict[str, Any]:
+    upstream, fork = report.upstream_repo, report.fork_repo
+
+    def upstream_pr(number: int) -> md.Md:
+        return md.pr_link(upstream, int(number))
+
+    def marker() -> md.Md:
+        return md.marker(report.week)
+
+    def chart(trend: Mapping[str, Any]) -> md.Md:
+        return md.Md(_mermaid(trend))
+
+    def legend(trend: Mapping[str, Any]) -> md.Md:
+        return md.join([md.Md(f"{name}: {md.text(series['target'])} {series['phase']}") for series, _, name in chart_lines(trend)], " · ")
+
+    return {
+        "upstream_pr": upstream_pr,
+        "fork_issue": lambda n: md.link(md.issue_url(fork, int(n)), md.Md(f"#{int(n)}")),
+        "marker": marker,
+        "chart": chart,
+        "legend": legend,
+        "plural": lambda n, one, many=None: one if n == 1 else (many or one + "s"),
+    }
+
+
+_PALETTE = {("sm_121a", "cold"): ("#0969da", "dark blue"), ("sm_121a", "warm"): ("#54aeff", "light blue"),
+            ("gfx1151", "cold"): ("#bc4c00", "dark orange"), ("gfx1151", "warm"): ("#fb8f44", "light orange")}
+_SPARE = [("#1a7f37", "dark green"), ("#4ac26b", "light green"), ("#8250df", "dark purple"), ("#c297ff", "light purple")]
+
+
+def chart_lines(trend: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], str, str]]:
+    """The series a chart can draw (a value every week), each with its colour and colour name."""
+    spare = iter(_SPARE * 4)
+    drawn = []
+    for series in trend["series"]:
+        if len(trend["weeks"]) < 2 or any(v is None for v in series["values"]):
+            continue
+        colour, name = _PALETTE.get((series["target"], series["phase"])) or next(spare)
+        drawn.append((series, colour, name))
+    return drawn
+
+
+def _mermaid(trend: Mapping[str, Any]) -> str:
+    """A GitHub-rendered line chart (mermaid xychart) of each series' change, in percent, since the
+    first week shown: the two machines measure on very different scales, and a 2% move must be
+    visible. The absolute values are in the table under the chart.
+
+    Only numbers, ISO weeks and porttrack's own identifiers, filtered to a safe alphabet, go into
+    the block: nothing untrusted reaches it."""
+    drawn = chart_lines(trend)
+    if not drawn:
+        return ""
+    lines = []
+    for series, _, _ in drawn:
+        first = float(series["values"][0])
+        lines.append([round((float(v) / first - 1.0) * 100.0, 2) if first else 0.0 for v in series["values"]])
+    values = [v for line in lines for v in line] + [0.0]
+    low, high = min(values), max(values)
+    pad = max((high - low) * 0.15, 0.5)
+    metric = re.sub(r"[^A-Za-z0-9_.-]", "", str(trend["metric"]))[:64]
+    weeks = [w for w in trend["weeks"] if re.fullmatch(r"\d{4}-W\d{2}", w)]
+    out = [
+        "```mermaid",
+        '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + ", ".join(c for _, c, _ in drawn) + '"}}}}%%',
+        "xychart-beta",
+        f'    title "{metric}, % change since {weeks[0]}"',
+        "    x-axis [" + ", ".join(f'"{w[2:]}"' for w in weeks) + "]",
+        f'    y-axis "% vs {weeks[0]}" {low - pad:.1f} --> {high + pad:.1f}',
+    ]
+    out += ["    line [" + ", ".join(f"{v:g}" for v in line) + "]" for line in lines]
+    out.append("```")
+    return "\n".join(out)
+
+
+def _tidy(text: str) -> str:
+    """At most one blank line in a row and exactly one newline at the end (templates are easier to
+    write with generous spacing)."""
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def body_size(body: str) -> int:
+    """Characters as GitHub may count them: the larger of code points and UTF-16 units."""
+    return max(len(body), len(body.encode("utf-16-le")) // 2)
+
+
+def fit_body(body: str, limit: int, pointer: str) -> tuple[str, bool]:
+    """`body` if it fits; otherwise its longest prefix that ends at a section boundary (or, when
+    one section alone is too long, at a line, closing an open code block), then `pointer`."""
+    if body_size(body) <= limit:
+        return body, False
+    notice = f"\n---\n\n**This report was cut to fit GitHub's limit on an issue's length.** {pointer}\n"
+    budget = limit - body_size(notice) - 16
+    lines = body.splitlines(keepends=True)
+    kept: list[str] = []
+    size = 0
+    fence = False
+    boundary = 0  # lines kept up to the last "## " heading seen outside a code block
+    for line in lines:
+        if not fence and line.startswith("## "):
+            boundary = len(kept)
+        if size + body_size(line) > budget:
+            break
+        kept.append(line)
+        size += body_size(line)
+        if line.lstrip().startswith("```"):
+            fence = not fence
+    if boundary > 0 and boundary >= len(kept) // 2:
+        kept = kept[:boundary]  # prefer cutting between sections when that keeps most of the text
+    text = "".join(kept).rstrip("\n") + "\n"
+    if _fence_open(text):
+        text += "```\n"
+    return text + notice, True
+
+
+def _fence_open(text: str) -> bool:
+    return sum(1 for line in text.splitlines() if line.lstrip().startswith("```")) % 2 == 1
+
+
+def pointer_to_full(report: WeeklyReport) -> str:
+    where = f"The full report is `{report.report_file}` in the workspace"
+    server, repo, run = (os.environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if server == "https://github.com" and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and run.isdigit():
+        url = f"https://github.com/{repo}/actions/runs/{run}"
+        where += f", and in the artifact of {md.link(url, md.Md('the workflow run'))}"
+    return where + "; `porttrack report weekly --json` gives the same content as data."
