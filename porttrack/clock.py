@@ -22,7 +22,7 @@ def stamp(moment: datetime) -> str:
 
 
 def utcnow() -> str:
-    """The current time as a stamp (the same text as `porttrack.state.utcnow`)."""
+    """The current time as a stamp."""
     return stamp(now())
 
 

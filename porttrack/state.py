@@ -20,18 +20,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from porttrack.clock import utcnow  # noqa: F401  (re-exported for its importers until they import clock)
 from porttrack.errors import InputError
 from porttrack.workspace import write_json
 
 SCHEMA = "porttrack/upstream-state/v1"
-
-
-def utcnow() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
