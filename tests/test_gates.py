@@ -661,6 +661,18 @@ def test_workflow_without_results_artifact_cannot_be_evaluated(tmp_path, monkeyp
     assert gw.evidence_files() == []
 
 
+def test_workflow_without_a_token_is_an_auth_error_and_dispatches_nothing(tmp_path, monkeypatch, fake):
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    gw = GateWorld(tmp_path, gate_kw={"workflow": {"file": "porttrack-gate.yml", "ref": "main"}}, fake=fake)
+    fake.add_repo("randomvariable/vllm")
+    add_gate_workflow(fake)
+    planned = gw.cli("gate", "run", "0001-pr101", "--dry-run", GITHUB_TOKEN=None)
+    assert planned.returncode == 0 and "would run: sm_121a: dispatch porttrack-gate.yml@main" in planned.stderr
+    out = gw.cli("gate", "run", "0001-pr101", GITHUB_TOKEN=None)
+    assert out.returncode == 3 and "dispatching a gate workflow needs a GitHub token" in out.stderr
+    assert fake.dispatches == [] and gw.evidence_files() == []
+
+
 def test_workflow_poll_is_bounded_and_a_late_run_can_be_collected(tmp_path, monkeypatch, fake):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     gw = GateWorld(tmp_path, gate_kw={"workflow": {"file": "porttrack-gate.yml", "ref": "main"}}, fake=fake)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
