@@ -19,14 +19,17 @@ porttrack keeps its own refs under `refs/porttrack/` in the fork checkout:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from porttrack.errors import ConfigError, GitError
 
@@ -231,6 +234,22 @@ class GitRepo:
         parent.mkdir(parents=True, exist_ok=True)
         sweep_dead_scratch(parent)
         return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+
+    @contextlib.contextmanager
+    def temporary_worktree(self, sha: str, path: Path | None = None) -> Iterator["GitRepo"]:
+        """A detached work tree of `sha` at `path` (default: a fresh temporary folder), removed on
+        leaving, whatever happened; the checkout itself is never touched. The registration of one
+        whose folder a killed run left behind (and a sweep removed) is pruned on the next leave."""
+        made = path is None
+        where = Path(tempfile.mkdtemp(prefix="porttrack-worktree-")) / "tree" if made else Path(path)
+        try:
+            self.run("worktree", "add", "--detach", "--quiet", str(where), sha)
+            yield GitRepo(where)
+        finally:
+            self.run("worktree", "remove", "--force", str(where), check=False)
+            self.run("worktree", "prune", check=False)
+            if made:
+                shutil.rmtree(where.parent, ignore_errors=True)
 
     # -- movement -----------------------------------------------------------------------------
     def fetch(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None) -> None:

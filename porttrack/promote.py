@@ -71,7 +71,7 @@ def promote(ws: Workspace, config: "Config", name: str, *, dry_run: bool = False
         if blocked:
             raise PreconditionError(f"promotion refused: {patch.name} depends on {', '.join(blocked)}, not default-enabled; promote "
                                     f"{'it' if len(blocked) == 1 else 'them'} first")
-        result = gates.check(config, subject, evidence.load(ws), evidence.proofs_passed(ws, config))
+        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config))
         if result.verdict != gates.PASS:
             raise PromotionRefused(_refusal(result), result)
         ids = result.evidence_ids
@@ -98,7 +98,7 @@ def demote(ws: Workspace, config: "Config", name: str, reason: str, *, dry_run: 
             raise PreconditionError(f"{', '.join(needing)} (default-enabled) depend{'s' if len(needing) == 1 else ''} on {patch.name}; demote "
                                     f"{'it' if len(needing) == 1 else 'them'} first")
         subject = gates.patch_subject(config, queue, patch)
-        result = gates.check(config, subject, evidence.load(ws), evidence.proofs_passed(ws, config)) if subject.gate else None
+        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config)) if subject.gate else None
         after = _state_for(result) or "queued"
         updated = patch.transition(after, f"demoted: {reason}", evidence=result.evidence_ids if result else (), at=at)
         if not dry_run:
@@ -116,7 +116,7 @@ def sync_state(ws: Workspace, config: "Config", name: str, *, at: str | None = N
         subject = gates.patch_subject(config, queue, patch)
         if subject.gate is None or patch.state not in PROMOTABLE_FROM | {"default-enabled"}:
             return None
-        result = gates.check(config, subject, evidence.load(ws), evidence.proofs_passed(ws, config))
+        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config))
         if patch.state == "default-enabled":
             if result.verdict != gates.PASS and warn is not None:
                 warn(f"{patch.name} is default-enabled but its gate now says {result.verdict}: {result.reason}; "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import evidence, gates, results
+from porttrack import evidence, gaterun, gates, results
 from porttrack import queue as queue_mod
 from porttrack.tracks_file import load_config
 from porttrack.errors import InputError, NotFound, PreconditionError
@@ -53,12 +53,12 @@ class Box:
         self.config = load_config(self.ws.tracks_file)
         self.subject = gates.patch_subject(self.config, queue_mod.load(self.ws), self.patch)
 
-    def built(self, role: str = "candidate") -> gates.BuiltRef:
+    def built(self, role: str = "candidate") -> gaterun.BuiltRef:
         patch_set = ((self.patch.name, self.patch.sha256),) if role == "candidate" else ()
-        return gates.BuiltRef(SHA_REF, SHA_BASE, SHA_BASE, patch_set, "test")
+        return gaterun.BuiltRef(SHA_REF, SHA_BASE, SHA_BASE, patch_set, "test")
 
     def document(self, role: str = "candidate", target: str = "sm_121a", subject=None, **scenario) -> dict:
-        env = gates.job_environment(subject or self.subject, role, target, self.built(role), "unused")
+        env = gaterun.job_environment(subject or self.subject, role, target, self.built(role), "unused")
         base = {"cells": {"models": ["GLM-5.2"], "contexts": [1024], "batches": [1]}, "reference_backend": "TRITON_MLA",
                 "metrics": {"candidate": {"ttft_ms": 100.0}}, "numerics": {"max_abs_err": 0.0, "max_rel_err": 0.0},
                 "graph_replays": 3}
@@ -66,7 +66,7 @@ class Box:
 
     def ingest(self, role: str = "candidate", target: str = "sm_121a", doc: dict | None = None, now: str | None = None):
         doc = doc or self.document(role, target)
-        return gates.ingest(self.ws, self.config, self.subject, role, target, self.built(role),
+        return gaterun.ingest(self.ws, self.config, self.subject, role, target, self.built(role),
                             json.dumps(doc).encode(), "test", {"kind": "command"}, now=now)
 
     def files(self) -> list[Path]:
@@ -136,7 +136,7 @@ def test_malformed_results_name_the_problem(box, mutate, message):
 
 
 def test_the_helper_refuses_to_write_what_porttrack_would_refuse(box, tmp_path):
-    env = gates.job_environment(box.subject, "candidate", "sm_121a", box.built(), str(tmp_path / "r.json"))
+    env = gaterun.job_environment(box.subject, "candidate", "sm_121a", box.built(), str(tmp_path / "r.json"))
     writer = results.Results.from_env(env)
     writer.environment(gpu="NVIDIA GB10", arch="sm_121a", driver="580", cuda="13.0", rocm=None, torch="2.9", triton="3.5")
     writer.add_cell(model="GLM-5.2", context=1024, batch=1, phase="cold", metrics={"ttft_ms": float("nan")},
@@ -259,18 +259,18 @@ def test_evidence_list_json(box):
 
 
 def test_proofs_passed(box):
-    assert evidence.proofs_passed(box.ws, box.config) == frozenset()
+    assert gates.proofs_passed(box.ws, box.config) == frozenset()
     proof = gates.proof_subject(box.config, "mla-low-rank-accepted")
-    built = gates.BuiltRef(SHA_REF, SHA_BASE, SHA_BASE, ((box.patch.name, box.patch.sha256),), "test")
+    built = gaterun.BuiltRef(SHA_REF, SHA_BASE, SHA_BASE, ((box.patch.name, box.patch.sha256),), "test")
     for target in ("sm_121a", "gfx1151"):
-        env = gates.job_environment(proof, "candidate", target, built, "unused")
+        env = gaterun.job_environment(proof, "candidate", target, built, "unused")
         doc = build({"cells": {"models": ["Mistral-Small-4"], "contexts": [1024], "batches": [1]},
                      "reference_backend": "TRITON_MLA", "numerics": {"max_abs_err": 0.0, "max_rel_err": 0.0}}, env).document
-        gates.ingest(box.ws, box.config, proof, "candidate", target, built, json.dumps(doc).encode(), "proof", {})
-        passed = evidence.proofs_passed(box.ws, box.config)
+        gaterun.ingest(box.ws, box.config, proof, "candidate", target, built, json.dumps(doc).encode(), "proof", {})
+        passed = gates.proofs_passed(box.ws, box.config)
         assert passed == (frozenset({"mla-low-rank-accepted"}) if target == "gfx1151" else frozenset())
     # with the proof passed, the mla gate needs Mistral-Small-4 too
-    req = gates.required(box.config, box.subject, evidence.proofs_passed(box.ws, box.config))
+    req = gates.required(box.config, box.subject, gates.proofs_passed(box.ws, box.config))
     assert req.models == ("GLM-5.2", "Mistral-Small-4")
 
 

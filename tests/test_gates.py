@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
-from porttrack import evidence, gates, results
+from porttrack import evidence, gaterun, gates, results
 from porttrack import queue as queue_mod
 from porttrack.tracks_file import load_config
 from porttrack.errors import InputError
+from porttrack.gitrepo import GitRepo
 from porttrack.hunks import parse_diff
+from porttrack.jobs.example import build
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace, dump_json
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
@@ -463,12 +465,12 @@ def test_evidence_from_another_track_is_refused(gw):
     document = {"schema": results.SCHEMA, "track": "mtp", "subject": "0001-pr101", "role": "candidate",
                 "target": record["target"], "commits": record["commits"], "environment": record["environment"],
                 "cells": record["cells"]}
-    built = gates.BuiltRef(record["commits"]["ref_under_test"], record["commits"]["upstream_base"],
+    built = gaterun.BuiltRef(record["commits"]["ref_under_test"], record["commits"]["upstream_base"],
                            record["environment"]["fork_commit"],
                            tuple((p["name"], p["sha256"]) for p in record["environment"]["patch_set"]), "test")
     before = gw.evidence_files()
     with pytest.raises(InputError, match="evidence never crosses tracks"):
-        gates.ingest(gw.ws, config, mla, "candidate", record["target"], built, json.dumps(document).encode(), "offered", {})
+        gaterun.ingest(gw.ws, config, mla, "candidate", record["target"], built, json.dumps(document).encode(), "offered", {})
     assert gw.evidence_files() == before
     # 2. a record of the mtp track relabelled for the mla patch (a well-formed record) never counts
     for path in before:
@@ -535,18 +537,16 @@ def test_results_for_another_ref_or_arch_are_refused(gw):
     config = gw.config()
     queue = queue_mod.load(gw.ws)
     subject = gates.patch_subject(config, queue, queue.get("0001-pr101"))
-    built = gates.build_ref(gw.ws, config, queue, subject, "candidate")
-    env = gates.job_environment(subject, "candidate", "gfx1151", built, "unused")
-    from porttrack.jobs.example import build
-
+    built = gaterun.build_ref(gw.ws, config, queue, subject, "candidate", repo=GitRepo.open(config.fork_checkout()))
+    env = gaterun.job_environment(subject, "candidate", "gfx1151", built, "unused")
     scenario = json.loads((gw.ws.root / "scenario.json").read_text())
     document = build(scenario, env).document
     wrong_ref = {**document, "commits": {**document["commits"], "ref_under_test": "f" * 40}}
     with pytest.raises(InputError, match="ref_under_test is 'f{40}'"):
-        gates.ingest(gw.ws, config, subject, "candidate", "gfx1151", built, json.dumps(wrong_ref).encode(), "r", {})
+        gaterun.ingest(gw.ws, config, subject, "candidate", "gfx1151", built, json.dumps(wrong_ref).encode(), "r", {})
     wrong_arch = {**document, "environment": {**document["environment"], "arch": "sm_121a"}}
     with pytest.raises(InputError, match="measured on arch sm_121a, not gfx1151"):
-        gates.ingest(gw.ws, config, subject, "candidate", "gfx1151", built, json.dumps(wrong_arch).encode(), "r", {})
+        gaterun.ingest(gw.ws, config, subject, "candidate", "gfx1151", built, json.dumps(wrong_arch).encode(), "r", {})
     assert gw.evidence_files() == []
 
 
@@ -613,8 +613,6 @@ def add_gate_workflow(fake) -> None:
 
 
 def test_workflow_dispatch_path_against_the_emulator(tmp_path, monkeypatch, fake):
-    from porttrack.jobs.example import build
-
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     monkeypatch.setenv("PORTTRACK_ACTOR", "tester")
     workflow = {"file": "porttrack-gate.yml", "ref": "main", "artifact": "porttrack-results"}
@@ -663,9 +661,19 @@ def test_workflow_without_results_artifact_cannot_be_evaluated(tmp_path, monkeyp
     assert gw.evidence_files() == []
 
 
-def test_workflow_poll_is_bounded_and_a_late_run_can_be_collected(tmp_path, monkeypatch, fake):
-    from porttrack.jobs.example import build
+def test_workflow_without_a_token_is_an_auth_error_and_dispatches_nothing(tmp_path, monkeypatch, fake):
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    gw = GateWorld(tmp_path, gate_kw={"workflow": {"file": "porttrack-gate.yml", "ref": "main"}}, fake=fake)
+    fake.add_repo("randomvariable/vllm")
+    add_gate_workflow(fake)
+    planned = gw.cli("gate", "run", "0001-pr101", "--dry-run", GITHUB_TOKEN=None)
+    assert planned.returncode == 0 and "would run: sm_121a: dispatch porttrack-gate.yml@main" in planned.stderr
+    out = gw.cli("gate", "run", "0001-pr101", GITHUB_TOKEN=None)
+    assert out.returncode == 3 and "dispatching a gate workflow needs a GitHub token" in out.stderr
+    assert fake.dispatches == [] and gw.evidence_files() == []
 
+
+def test_workflow_poll_is_bounded_and_a_late_run_can_be_collected(tmp_path, monkeypatch, fake):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     gw = GateWorld(tmp_path, gate_kw={"workflow": {"file": "porttrack-gate.yml", "ref": "main"}}, fake=fake)
     fake.add_repo("randomvariable/vllm")
@@ -707,15 +715,13 @@ def test_gate_check_json_is_golden(tmp_path, monkeypatch):
     config = load_config(ws.tracks_file)
     subject = gates.patch_subject(config, queue_mod.load(ws), patch)
     patch_set = ((patch.name, patch.sha256),)
-    from porttrack.jobs.example import build
-
     def record(role, target, scenario, at):
-        built = gates.BuiltRef("c" * 40, "d" * 40, "d" * 40, patch_set if role == "candidate" else (), "golden")
-        env = gates.job_environment(subject, role, target, built, "unused")
+        built = gaterun.BuiltRef("c" * 40, "d" * 40, "d" * 40, patch_set if role == "candidate" else (), "golden")
+        env = gaterun.job_environment(subject, role, target, built, "unused")
         doc = build({"cells": {"models": ["GLM-5.2"], "contexts": [1024, 8192], "batches": [1]}, "reference_backend": "TRITON_MLA",
                      "metrics": GOOD, "numerics": {"max_abs_err": 0.002, "max_rel_err": 0.01}, "graph_replays": 12, **scenario}, env)
         text = doc.to_json().encode()
-        return gates.ingest(ws, config, subject, role, target, built, text, "golden", {"kind": "command", "exit_code": 0}, now=at)
+        return gaterun.ingest(ws, config, subject, role, target, built, text, "golden", {"kind": "command", "exit_code": 0}, now=at)
 
     record("candidate", "sm_121a", {"overrides": [
         {"when": {"context": 8192, "phase": "warm"}, "set": {"metrics.ttft_ms": 112.5, "graph_replays": 0}},

@@ -5,6 +5,10 @@ from __future__ import annotations
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.errors import NotFound
+
+# The core modules are imported inside each command, not here: every command module is loaded for
+# `porttrack --help`, and these (with apply, hunks, the evidence log) would add ~0.1 s to it.
 
 
 def _subject(ctx: Context, patch: str | None, proof: str | None):
@@ -40,14 +44,16 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
-    from porttrack import evidence, gates, promote
+    from porttrack import evidence, gaterun, gates
+    from porttrack import promote as promote_mod
 
     queue, subject = _subject(ctx, patch, proof)
     ids = _run_ids(run_ids, targets)
-    outcome = gates.run(
-        ctx.workspace, ctx.config, queue, subject, role="baseline" if baseline else "candidate",
-        targets=list(targets) or (list(ids) if ids else None), dry_run=dry_run, api_url=ctx.api_url_arg,
-        poll_interval_s=poll_interval, wait_s=wait_s, run_ids=ids, progress=None if as_json else say, force=force,
+    outcome = gaterun.run(
+        ctx.workspace, ctx.config, queue, subject, repo=ctx.fork, client=_gate_client(ctx, subject, dry_run),
+        role="baseline" if baseline else "candidate", targets=list(targets) or (list(ids) if ids else None),
+        dry_run=dry_run, poll_interval_s=poll_interval, wait_s=wait_s, run_ids=ids,
+        progress=None if as_json else say, force=force,
     )
     if dry_run:
         for line in outcome.plan:
@@ -57,16 +63,27 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan), "records": [], "check": None})
         return 0
     if subject.kind == "patch":
-        change = promote.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
+        change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
         if change is not None:
             say(change.message)
-    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), evidence.proofs_passed(ctx.workspace, ctx.config))
+    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
         emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": outcome.ref.sha, "plan": list(outcome.plan),
                    "records": [r.id for r in outcome.records], "check": gates.to_json(result)})
     else:
         click.echo(gates.render(result))
     return result.exit_code
+
+
+def _gate_client(ctx: Context, subject, dry_run: bool):
+    """The fork's GitHub client when the gate dispatches a workflow and a token exists; else None
+    (a workflow job then says it needs a token; a command job needs no client)."""
+    from porttrack.github import has_token
+
+    gate = subject.gate
+    if dry_run or gate is None or gate.job.workflow is None or not has_token():
+        return None
+    return ctx.github(ctx.config.fork.repo)
 
 
 def _refreshed(ctx: Context, subject):
@@ -104,7 +121,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
     from porttrack import evidence, gates
 
     _queue, subject = _subject(ctx, patch, proof)
-    result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), evidence.proofs_passed(ctx.workspace, ctx.config))
+    result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
         emit_json(gates.to_json(result))
     else:
@@ -122,11 +139,11 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
 def promote(ctx: Context, patch, as_json, dry_run) -> int:
     """Make a patch default-enabled — refused unless the latest non-superseded evidence satisfies
     its gate for every required cell on every required target."""
-    from porttrack import promote as core
+    from porttrack import promote as promote_mod
 
     try:
-        decision = core.promote(ctx.workspace, ctx.config, patch, dry_run=dry_run)
-    except core.PromotionRefused as exc:
+        decision = promote_mod.promote(ctx.workspace, ctx.config, patch, dry_run=dry_run)
+    except promote_mod.PromotionRefused as exc:
         if as_json:
             emit_json(_decision_json(None, exc.result))
         raise
@@ -143,9 +160,9 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
 @pass_ctx
 def demote(ctx: Context, patch, reason, dry_run) -> int:
     """Take a patch out of the default build (it stays in staging); its state follows the evidence."""
-    from porttrack import promote as core
+    from porttrack import promote as promote_mod
 
-    decision = core.demote(ctx.workspace, ctx.config, patch, reason, dry_run=dry_run)
+    decision = promote_mod.demote(ctx.workspace, ctx.config, patch, reason, dry_run=dry_run)
     say(decision.message)
     return 0
 
@@ -202,7 +219,6 @@ def evidence_list(ctx: Context, subject, as_json, current) -> int:
 
 def _subject_name(ctx: Context, subject: str) -> str:
     from porttrack import queue as queue_mod
-    from porttrack.errors import NotFound
 
     if subject in ctx.config.proofs:
         return subject
