@@ -1,23 +1,15 @@
 """Untrusted text in a GitHub issue: every rule of porttrack.markdown, checked in the source and,
-where rendering matters, through a real GFM renderer (cmark-gfm)."""
+where rendering matters, through GitHub's own GFM renderer
+(cmark-gfm, through its Python binding: testing/gfm.py)."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
 import pytest
 
 from porttrack import markdown as md
-
-
-def cmark(source: str, *extra: str) -> str:
-    exe = shutil.which("cmark-gfm")
-    if exe is None:
-        pytest.fail("cmark-gfm is not installed (apt-get install cmark-gfm; .ci/run installs it)")
-    args = [exe, "--extension", "table", "--extension", "autolink", "--extension", "strikethrough", *extra]
-    return subprocess.run(args, input=source, capture_output=True, text=True, check=True).stdout
+from testing.gfm import cmark
 
 
 def visible(html: str) -> str:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from porttrack import clock, evidence, queue as queue_mod, report as rep, state 
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
 from porttrack.workspace import Workspace, write_json
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
+from testing.gfm import cmark
 from testing import workspace as test_workspace
 from testing.workspace import make_workspace, track
 
@@ -363,14 +363,6 @@ def test_a_template_naming_an_unknown_value_fails_clearly(week):
 
 HOSTILE = ("@octocat please look <script>alert(1)</script> | broken | ![x](https://evil.example/x.png) "
            "[click](https://evil.example) www.evil.example #123 \u202eevil\u202c")
-
-
-def cmark(markdown: str, *extra: str) -> str:
-    exe = shutil.which("cmark-gfm")
-    if exe is None:
-        pytest.fail("cmark-gfm is not installed (apt-get install cmark-gfm; .ci/run installs it)")
-    args = [exe, "--extension", "table", "--extension", "autolink", "--extension", "strikethrough", *extra]
-    return subprocess.run(args, input=markdown, capture_output=True, text=True, check=True).stdout
 
 
 def test_rendered_issue_is_valid_gfm_and_untrusted_text_is_neutralised(tmp_path):

@@ -39,6 +39,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+# per item: the phases (setup, call, teardown) it failed in, and whether it was skipped; the item
+# is counted once, after its teardown, so a failure in any phase reaches the figures
+FAILED_IN = pytest.StashKey[list]()
+SKIPPED = pytest.StashKey[bool]()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
@@ -46,14 +52,28 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     category = H.category(item)
     if category is None:
         return
-    sub_cases = item.funcargs.get("cases") if hasattr(item, "funcargs") else None
-    if report.when == "setup" and report.failed:
-        H.record(category, False, item.nodeid)
-    elif report.when == "call":
-        if isinstance(sub_cases, H.Cases) and sub_cases.count:
-            return  # the sub-cases were counted one by one
-        if not report.skipped:
-            H.record(category, report.passed, item.nodeid)
+    failed_in = item.stash.setdefault(FAILED_IN, [])
+    expected_failure = report.skipped and hasattr(report, "wasxfail")  # a failure here, as for regressions
+    if report.failed or expected_failure:
+        failed_in.append(report.when)
+    elif report.skipped:
+        item.stash[SKIPPED] = True
+    if report.when == "teardown":
+        count(item, category, failed_in)
+
+
+def count(item: pytest.Item, category: str, failed_in: list[str]) -> None:
+    """One item's share of the figures. A test pytest reports failed is counted failed at least
+    once: a failure outside its sub-cases (before the first, after the last, in a fixture's
+    teardown such as the secrets check, or a `pytest.fail`, which is no `Exception` and so escapes
+    `Cases.case`) once printed `hostile-metadata 1 1 0` for a failed test."""
+    sub_cases = (getattr(item, "funcargs", None) or {}).get("cases")
+    if isinstance(sub_cases, H.Cases) and sub_cases.count:
+        if failed_in and not sub_cases.failures:
+            H.record(category, False, f"{item.nodeid} (failed outside its cases, in {'/'.join(failed_in)})")
+        return  # otherwise the sub-cases were counted one by one
+    if failed_in or not item.stash.get(SKIPPED, False):
+        H.record(category, not failed_in, item.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

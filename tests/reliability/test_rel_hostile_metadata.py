@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 
 import rel_harness as H
 from rel_harness import SUBSETS, Rig, check_consistent, half, outside
+from testing.gfm import cmark
 
 pytestmark = pytest.mark.reliability("hostile-metadata")
 
@@ -45,14 +44,6 @@ CASES = {
     "body-with-stack-spam": {"title": "stacked", "body": "depends on #101 " * 5000},
 }
 FAST = ("html", "table-breaker", "direction-overrides", "megabyte-body")
-
-
-def cmark(markdown: str, *extra: str) -> str:
-    exe = shutil.which("cmark-gfm")
-    if exe is None:
-        pytest.fail("cmark-gfm is not installed (apt-get install cmark-gfm; .ci/run installs it)")
-    args = [exe, "--extension", "table", "--extension", "autolink", "--extension", "strikethrough", *extra]
-    return subprocess.run(args, input=markdown, capture_output=True, text=True, check=True).stdout
 
 
 def _check_terminal(text: str) -> None:
