@@ -29,7 +29,6 @@ Record shape (schema `porttrack/evidence/v1`, keys sorted on disk):
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -397,17 +396,6 @@ def _who() -> str:
 
 def results_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-# -- what other modules ask ----------------------------------------------------------------------
-
-def __getattr__(name: str) -> Any:
-    """TEMPORARY, for report.py and cli/status.py until they import `gates.proofs_passed`: judging
-    proofs is the judge's business (`porttrack.gates`), and evidence must not import the judge
-    (that was the evidence <-> gates import circle). Resolved by name, at call time only."""
-    if name == "proofs_passed":
-        return importlib.import_module("porttrack.gates").proofs_passed
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def record_to_json(record: Record, log: EvidenceLog) -> dict[str, Any]:

@@ -105,6 +105,6 @@ def eligibility(ctx: Context, as_json: bool) -> int:
 
 
 def _proofs_passed(ctx: Context) -> frozenset[str]:
-    from porttrack.evidence import proofs_passed
+    from porttrack.gates import proofs_passed
 
     return proofs_passed(ctx.workspace, ctx.config)

@@ -179,7 +179,7 @@ def _proofs(ws: Workspace, config: "Config", problems: _Problems) -> frozenset[s
     if not config.proofs:
         return frozenset()
     try:
-        return evidence.proofs_passed(ws, config)
+        return gates.proofs_passed(ws, config)
     except PorttrackError as exc:
         problems.add("proofs", str(exc))
     return frozenset()
