@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from porttrack.errors import GitError
+from porttrack.errors import GitError, without_userinfo
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, utcnow
 
@@ -138,13 +138,14 @@ def _classify_heads(
     }
     result: dict[int, HeadChange] = {}
     if repo is not None:
+        shown = without_userinfo(remote)  # a remote may be given as a URL, credentials and all
         try:
             unfetched = _fetch_heads(repo, remote, fetched, progress, notes)
             result = {n: repo.classify_head_change(old, new) for n, (old, new) in moved.items() if n not in unfetched}
         except GitError as exc:
-            notes.append(f"git fetch from {remote} failed ({exc}); classified head changes with GitHub's compare instead")
+            notes.append(f"git fetch from {shown} failed ({exc}); classified head changes with GitHub's compare instead")
         else:
-            notes.extend(_unfetched_note(n, fetched[n].head_sha, remote, why, n in moved) for n, why in sorted(unfetched.items()))
+            notes.extend(_unfetched_note(n, fetched[n].head_sha, shown, why, n in moved) for n, why in sorted(unfetched.items()))
     # Without a checkout, or when the old head is not local (state recorded on another machine):
     # ask GitHub whether the new head is ahead of the old one or diverged from it.
     for number, (old, new) in moved.items():
@@ -178,7 +179,7 @@ def _fetch_heads(repo: GitRepo, remote: str, fetched: dict[int, "PullRequest"], 
         branches = [f"+refs/heads/{b}:{upstream_ref(b)}" for b in sorted({pr.default_branch for pr in fetched.values() if pr.default_branch})]
         left_out = repo.fetch_available(remote, [*heads, *branches], progress)
         why = {heads[spec]: line for spec, line in left_out.items() if spec in heads}
-        notes.extend(f"{spec.lstrip('+').split(':')[0]} could not be fetched from {remote} ({line})" for spec, line in left_out.items() if spec not in heads)
+        notes.extend(f"{spec.lstrip('+').split(':')[0]} could not be fetched from {without_userinfo(remote)} ({line})" for spec, line in left_out.items() if spec not in heads)
         local |= repo.commits_present(fetched[n].head_sha for n in absent)
     for number in absent:
         if number not in why and fetched[number].head_sha not in local:

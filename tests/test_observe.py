@@ -57,11 +57,11 @@ def _fetches(trace: Path) -> int:
     return sum("built-in: git fetch " in line for line in trace.read_text().splitlines()) if trace.exists() else 0
 
 
-def _poll_traced(monkeypatch, tmp_path, name, state, client, repo):
+def _poll_traced(monkeypatch, tmp_path, name, state, client, repo, progress=None):
     trace = tmp_path / f"{name}.trace"
     monkeypatch.setenv("GIT_TRACE", str(trace))
     try:
-        return poll(state, PRS, client, repo), _fetches(trace)
+        return poll(state, PRS, client, repo, progress=progress), _fetches(trace)
     finally:
         monkeypatch.delenv("GIT_TRACE")
 
@@ -79,8 +79,9 @@ def test_every_head_present_upstream_costs_one_fetch(world, tmp_path, monkeypatc
     assert all(repo.rev_parse(pull_ref(n)) == world.head(n) for n in PRS)
 
 
-@pytest.mark.parametrize("gone", [(103,), (101, 104)], ids=["one-missing", "two-missing"])
-def test_missing_pull_head_fails_that_pr_only(world, tmp_path, monkeypatch, gone):
+@pytest.mark.parametrize("gone, progress", [((103,), False), ((101, 104), False), ((102,), True)],
+                         ids=["one-missing", "two-missing", "one-missing-with-progress"])
+def test_missing_pull_head_fails_that_pr_only(world, tmp_path, monkeypatch, gone, progress):
     client, repo = _world_with_prs(world)
     first, _ = _poll_traced(monkeypatch, tmp_path, "first", UpstreamState(world.upstream_repo, None, "test"), client, repo)
     old = {n: world.head(n) for n in PRS}
@@ -93,8 +94,10 @@ def test_missing_pull_head_fails_that_pr_only(world, tmp_path, monkeypatch, gone
         git(world.upstream.path, "update-ref", "-d", f"refs/pull/{n}/head")
     world.fake.clear_log()
 
-    result, fetches = _poll_traced(monkeypatch, tmp_path, "second", first.state, client, repo)
+    lines: list[str] = []
+    result, fetches = _poll_traced(monkeypatch, tmp_path, "second", first.state, client, repo, lines.append if progress else None)
 
+    assert bool(lines) == progress, "with a progress callback, git's lines are streamed to it"
     assert fetches == len(gone) + 1, "git names one missing ref per failure; the rest is fetched again at once"
     kinds = {n: (c.head_change.kind, c.head_change.method) for n, c in result.changes.items()}
     expected = {101: "appended", 102: "force-pushed", 103: "appended", 104: "force-pushed"}
@@ -148,3 +151,13 @@ def test_git_error_from_a_real_git_names_neither_userinfo_nor_only_the_advice(tm
     message = str(failed.value)
     assert "fatal: 'upstream' does not appear to be a git repository" in message
     assert "\n" not in message
+
+
+def test_remote_given_as_a_url_with_a_password_is_never_quoted(world, tmp_path, monkeypatch):
+    client, repo = _world_with_prs(world)
+    monkeypatch.setenv("PORTTRACK_GIT_TIMEOUT", "20")
+    url = "http://porttrack:s3cret@127.0.0.1:9/vllm-project/vllm.git"  # nothing listens on port 9
+    result = poll(UpstreamState(world.upstream_repo, None, "test"), PRS, client, repo, remote=url)
+    (note,) = result.notes
+    assert note.startswith("git fetch from http://***@127.0.0.1:9/vllm-project/vllm.git failed"), note
+    assert "s3cret" not in note
