@@ -3,9 +3,10 @@
 A poll is all-or-nothing: the new state is computed in memory and returned; the caller writes it
 once, atomically, only when every PR was observed. A failure anywhere leaves the recorded state as
 it was.
-A PR head that cannot be fetched is not "anywhere": the fetch leaves that PR out, says so in a
-note naming it, classifies its head change with GitHub's compare, and the poll still succeeds
-(exit 0, as for any note). Only a failure of the whole remote sends every PR to the compare.
+A PR head git cannot fetch (its refs/pull/N/head gone upstream) is not such a failure: that PR is
+left out of the fetch, a note names it, its head change is classified with GitHub's compare, and
+the poll succeeds (exit 0: a note never changes the exit code). A fetch failure of the whole remote
+is one note, and every moved head goes to the compare.
 
 Request budget (measured in benchmarks/status_poll.py): one GET per PR, all sent concurrently; with
 stored ETags an unchanged PR is answered 304. Extra requests happen only when something needs them:
