@@ -6,6 +6,7 @@ message and an exit code. The table below is the one the README publishes: keep 
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 
@@ -63,8 +64,31 @@ class InputError(PorttrackError):
     exit_code = ExitCode.USAGE
 
 
+# git's own statement of a failure. The last stderr line is often advice that follows it
+# ("Please make sure you have the correct access rights / and the repository exists.").
+_GIT_CAUSE = re.compile(r"^(?:fatal|error): ")
+# scheme://user:password@host : a remote URL may carry a credential, and git repeats URLs
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)[^/\s@]{1,2000}@")
+_CAUSE_LINES = 3
+_CAUSE_CHARS = 300
+
+
+def git_cause(stderr: str) -> str:
+    """What to say about a git failure: git's fatal:/error: lines (at most 3, each cut to 300
+    characters), or its last line when it wrote none; userinfo removed from any URL."""
+    lines = [line.strip() for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
+    causes = list(dict.fromkeys(line for line in lines if _GIT_CAUSE.match(line)))[:_CAUSE_LINES] or lines[-1:]
+    cut = [line if len(line) <= _CAUSE_CHARS else line[: _CAUSE_CHARS - 1] + "…" for line in causes]
+    return without_userinfo("; ".join(cut)) or "(no stderr)"
+
+
+def without_userinfo(text: str) -> str:
+    return _URL_USERINFO.sub(r"\1***@", text)
+
+
 class GitError(PorttrackError):
-    """A git command failed. Carries the command, its exit status and stderr."""
+    """A git command failed. Carries the command, its exit status and stderr (whole, for callers
+    that look at it); the message keeps the lines that state the cause, one line, bounded."""
 
     exit_code = ExitCode.USAGE
 
@@ -72,8 +96,8 @@ class GitError(PorttrackError):
         self.args_ = list(args)
         self.returncode = returncode
         self.stderr = stderr
-        first = stderr.strip().splitlines()[-1] if stderr.strip() else "(no stderr)"
-        super().__init__(f"git {' '.join(args[:3])}{' …' if len(args) > 3 else ''} exited {returncode}: {first}")
+        command = without_userinfo(f"git {' '.join(args[:3])}{' …' if len(args) > 3 else ''}")
+        super().__init__(f"{command} exited {returncode}: {git_cause(stderr)}")
 
 
 class GitHubAuthError(PorttrackError):

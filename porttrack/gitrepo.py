@@ -73,6 +73,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+_CAUSE_LINE = re.compile(r"^(?:fatal|error): ")
+_MISSING_REF = re.compile(r"^fatal: couldn't find remote ref (\S+)$", re.MULTILINE)
+
+
+def _missing_source(stderr: str, refspecs: list[str]) -> tuple[str, str] | None:
+    """(refspec, git's line) when git failed because the remote lacks that refspec's source ref."""
+    match = _MISSING_REF.search(stderr.replace("\r", ""))
+    if match is None:
+        return None
+    for spec in refspecs:
+        if spec.lstrip("+").split(":", 1)[0] == match.group(1):
+            return spec, match.group(0)
+    return None
+
+
 def pull_ref(number: int) -> str:
     return f"{REF_NS}/pull/{number}/head"
 
@@ -186,6 +201,16 @@ class GitRepo:
     def has_commit(self, sha: str) -> bool:
         return bool(_SHA.match(sha or "")) and self.rev_parse(sha) is not None
 
+    def commits_present(self, shas: Iterable[str]) -> set[str]:
+        """The SHAs among `shas` that name a commit here: one `git cat-file` for all of them (a
+        poll asks about every PR head twice; one `rev-parse` each cost 2N processes)."""
+        asked = sorted({sha for sha in shas if _SHA.match(sha or "")})
+        if not asked:
+            return set()
+        lines = "".join(f"{sha}^{{commit}}\n" for sha in asked).encode()
+        out = self.run("cat-file", "--batch-check=%(objecttype)", input=lines).stdout.decode().splitlines()
+        return {sha for sha, kind in zip(asked, out) if kind == "commit"}
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         proc = self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
         if proc.returncode in (0, 1):
@@ -278,6 +303,7 @@ class GitRepo:
         watchdog.daemon = True
         watchdog.start()
         tail: list[str] = []
+        causes: list[str] = []  # git's fatal:/error: lines, kept apart: progress lines follow them
         assert proc.stderr is not None
         buf = b""
         try:
@@ -287,7 +313,9 @@ class GitRepo:
                 for line in lines:
                     text = line.decode("utf-8", "replace").strip()
                     if text:
-                        tail.append(text)
+                        tail = [*tail[-4:], text]
+                        if _CAUSE_LINE.match(text) and len(causes) < 5:
+                            causes.append(text)
                         progress(text)
             rc = proc.wait()
         except BaseException:
@@ -299,10 +327,37 @@ class GitRepo:
         if timed_out.is_set():
             raise GitError(args, -1, f"timed out after {timeout:g}s")
         if rc != 0:
-            raise GitError(args, rc, "\n".join(tail[-5:]))
+            raise GitError(args, rc, "\n".join([*causes, *(line for line in tail if line not in causes)]))
+
+    def fetch_available(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None) -> dict[str, str]:
+        """Fetch `refspecs` like `fetch`, except that a source ref the remote does not have leaves
+        out that refspec only. Returns {refspec: git's line} for those left out.
+
+        One process when every source ref exists. git stops at the first missing ref and names
+        it ("fatal: couldn't find remote ref refs/pull/7/head"), so k missing refs cost k + 1
+        fetches. Any other failure (remote unreachable, timed out, refused) is the whole remote's
+        and raises GitError: retrying ref by ref would only repeat it, one timeout per ref."""
+        pending = list(dict.fromkeys(refspecs))
+        left_out: dict[str, str] = {}
+        while pending:
+            try:
+                self.fetch(remote, pending, progress)
+                break
+            except GitError as exc:
+                gone = _missing_source(exc.stderr, pending)
+                if gone is None:
+                    raise
+                left_out[gone[0]] = gone[1]
+                pending.remove(gone[0])
+        return left_out
 
     def update_ref(self, ref: str, sha: str) -> None:
         self.run("update-ref", ref, sha)
+
+    def update_refs(self, refs: dict[str, str]) -> None:
+        """Set every ref in `refs` to its SHA in one `git update-ref --stdin` (one transaction)."""
+        if refs:
+            self.run("update-ref", "--stdin", input="".join(f"update {ref} {sha}\n" for ref, sha in refs.items()).encode())
 
     def classify_head_change(self, old: str, new: str) -> HeadChange:
         """Appended (old head is an ancestor of the new) or force-pushed (history rewritten)."""

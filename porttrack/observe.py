@@ -3,6 +3,10 @@
 A poll is all-or-nothing: the new state is computed in memory and returned; the caller writes it
 once, atomically, only when every PR was observed. A failure anywhere leaves the recorded state as
 it was.
+A PR head git cannot fetch (its refs/pull/N/head gone upstream) is not such a failure: that PR is
+left out of the fetch, a note names it, its head change is classified with GitHub's compare, and
+the poll succeeds (exit 0: a note never changes the exit code). A fetch failure of the whole remote
+is one note, and every moved head goes to the compare.
 
 Request budget (measured in benchmarks/status_poll.py): one GET per PR, all sent concurrently; with
 stored ETags an unchanged PR is answered 304. Extra requests happen only when something needs them:
@@ -16,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from porttrack.errors import GitError
+from porttrack.errors import GitError, without_userinfo
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, utcnow
 
@@ -51,8 +55,9 @@ class PRChange:
 
     number: int
     events: tuple[Event, ...]
-    head_change: HeadChange | None
+    head_change: HeadChange | None  # None: the head did not move, or this is the first observation
     unchanged: bool  # answered 304 and nothing derived changed
+    first_seen: bool = False  # not in the recorded state before this poll: nothing to compare with
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ def poll(
         new = _fold(old, pr, stacks[number], head_changes.get(number), now)
         prs[number] = new
         fresh_events = new.events[len(old.events) if old else 0 :]
-        changes[number] = PRChange(number, fresh_events, head_changes.get(number), cached and not fresh_events)
+        changes[number] = PRChange(number, fresh_events, head_changes.get(number), cached and not fresh_events, old is None)
     new_state = UpstreamState(
         upstream=client.repo, observed_at=now, source=f"live poll of {client.api_url}", prs=prs
     )
@@ -134,11 +139,14 @@ def _classify_heads(
     }
     result: dict[int, HeadChange] = {}
     if repo is not None:
+        shown = without_userinfo(remote)  # a remote may be given as a URL, credentials and all
         try:
-            _fetch_heads(repo, remote, fetched, progress)
-            result = {n: repo.classify_head_change(old, new) for n, (old, new) in moved.items()}
+            unfetched = _fetch_heads(repo, remote, fetched, progress, notes)
+            result = {n: repo.classify_head_change(old, new) for n, (old, new) in moved.items() if n not in unfetched}
         except GitError as exc:
-            notes.append(f"git fetch from {remote} failed ({exc}); classified head changes with GitHub's compare instead")
+            notes.append(f"git fetch from {shown} failed ({exc}); classified head changes with GitHub's compare instead")
+        else:
+            notes.extend(_unfetched_note(n, fetched[n].head_sha, shown, why, n in moved) for n, why in sorted(unfetched.items()))
     # Without a checkout, or when the old head is not local (state recorded on another machine):
     # ask GitHub whether the new head is ahead of the old one or diverged from it.
     for number, (old, new) in moved.items():
@@ -156,18 +164,37 @@ def _classify_heads(
     return result
 
 
-def _fetch_heads(repo: GitRepo, remote: str, fetched: dict[int, "PullRequest"], progress) -> None:
-    """One fetch for every PR head we do not have yet, plus upstream's default branch."""
-    refspecs = [f"+refs/pull/{n}/head:{pull_ref(n)}" for n, pr in sorted(fetched.items()) if not repo.has_commit(pr.head_sha)]
-    defaults = sorted({pr.default_branch for pr in fetched.values() if pr.default_branch})
-    merged_missing = [pr for pr in fetched.values() if pr.merge_commit_sha and not repo.has_commit(pr.merge_commit_sha)]
-    if refspecs or merged_missing:
-        refspecs += [f"+refs/heads/{b}:{upstream_ref(b)}" for b in defaults]
-        repo.fetch(remote, refspecs, progress)
-    for number, pr in fetched.items():
-        if repo.has_commit(pr.head_sha):
-            repo.update_ref(pull_ref(number), pr.head_sha)
-            repo.update_ref(seen_ref(number, pr.head_sha), pr.head_sha)
+def _fetch_heads(repo: GitRepo, remote: str, fetched: dict[int, "PullRequest"], progress, notes: list[str]) -> dict[int, str]:
+    """Fetch every PR head we do not have yet, plus upstream's default branch, and record them
+    under refs/porttrack/. Returns, per PR whose head is still not local, why.
+
+    One `git fetch` when every head is there. A PR whose refs/pull/N/head is gone upstream (or
+    points at another commit than GitHub reported) fails that PR only: `fetch_available` leaves
+    its refspec out and fetches the rest. A failure of the whole remote raises GitError."""
+    local = repo.commits_present(pr.head_sha for pr in fetched.values())
+    absent = sorted(n for n, pr in fetched.items() if pr.head_sha not in local)
+    heads = {f"+refs/pull/{n}/head:{pull_ref(n)}": n for n in absent}
+    merged = [pr.merge_commit_sha for pr in fetched.values() if pr.merge_commit_sha]
+    why: dict[int, str] = {}
+    if heads or set(merged) - repo.commits_present(merged):
+        branches = [f"+refs/heads/{b}:{upstream_ref(b)}" for b in sorted({pr.default_branch for pr in fetched.values() if pr.default_branch})]
+        left_out = repo.fetch_available(remote, [*heads, *branches], progress)
+        why = {heads[spec]: line for spec, line in left_out.items() if spec in heads}
+        notes.extend(f"{spec.lstrip('+').split(':')[0]} could not be fetched from {without_userinfo(remote)} ({line})" for spec, line in left_out.items() if spec not in heads)
+        local |= repo.commits_present(fetched[n].head_sha for n in absent)
+    for number in absent:
+        if number not in why and fetched[number].head_sha not in local:
+            why[number] = f"its refs/pull/{number}/head is not at that commit; pushed again since GitHub answered?"
+    repo.update_refs({
+        ref: pr.head_sha for number, pr in sorted(fetched.items()) if pr.head_sha in local
+        for ref in (pull_ref(number), seen_ref(number, pr.head_sha))
+    })
+    return why
+
+
+def _unfetched_note(number: int, head: str, remote: str, why: str, moved: bool) -> str:
+    then = "its head change was classified with GitHub's compare instead" if moved else "it is not in the fork checkout"
+    return f"#{number}: head {head[:12]} could not be fetched from {remote} ({why}); {then}"
 
 
 def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, ...], head: HeadChange | None, now: str) -> RecordedPR:

@@ -41,7 +41,7 @@ class PRStatus:
     closed_at: str | None
     merge_commit_sha: str | None
     head_sha: str | None
-    head_change: str | None  # appended | force-pushed | unchanged | None (first observation / offline)
+    head_change: str | None  # appended | force-pushed | unchanged | None: first observation (live; "first seen") or offline
     head_change_commits: int | None
     base_ref: str | None
     stacked_on: tuple[dict[str, Any], ...]
@@ -176,7 +176,7 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
         closed_at=pr.closed_at,
         merge_commit_sha=pr.merge_commit_sha,
         head_sha=pr.head_sha,
-        head_change=(head.kind if head else ("unchanged" if change else None)),
+        head_change=_head_change(change),
         head_change_commits=(head.commits if head else None),
         base_ref=pr.base_ref,
         stacked_on=stacked,
@@ -187,6 +187,13 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
         notes=extra,
         next_action=next_action(pr, state.prs, fork_commits, know),
     )
+
+
+def _head_change(change: PRChange | None) -> str | None:
+    """None when there is nothing to compare with: offline, or a PR this poll saw first."""
+    if change is None or change.first_seen:
+        return None
+    return change.head_change.kind if change.head_change else "unchanged"
 
 
 def report_to_json(report: StatusReport) -> dict[str, Any]:

@@ -330,3 +330,42 @@ def test_usage_error_never_quotes_a_token(tmp_path):
     H.SEEN.clear()  # judged here, so the guard does not fail the expected failure twice
     assert out.returncode == 2 and "not a pull request number" in out.stderr
     assert DEFAULT_TOKEN not in out.stderr, out.stderr
+
+
+# -- issue 11: fetching PR heads, the first observation, git's cause -----------------------------
+
+def test_one_missing_pull_head_no_longer_leaves_every_pr_unfetched(tmp_path, world):
+    rig = Rig(tmp_path, world)
+    world.append(101, {"a.py": H.edit(H.A, {10: "a_10 = 'again'"})})
+    world.append(102, {"b.py": H.edit(H.B, {30: "b_30 = 'again'"})})
+    H.git(world.upstream.path, "update-ref", "-d", "refs/pull/102/head")  # #102's head is gone upstream
+    out = rig.ok("status", "--json")
+    report = json.loads(out.stdout)
+    assert H.git(rig.fork, "rev-parse", "refs/porttrack/pull/101/head") == world.head(101)  # was: no head fetched
+    assert [n for n in report["notes"] if n.startswith("#102: ")] == report["notes"] and len(report["notes"]) == 1
+    assert {p["number"]: p["head_change"] for t in report["tracks"] for p in t["prs"]}[101] == "appended"
+
+
+def test_first_observation_is_not_reported_as_unchanged(tmp_path, world):
+    rig = Rig(tmp_path, world, status=False)
+    report = json.loads(rig.ok("status", "--json").stdout)
+    assert {p["head_change"] for t in report["tracks"] for p in t["prs"]} == {None}  # was "unchanged"
+
+
+def test_git_error_keeps_the_fatal_line_not_only_the_last_line_of_advice(tmp_path):
+    from porttrack.gitrepo import GitRepo
+
+    H.git(tmp_path, "init", "-q")
+    with pytest.raises(errors.GitError) as failed:
+        GitRepo(tmp_path).fetch("upstream", ["+refs/heads/main:refs/porttrack/upstream/main"])
+    # was: "… exited 128: and the repository exists."
+    assert "fatal: 'upstream' does not appear to be a git repository" in str(failed.value)
+
+
+def test_git_error_never_prints_the_userinfo_of_a_remote_url(tmp_path):
+    from porttrack.gitrepo import GitRepo
+
+    H.git(tmp_path, "init", "-q")
+    with pytest.raises(errors.GitError) as failed:
+        GitRepo(tmp_path).run("ls-remote", "http://porttrack:s3cret-password@127.0.0.1:9/o/r.git")
+    assert "s3cret-password" not in str(failed.value), str(failed.value)  # was: the command line, URL and all

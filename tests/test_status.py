@@ -241,3 +241,68 @@ def test_queued_pr_that_moved_upstream_asks_for_a_refresh():
     assert "aaaaaaaaaaaa" in moved.text and "bbbbbbbbbbbb" in moved.text
     steady = next_action(pr, {7: pr}, (), Knowledge(queued={7: "gated-pass"}, queued_heads={7: "b" * 40}))
     assert steady.kind == "queued"
+
+
+# -- issue 11: one missing PR head; the first observation; git's cause line -----------------------
+
+def _git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "subprocess"])
+def test_one_missing_pr_head_leaves_the_others_fetched_and_classified(tmp_path, world, in_process):
+    _open_four(world)
+    ws = _workspace(tmp_path, world)
+    assert ws.run_in_process("status").returncode == 0
+    world.append(101, {"a.py": "a = 2\n"})
+    world.force_push(102, {"b.py": "b = 'rewritten'\n"})
+    gone_head = world.append(103, {"c.py": "c = 2\n"})
+    _git(world.upstream.path, "update-ref", "-d", "refs/pull/103/head")  # the head is gone upstream
+    world.fake.clear_log()
+
+    result, report = _status_json(ws, in_process=in_process)
+
+    assert result.returncode == 0, "a head that cannot be fetched is a note, not a failed poll: " + result.stderr
+    prs = _prs(report)
+    assert (prs[101]["head_change"], prs[101]["head_change_commits"]) == ("appended", 1)
+    assert prs[102]["head_change"] == "force-pushed"
+    assert prs[103]["head_change"] == "appended", "the missing head is still classified, by GitHub's compare"
+    assert prs[104]["head_change"] == "unchanged"
+    for n in (101, 102):
+        assert _git(world.fork, "rev-parse", f"refs/porttrack/pull/{n}/head") == world.head(n), "fetched into the fork"
+    assert len(world.fake.requests(path_re="/compare/")) == 1, "only #103 needed GitHub's compare"
+    (note,) = report["notes"]
+    assert note.startswith(f"#103: head {gone_head[:12]} could not be fetched from upstream"), note
+    assert "couldn't find remote ref refs/pull/103/head" in note
+    recorded = json.loads((ws.root / "state" / "upstream.json").read_text())["prs"]
+    assert [h["change"] for h in recorded["103"]["heads"]] == ["initial", "appended"]
+
+
+def test_first_observation_has_no_head_change_and_says_first_seen(tmp_path, world):
+    _open_four(world)
+    ws = _workspace(tmp_path, world)
+    dry = ws.run_in_process("status", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("(first seen)") == 4, dry.stdout
+    first, report = _status_json(ws)
+    assert first.returncode == 0, first.stderr
+    assert {n: p["head_change"] for n, p in _prs(report).items()} == {101: None, 102: None, 103: None, 104: None}
+    assert {n: p["head_change_commits"] for n, p in _prs(report).items()} == {101: None, 102: None, 103: None, 104: None}
+    second, report = _status_json(ws)
+    assert {p["head_change"] for p in _prs(report).values()} == {"unchanged"}
+    text = ws.run_in_process("status")
+    assert "(first seen)" not in text.stdout and text.stdout.count("(unchanged)") == 4, text.stdout
+    offline = ws.run_in_process("status", "--offline")
+    assert "(first seen)" not in offline.stdout, "offline, nothing was seen: null is not 'first seen' there"
+
+
+def test_wrong_upstream_remote_note_names_gits_cause(tmp_path, world):
+    _open_four(world)
+    ws = _workspace(tmp_path, world)
+    _git(world.fork, "remote", "rename", "upstream", "not-upstream")
+    result = ws.run_in_process("status")
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note: git fetch from upstream failed")]
+    assert len(notes) == 1, result.stdout
+    assert "fatal: 'upstream' does not appear to be a git repository" in notes[0]
+    assert "the repository exists" not in notes[0]

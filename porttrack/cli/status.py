@@ -71,6 +71,8 @@ def render(report) -> str:
                 head += f" ({pr.head_change}{count})"
             elif pr.head_change == "unchanged":
                 head += " (unchanged)"
+            elif pr.head_change is None and report.mode == "live" and pr.state != "unobserved":
+                head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
             base = f"base {pr.base_ref}" if pr.base_ref else ""
             lines.append(f"  #{pr.number:<6} {state:<36} {head:<34} {base}".rstrip())
             if pr.title:
