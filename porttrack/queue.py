@@ -26,7 +26,8 @@ went in, the base commit and the patches below, and the stored diff's own hunks.
 always lists upstream's hunk ids (the mail's `Porttrack-Hunks` trailer too): refresh, coverage
 and convergence compare those with upstream, never the regenerated ones. An entry without
 `regenerated` (every manifest written before it existed) stores upstream's diff. Once the base
-moves on, a patch may need `apply`'s 3-way fallback again until it is refreshed.
+moves on, or a patch below it is refreshed or dropped, a patch may need `apply`'s 3-way fallback
+again until `refresh --update` regenerates it; quilt cannot read git's binary patches at all.
 
 Lifecycle (DESIGN.md): queued -> gated-pass | gated-fail -> default-enabled; ungated (no gate on
 the track: can never be promoted); dropped (reason); converged (upstream has it; evidence kept).

@@ -4,8 +4,9 @@
 one `queue.save` under the workspace lock (SIGINT/SIGTERM held for that moment), so an interrupted
 or killed import leaves the queue exactly as it was. Side effects before that point are only
 porttrack's own refs in the fork checkout (`refs/porttrack/pull/N/{head,seen/*}`,
-`refs/porttrack/upstream/<branch>`) and a scratch index under `.git/porttrack/import/`, removed
-on exit and swept by the next run after a SIGKILL.
+`refs/porttrack/upstream/<branch>`), scratch indexes under `.git/porttrack/import/` and
+`.git/porttrack/apply/` (the trial build of the queue, below), removed on exit and swept by the
+next run after a SIGKILL, and the unreferenced objects those builds wrote (for `git gc`).
 
 Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
 PR and its stack when a token is at hand (recorded with the import; a failed poll falls back to
@@ -50,8 +51,9 @@ it goes in only at an offset, by 3-way merge or with fuzz, the stored diff is re
 diff from the tree before it to the tree after it, so the mail carries the fork's context, and
 the manifest entry's `regenerated` records how, on what, and the new hunks' ids; `hunks_taken`
 and the `Porttrack-Hunks` trailer keep upstream's ids. So plain `git am` (no `-3`) and
-`quilt push -a` apply the queue on that base and give `porttrack/staging`'s tree, as long as the
-base has not moved since (then `apply` falls back to 3-way, and `refresh --update` regenerates).
+`quilt push -a` apply the queue on that base and give `porttrack/staging`'s tree, as long as
+neither the base nor a patch before it has changed since (the base moved on, a patch below was
+refreshed or dropped: then `apply` falls back to 3-way, and `refresh --update` regenerates).
 Two limits of the tools themselves: GNU patch (quilt) does not read git's binary patches, and,
 like any format-patch mail of a CRLF file, such a patch needs `git am --keep-cr`. When the patch
 does not apply on the base plus the queue at all (the probe is made on the fork branch's tip),
@@ -556,10 +558,9 @@ def _plan(
                         reasons[hid] = f"{NOT_SEPARABLE}: conflicts with fork at {where}"
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-            if taken_ids:
-                _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
+            exact_on_tip = bool(taken_ids) and _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
     else:
-        taken_ids, diff = set(), b""
+        taken_ids, diff, exact_on_tip = set(), b"", False
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -590,7 +591,7 @@ def _plan(
     mail, regenerated = b"", None
     if taken_ids:
         below = queue.series() if series_below is None else tuple(series_below)
-        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip)
         plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
@@ -730,8 +731,8 @@ class _Probe:
         assert self.dir is not None
         return {"GIT_INDEX_FILE": str(self.dir / name)}
 
-    def plain(self, patch: bytes, reverse: bool = False) -> tuple[bool, str]:
-        args = ["apply", "--cached", "--check", "--whitespace=nowarn"] + (["--reverse"] if reverse else [])
+    def plain(self, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
+        args = ["apply", "--cached", "--check", "--whitespace=nowarn"] + (["--reverse"] if reverse else []) + (["-v"] if verbose else [])
         proc = self.repo.run(*args, input=patch, env=self._env("index"), check=False)
         return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
 
@@ -785,12 +786,14 @@ def _probe_one(probe: _Probe, files: Sequence[FileDiff], group: frozenset[str]) 
     return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
 
 
-def _check_together(probe: _Probe, diff: bytes, needs_threeway: bool) -> None:
-    """The taken groups applied one by one; make sure they also apply together."""
-    if probe.plain(diff)[0]:
-        return
+def _check_together(probe: _Probe, diff: bytes, needs_threeway: bool) -> bool:
+    """The taken groups applied one by one; make sure they also apply together. True when they go
+    in exactly as they are: no merge, no hunk moved (`apply` would call that *clean*)."""
+    ok, said = probe.plain(diff, verbose=True)
+    if ok:
+        return not apply_mod.moved_hunks(said)
     if needs_threeway and probe.threeway(diff)[0]:
-        return
+        return False
     raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
                         "take fewer with --hunk or --exclude (a bug report with the PR would help)")
 
@@ -805,7 +808,7 @@ def _patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> byte
 
 def _in_fork_context(
     ws: Workspace, repo: GitRepo, config: "Config", plan: ImportPlan, pr: RecordedPR, diff: bytes,
-    below: Sequence[Patch],
+    below: Sequence[Patch], exact_on_tip: bool,
 ) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
     """The mail to store, its `regenerated` record, and notes.
 
@@ -813,13 +816,20 @@ def _in_fork_context(
     `apply.build_series`), on the build base plus the live patches `below`. Clean there: stored as
     it is. At an offset, by 3-way or with fuzz: `git am` without `-3` or quilt would fail or fuzz
     (3-way needs the pre-image blobs, offsets and fuzz are judged differently by GNU patch), so the
-    stored diff becomes what it did there, the tree before to the tree after."""
+    stored diff becomes what it did there, the tree before to the tree after.
+
+    `exact_on_tip`: the probe saw the diff go onto the fork tip exactly (no offset, no merge). With
+    nothing queued before it and the build base at that tip, `apply`'s plain step is that same
+    `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
+    whole tree: most of an import's cost on a big fork) would only say "clean" again."""
     mail = format_mail(plan, pr, repo, diff)
     base_ref = config.fork.build_from()
     base = repo.rev_parse(base_ref)
     if base is None:
         return mail, None, (f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's "
                             f"context, not checked against the base",)
+    if exact_on_tip and not below and base == plan.fork_tip:
+        return mail, None, ()
     try:
         contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
         candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)

@@ -121,7 +121,8 @@ def five_prs(t: Tools) -> None:
 def test_queue_needing_3way_and_offset_applies_with_plain_git_am_and_quilt(tools: Tools) -> None:
     five_prs(tools)
     plans = {n: tools.import_(n) for n in (101, 102, 103, 104, 105)}
-    assert tools.cli("apply", "--staging").returncode == 0
+    report = json.loads(tools.cli("apply", "--staging", "--json").stdout)
+    assert [p["outcome"] for p in report["patches"]] == ["clean"] * 5  # the stored files go on as they are
     staging = git(tools.world.fork, "rev-parse", f"{STAGING}^{{tree}}")
 
     assert tools.git_am_tree("main") == staging
@@ -209,3 +210,43 @@ def test_manifest_without_regenerated_still_loads(tools: Tools) -> None:
     patch = tools.queue().get(101)
     assert patch.regenerated is None and patch.hunks_taken
     assert queue_mod.Patch.from_json(patch.to_json()) == patch
+
+
+def test_refresh_update_regenerates_after_a_patch_below_is_dropped(tools: Tools) -> None:
+    """#105's stored context holds #102's change; once #102 is dropped the file no longer goes on
+    with plain `git am` (the documented limit), and `refresh --update` stores upstream's own diff
+    again, because that now applies as it is."""
+    five_prs(tools)
+    for n in (101, 102, 103, 104, 105):
+        tools.import_(n)
+    tools.cli("drop", tools.queue().get(102).name, "--reason", "not wanted after all")
+    am = tools.tmp / "am-stale"
+    shutil.copytree(tools.world.fork, am, symlinks=True)
+    stale = subprocess.run(["git", "-C", str(am), "am", *map(str, tools.series_files())], capture_output=True, text=True)
+    assert stale.returncode != 0 and "upstream #105: over the queue" in stale.stdout.split("Patch failed at")[-1]
+    assert "error: b.py: patch does not apply" in stale.stderr
+
+    updated = json.loads(tools.cli("refresh", "105", "--update", "--json").stdout)
+    assert updated["written"]
+    patch = tools.queue().get(105)
+    assert patch.regenerated is None and [h.id for h in patch.hunks_taken] == tools.upstream_ids(105)
+    assert diff_part(queue_mod.read_patch(tools.ws, patch)) == tools.upstream_diff(105)
+    assert tools.cli("apply", "--staging").returncode == 0
+    staging = git(tools.world.fork, "rev-parse", f"{STAGING}^{{tree}}")
+    assert tools.git_am_tree("main") == staging and tools.quilt_tree("main")[0] == staging
+
+
+@pytest.mark.parametrize("number, how", [(101, "3-way"), (103, "offset"), (102, None)])
+def test_first_patch_of_the_queue_is_checked_too(tools: Tools, number: int, how: str | None) -> None:
+    """Alone in the queue (no trial build needed when the probe saw it go on exactly), each kind
+    is still told apart, and the queue goes on with plain `git am` and quilt."""
+    five_prs(tools)
+    tools.import_(number)
+    patch = tools.queue().get(number)
+    assert (patch.regenerated.how if patch.regenerated else None) == how
+    assert tools.cli("apply", "--staging").returncode == 0
+    report = json.loads(tools.cli("apply", "--staging", "--json").stdout)
+    assert report["patches"][0]["outcome"] == "clean"  # what `apply` meets is the stored file
+    staging = git(tools.world.fork, "rev-parse", f"{STAGING}^{{tree}}")
+    tree, said = tools.quilt_tree("main")
+    assert tools.git_am_tree("main") == staging and tree == staging and "offset" not in said
