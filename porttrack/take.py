@@ -45,7 +45,9 @@ diffstat and the diff (`--binary --full-index`).
 
 Context: the queue is applied in `series` order on the build base (`fork.build_base`, default
 `fork.branch`), so before it is stored the mail is built exactly as `porttrack apply` will build
-it (`apply.build_series`: the base, then the live patches before it, then this mail). When
+it (`apply.build_series`: the base, then the live patches before it, then this mail; skipped
+when nothing is queued before it, the base is the fork tip the probe used, and the probe's
+`git apply -v` put every hunk exactly where the diff says: `apply` would find it clean). When
 upstream's diff goes in there as it is, it is stored unchanged, upstream's context and all. When
 it goes in only at an offset, by 3-way merge or with fuzz, the stored diff is regenerated: the
 diff from the tree before it to the tree after it, so the mail carries the fork's context, and
