@@ -463,6 +463,11 @@ def _run_apply(scratch: _Scratch, file: Path | None, *flags: str, index: str = "
     return _parse_verbose(proc.returncode, stderr)
 
 
+def moved_hunks(stderr: str) -> bool:
+    """Did a successful `git apply -v` place any hunk at an offset (an outcome worse than clean)?"""
+    return bool(_parse_verbose(0, stderr).offsets)
+
+
 def _parse_verbose(rc: int, stderr: str) -> _Attempt:
     attempt = _Attempt(rc, {}, {}, set(), stderr)
     entry, searching = -1, False

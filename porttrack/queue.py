@@ -4,8 +4,10 @@ Files (all text, committed with the workspace):
   patches/manifest.json   the truth: every patch ever queued, in order, with provenance, hunks taken
                           and left out (with reasons), dependencies, lifecycle state and history
   patches/series          quilt's series file, derived from the manifest (live patches, in order)
-  patches/*.patch         one `git format-patch` file per live patch; `git am` and `quilt push`
-                          both apply them
+  patches/*.patch         one `git format-patch` file per live patch; `git am` (no `-3`) and
+                          `quilt push -a` apply them, in `series` order, on the build base
+                          (`fork.build_base`, default `fork.branch`) they were imported on, and
+                          give the tree `porttrack apply --staging` builds (see "Context" below)
   patches/retired/*.patch the files of dropped or converged patches (kept for provenance)
 
 Crash safety: patch file names carry a hash of their content, so a new or refreshed patch is always
@@ -15,6 +17,17 @@ commit point leaves an unreferenced file (swept by the next write); a crash afte
 `series` that `load` detects and the next command holding the workspace lock repairs
 (`load(ws, repair=True)`), even one that then changes nothing. Readers derive the order from the
 manifest, never from `series`.
+
+Context: a patch holds the PR's own diff (upstream's context) when that applies as it is on the
+build base plus the patches before it in `series`. When it went in only at an offset, by 3-way
+merge or with fuzz, the file holds instead the diff from that tree to the tree after it applied
+(`--binary --full-index`), i.e. the fork's context, and the entry's `regenerated` says so: how it
+went in, the base commit and the patches below, and the stored diff's own hunks. `hunks_taken`
+always lists upstream's hunk ids (the mail's `Porttrack-Hunks` trailer too): refresh, coverage
+and convergence compare those with upstream, never the regenerated ones. An entry without
+`regenerated` (every manifest written before it existed) stores upstream's diff. Once the base
+moves on, or a patch below it is refreshed or dropped, a patch may need `apply`'s 3-way fallback
+again until `refresh --update` regenerates it; quilt cannot read git's binary patches at all.
 
 Lifecycle (DESIGN.md): queued -> gated-pass | gated-fail -> default-enabled; ungated (no gate on
 the track: can never be promoted); dropped (reason); converged (upstream has it; evidence kept).
@@ -105,6 +118,27 @@ class Revision:
 
 
 @dataclass(frozen=True)
+class Regenerated:
+    """The stored diff is the fork's, not upstream's: upstream's diff went onto `base` plus the
+    patches `below` only by `how`, so the file holds the diff of what it did there."""
+
+    how: str  # offset | 3-way | fuzz (apply's outcomes)
+    base: str  # the build base commit (fork.build_base) it was regenerated on
+    below: tuple[str, ...]  # names of the queued patches applied before it, in series order
+    hunks: tuple[HunkRef, ...]  # the stored diff's own hunks (ids over the fork's content)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"how": self.how, "base": self.base, "below": list(self.below), "hunks": [asdict(h) for h in self.hunks]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "Regenerated | None":
+        if not data:
+            return None
+        return cls(data["how"], data["base"], tuple(data.get("below") or ()),
+                   tuple(HunkRef(**h) for h in data.get("hunks") or ()))
+
+
+@dataclass(frozen=True)
 class Patch:
     name: str  # stable identifier, e.g. "0003-pr46849-fuse-ar-speculator"
     file: str  # current file name under patches/ (retired/ for retired patches)
@@ -114,7 +148,7 @@ class Patch:
     upstream: str
     title: str
     revision: Revision
-    hunks_taken: tuple[HunkRef, ...]
+    hunks_taken: tuple[HunkRef, ...]  # upstream's hunk ids, even when the stored diff is regenerated
     hunks_left_out: tuple[HunkRef, ...]
     depends_on: tuple[str, ...]
     state: str
@@ -122,6 +156,7 @@ class Patch:
     history: tuple[Transition, ...] = ()
     fork_commits: tuple[str, ...] = ()
     selection: Selection = Selection()
+    regenerated: Regenerated | None = None  # None: the file holds upstream's own diff
 
     @property
     def live(self) -> bool:
@@ -136,6 +171,7 @@ class Patch:
         data["history"] = [t.to_json() for t in self.history]
         data["fork_commits"] = list(self.fork_commits)
         data["selection"] = self.selection.to_json()
+        data["regenerated"] = None if self.regenerated is None else self.regenerated.to_json()
         return data
 
     @classmethod
@@ -148,6 +184,7 @@ class Patch:
         data["history"] = tuple(Transition.from_json(t) for t in data.get("history") or ())
         data["fork_commits"] = tuple(data.get("fork_commits") or ())
         data["selection"] = Selection.from_json(data.get("selection"))
+        data["regenerated"] = Regenerated.from_json(data.get("regenerated"))  # absent in older manifests
         if data["state"] not in STATES:
             raise ValueError(f"unknown state {data['state']!r}")
         return cls(**data)

@@ -4,8 +4,9 @@
 one `queue.save` under the workspace lock (SIGINT/SIGTERM held for that moment), so an interrupted
 or killed import leaves the queue exactly as it was. Side effects before that point are only
 porttrack's own refs in the fork checkout (`refs/porttrack/pull/N/{head,seen/*}`,
-`refs/porttrack/upstream/<branch>`) and a scratch index under `.git/porttrack/import/`, removed
-on exit and swept by the next run after a SIGKILL.
+`refs/porttrack/upstream/<branch>`), scratch indexes under `.git/porttrack/import/` and
+`.git/porttrack/apply/` (the trial build of the queue, below), removed on exit and swept by the
+next run after a SIGKILL, and the unreferenced objects those builds wrote (for `git gc`).
 
 Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
 PR and its stack when a token is at hand (recorded with the import; a failed poll falls back to
@@ -40,8 +41,25 @@ The patch is one `git format-patch` mail: `From <sha> Mon Sep 17 00:00:00 2001`,
 Subject from the PR (the untrusted title sanitised to one line; the author's login reduced to
 `[A-Za-z0-9-]`), provenance trailers in the body (`Upstream-PR`, `Upstream-Head`,
 `Upstream-Through` with --through, `Porttrack-Track`, `Porttrack-Hunks` folded over lines), a
-diffstat and the diff (`--binary --full-index`). `git am` and `quilt push` both apply it; like any
-format-patch mail of a CRLF file, such a patch needs `git am --keep-cr`.
+diffstat and the diff (`--binary --full-index`).
+
+Context: the queue is applied in `series` order on the build base (`fork.build_base`, default
+`fork.branch`), so before it is stored the mail is built exactly as `porttrack apply` will build
+it (`apply.build_series`: the base, then the live patches before it, then this mail; skipped
+when nothing is queued before it, the base is the fork tip the probe used, and the probe's
+`git apply -v` put every hunk exactly where the diff says: `apply` would find it clean). When
+upstream's diff goes in there as it is, it is stored unchanged, upstream's context and all. When
+it goes in only at an offset, by 3-way merge or with fuzz, the stored diff is regenerated: the
+diff from the tree before it to the tree after it, so the mail carries the fork's context, and
+the manifest entry's `regenerated` records how, on what, and the new hunks' ids; `hunks_taken`
+and the `Porttrack-Hunks` trailer keep upstream's ids. So plain `git am` (no `-3`) and
+`quilt push -a` apply the queue on that base and give `porttrack/staging`'s tree, as long as
+neither the base nor a patch before it has changed since (the base moved on, a patch below was
+refreshed or dropped: then `apply` falls back to 3-way, and `refresh --update` regenerates).
+Two limits of the tools themselves: GNU patch (quilt) does not read git's binary patches, and,
+like any format-patch mail of a CRLF file, such a patch needs `git am --keep-cr`. When the patch
+does not apply on the base plus the queue at all (the probe is made on the fork branch's tip),
+it is stored with upstream's context and a note says so; `apply` will report the conflict.
 """
 
 from __future__ import annotations
@@ -58,6 +76,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from porttrack import apply as apply_mod
 from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.errors import (
@@ -68,12 +87,13 @@ from porttrack.errors import (
     InputError,
     NotFound,
     PreconditionError,
+    UnsafeInput,
     UpstreamUnreachable,
 )
 from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
 from porttrack.hunks import FileDiff, Hunk, HunkChange, build_patch, dependency_groups, diff_of_diffs, missing_dependencies, parse_diff
 from porttrack.paths import check_diff_paths, check_symlink_targets, path_matches
-from porttrack.queue import HunkRef, Patch, Queue, Revision, Selection, Transition
+from porttrack.queue import HunkRef, Patch, Queue, Regenerated, Revision, Selection, Transition
 from porttrack.state import RecordedPR, UpstreamState, utcnow
 from porttrack.text import for_terminal
 from porttrack.workspace import Workspace, lock
@@ -87,6 +107,7 @@ QUEUE_SCHEMA = "porttrack/queue-list/v1"
 DROP_SCHEMA = "porttrack/drop/v1"
 RECENT_REVISIONS = 3  # the current head and the two before it
 PAUSE_ENV = "PORTTRACK_TEST_PAUSE_AT"  # tests only: stop at a named checkpoint (see `_checkpoint`)
+CANDIDATE = "(planned patch)"  # its name in the trial build (queued names have no parentheses)
 
 # Reasons a hunk is left out; the text after the colon (if any) gives the detail.
 NOT_SELECTED = "not selected"
@@ -139,6 +160,7 @@ class ImportPlan:
     selection: Selection
     notes: tuple[str, ...]
     mail: bytes = b""  # the `git format-patch` mail; empty when nothing is taken
+    regenerated: Regenerated | None = None  # the mail holds the fork's context, not upstream's
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -270,6 +292,7 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
         history=(step,),
         fork_commits=(),
         selection=plan.selection,
+        regenerated=plan.regenerated,
     )
 
 
@@ -464,7 +487,10 @@ def _track_for(config: "Config", state: UpstreamState, number: int) -> str:
 def _plan(
     ws: Workspace, repo: GitRepo, config: "Config", state: UpstreamState, number: int, queue: Queue, *,
     through: str | None, selection: Selection, fetch: bool = True, say: Callable[[str], None] | None = None,
+    series_below: Sequence[Patch] | None = None,
 ) -> _Planned:
+    """The plan; `series_below` are the queued patches `apply` will apply before this one (default:
+    every live patch of `queue`, as for a patch added at the end)."""
     timings: dict[str, float] = {"fetch_s": 0.0}
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -534,10 +560,9 @@ def _plan(
                         reasons[hid] = f"{NOT_SEPARABLE}: conflicts with fork at {where}"
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-            if taken_ids:
-                _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
+            exact_on_tip = bool(taken_ids) and _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
     else:
-        taken_ids, diff = set(), b""
+        taken_ids, diff, exact_on_tip = set(), b"", False
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -565,11 +590,15 @@ def _plan(
         selection=selection,
         notes=tuple(notes),
     )
-    mail = format_mail(plan, source.pr, repo, diff) if taken_ids else b""
+    mail, regenerated = b"", None
+    if taken_ids:
+        below = queue.series() if series_below is None else tuple(series_below)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip)
+        plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
     _checkpoint("classified")
-    return _Planned(replace(plan, mail=mail, timings=timings), files)
+    return _Planned(replace(plan, mail=mail, regenerated=regenerated, timings=timings), files)
 
 
 def _resolve_wanted(requested: Sequence[str], hunks: Sequence[Hunk], number: int) -> set[str] | None:
@@ -704,8 +733,8 @@ class _Probe:
         assert self.dir is not None
         return {"GIT_INDEX_FILE": str(self.dir / name)}
 
-    def plain(self, patch: bytes, reverse: bool = False) -> tuple[bool, str]:
-        args = ["apply", "--cached", "--check", "--whitespace=nowarn"] + (["--reverse"] if reverse else [])
+    def plain(self, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
+        args = ["apply", "--cached", "--check", "--whitespace=nowarn"] + (["--reverse"] if reverse else []) + (["-v"] if verbose else [])
         proc = self.repo.run(*args, input=patch, env=self._env("index"), check=False)
         return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
 
@@ -759,12 +788,14 @@ def _probe_one(probe: _Probe, files: Sequence[FileDiff], group: frozenset[str]) 
     return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
 
 
-def _check_together(probe: _Probe, diff: bytes, needs_threeway: bool) -> None:
-    """The taken groups applied one by one; make sure they also apply together."""
-    if probe.plain(diff)[0]:
-        return
+def _check_together(probe: _Probe, diff: bytes, needs_threeway: bool) -> bool:
+    """The taken groups applied one by one; make sure they also apply together. True when they go
+    in exactly as they are: no merge, no hunk moved (`apply` would call that *clean*)."""
+    ok, said = probe.plain(diff, verbose=True)
+    if ok:
+        return not apply_mod.moved_hunks(said)
     if needs_threeway and probe.threeway(diff)[0]:
-        return
+        return False
     raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
                         "take fewer with --hunk or --exclude (a bug report with the PR would help)")
 
@@ -774,10 +805,66 @@ def _patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> byte
 
 
 # --------------------------------------------------------------------------------------------
+# The fork's context: the mail as `apply`, `git am` and `quilt push -a` will meet it
+
+
+def _in_fork_context(
+    ws: Workspace, repo: GitRepo, config: "Config", plan: ImportPlan, pr: RecordedPR, diff: bytes,
+    below: Sequence[Patch], exact_on_tip: bool,
+) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
+    """The mail to store, its `regenerated` record, and notes.
+
+    The mail is built in a scratch index as `porttrack apply` builds the queue (one mechanism:
+    `apply.build_series`), on the build base plus the live patches `below`. Clean there: stored as
+    it is. At an offset, by 3-way or with fuzz: `git am` without `-3` or quilt would fail or fuzz
+    (3-way needs the pre-image blobs, offsets and fuzz are judged differently by GNU patch), so the
+    stored diff becomes what it did there, the tree before to the tree after.
+
+    `exact_on_tip`: the probe saw the diff go onto the fork tip exactly (no offset, no merge). With
+    nothing queued before it and the build base at that tip, `apply`'s plain step is that same
+    `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
+    whole tree: most of an import's cost on a big fork) would only say "clean" again."""
+    mail = format_mail(plan, pr, repo, diff)
+    base_ref = config.fork.build_from()
+    base = repo.rev_parse(base_ref)
+    if base is None:
+        return mail, None, (f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's "
+                            f"context, not checked against the base",)
+    if exact_on_tip and not below and base == plan.fork_tip:
+        return mail, None, ()
+    try:
+        contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
+        candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)
+        results, tip = apply_mod.build_series(repo, base, (*below, candidate), {**contents, CANDIDATE: mail})
+    except (InputError, UnsafeInput) as exc:  # a queued file edited by hand: `apply` will say so too
+        return mail, None, (f"the queue could not be built to check this patch over it ({exc}); "
+                            f"it keeps upstream's context",)
+    last = results[-1]
+    if last.outcome == "clean":
+        return mail, None, ()
+    if last.outcome == apply_mod.NOT_TRIED:
+        blocked = next(r.name for r in results if r.outcome == "conflict")
+        return mail, None, (f"{blocked} conflicts on {base_ref}, so this patch was not checked over the queue; "
+                            f"it keeps upstream's context (see `porttrack apply`)",)
+    if last.outcome == "conflict" or last.empty or tip is None:
+        what = f"conflicts at {', '.join(last.conflict_files)}" if last.outcome == "conflict" else "changes nothing"
+        return mail, None, (f"on {base_ref} plus the queue this patch {what}; it keeps upstream's context "
+                            f"(`porttrack apply` will say the same)",)
+    before = results[-2].commit if len(results) > 1 else base
+    assert before is not None
+    fork_diff = repo.diff(before, tip)
+    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(fork_diff) for h in fd.hunks)
+    regenerated = Regenerated(last.outcome, base, tuple(p.name for p in below), hunks)
+    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {last.outcome}: the patch file carries "
+            f"the fork's context (regenerated), the manifest keeps upstream's hunk ids")
+    return format_mail(plan, pr, repo, fork_diff, regenerated), regenerated, (note,)
+
+
+# --------------------------------------------------------------------------------------------
 # The patch file
 
 
-def format_mail(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, diff: bytes) -> bytes:
+def format_mail(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, diff: bytes, regenerated: Regenerated | None = None) -> bytes:
     """One `git format-patch` mail: headers from the PR, provenance trailers, diffstat, diff."""
     from porttrack import __version__
 
@@ -799,6 +886,9 @@ def format_mail(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, diff: bytes) ->
         f"{len(taken)} of {len(plan.hunks)} hunks taken; "
         + (f"{len(plan.left_out)} left out, with reasons in patches/manifest.json." if plan.left_out else "none left out."),
     ]
+    if regenerated is not None:
+        body.append(f"The diff is the fork's: upstream's went onto {regenerated.base[:12]} by {regenerated.how}, "
+                    "so its context was regenerated; Porttrack-Hunks lists upstream's hunk ids.")
     stat = repo.run("apply", "--stat", "-", input=diff).stdout.decode("utf-8", "replace") if diff else ""
     head = (
         f"From {sha} Mon Sep 17 00:00:00 2001\n"
@@ -902,14 +992,16 @@ def refresh_pr(
         raise PreconditionError(f"the imported revision {old_tip[:12]} of #{number} is not in {repo.path}; fetch it first")
     old_files = parse_diff(repo.diff(patch.revision.base, old_tip))
     others = replace(queue, patches=tuple(p for p in queue.patches if p.name != patch.name))
+    below = _live_before(queue, patch)  # a refreshed patch keeps its place in the series
     probe_sel = replace(patch.selection, hunks=())  # --hunk ids are mapped after the diff of diffs
-    planned = _plan(ws, repo, config, state, number, others, through=None, selection=probe_sel, say=say)
+    planned = _plan(ws, repo, config, state, number, others, through=None, selection=probe_sel, say=say,
+                    series_below=below)
     changes = diff_of_diffs(old_files, planned.files)
     notes = list(planned.plan.notes)
     if patch.selection.hunks:
         mapped = _map_selection(patch.selection.hunks, changes, notes)
         planned = _plan(ws, repo, config, state, number, others, through=None, selection=replace(patch.selection, hunks=mapped),
-                        fetch=False, say=say)
+                        fetch=False, say=say, series_below=below)
     plan = planned.plan
     taken_before = {h.id for h in patch.hunks_taken}
     now = {h.id: h for h in plan.hunks}
@@ -944,6 +1036,11 @@ def refresh_pr(
     return replace(result, written=True, patch_after=after)
 
 
+def _live_before(queue: Queue, patch: Patch) -> tuple[Patch, ...]:
+    at = next(n for n, p in enumerate(queue.patches) if p.name == patch.name)
+    return tuple(p for p in queue.patches[:at] if p.live)
+
+
 def _map_selection(selected: Sequence[str], changes: Sequence[HunkChange], notes: list[str]) -> tuple[str, ...]:
     out: list[str] = []
     for change in changes:
@@ -958,7 +1055,7 @@ def _refreshed_patch(patch: Patch, plan: ImportPlan, taken_before: set[str]) -> 
     import hashlib
 
     sha = hashlib.sha256(plan.mail).hexdigest()
-    if sha == patch.sha256 and plan.revision == patch.revision:
+    if sha == patch.sha256 and plan.revision == patch.revision and plan.regenerated == patch.regenerated:
         return None
     taken_now = {h.id for h in plan.taken}
     at = plan.revision.through or plan.revision.head
@@ -971,6 +1068,7 @@ def _refreshed_patch(patch: Patch, plan: ImportPlan, taken_before: set[str]) -> 
         hunks_taken=tuple(HunkRef(h.id, h.path, h.kind) for h in plan.taken),
         hunks_left_out=tuple(HunkRef(h.id, h.path, h.kind, h.reason) for h in plan.left_out),
         depends_on=plan.depends_on,
+        regenerated=plan.regenerated,
     )
     if taken_now != taken_before:
         gained, lost = len(taken_now - taken_before), len(taken_before - taken_now)
@@ -1069,6 +1167,7 @@ def plan_to_json(outcome: ImportOutcome, dry_run: bool) -> dict[str, Any]:
             for h in plan.hunks
         ],
         "selection": plan.selection.to_json(),
+        "regenerated": None if plan.regenerated is None else plan.regenerated.to_json(),
         "notes": list(plan.notes),
         "timings": {k: round(v, 4) for k, v in plan.timings.items()},
     }
