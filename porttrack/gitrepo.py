@@ -412,6 +412,10 @@ class ScratchIndex:
     def env(self, index: str = "index") -> dict[str, str]:
         return {"GIT_INDEX_FILE": str(self.path(index))}
 
+    def copy(self, source: str, into: str) -> None:
+        """Index file `into` becomes a copy of `source` (e.g. to keep a probe's merge)."""
+        shutil.copyfile(self.path(source), self.path(into))
+
     def read_tree(self, tree: str, index: str = "index") -> None:
         self.repo.run("read-tree", tree, env=self.env(index))
 
@@ -431,6 +435,6 @@ class ScratchIndex:
     def threeway(self, patch: bytes, *flags: str, source: str = "index", into: str = "index3") -> ThreeWay:
         """The one three-way probe: `index` `source` copied to `into`, then a real 3-way apply
         there (`source` is left as it was; `into` keeps the merge for a caller that wants it)."""
-        shutil.copyfile(self.path(source), self.path(into))
+        self.copy(source, into)
         proc = self.apply(patch, "--3way", *flags, index=into)
         return ThreeWay(proc.returncode, proc.stderr.decode("utf-8", "surrogateescape"), self.unmerged(into))

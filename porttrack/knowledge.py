@@ -1,6 +1,6 @@
 """What the queue, coverage and convergence records know about each PR, for `porttrack status`.
 
-`gather` never fails status: a part that cannot be read (no queue yet, no fork checkout, a
+`gather` never fails status: a part that cannot be read (no queue yet, no checkout of the fork, a
 malformed record) is simply left out of the `Knowledge` it returns.
 """
 
@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from porttrack.converge import latest_verdicts
+from porttrack.coverage import track_coverage
 from porttrack.errors import PorttrackError
+from porttrack.gitrepo import GitRepo
 from porttrack.status import Knowledge
 from porttrack.workspace import Workspace
 
@@ -17,12 +19,13 @@ if TYPE_CHECKING:
     from porttrack.config import Config
 
 
-def gather(ws: Workspace, config: "Config") -> Knowledge:
+def gather(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None = None) -> Knowledge:
+    """`fork`: the fork checkout coverage is looked for in (None: coverage unknown, `fork_problem`)."""
     live = _live_patches(ws)
     return Knowledge(
         queued={p.pr: p.state for p in live},
         converged=_converged(ws),
-        coverage=_coverage(ws, config),
+        coverage=_coverage(ws, config, fork, fork_problem),
         queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
     )
 
@@ -44,10 +47,8 @@ def _converged(ws: Workspace) -> dict[int, str]:
     return {int(n): str(getattr(v, "verdict", v)) for n, v in dict(found).items()}
 
 
-def _coverage(ws: Workspace, config: "Config") -> dict[int, str]:
-    from porttrack.coverage import track_coverage
-
+def _coverage(ws: Workspace, config: "Config", fork: GitRepo | None, problem: str | None) -> dict[int, str]:
     try:
-        return {c.pr: c.text for c in track_coverage(ws, config)}
+        return {c.pr: c.text for c in track_coverage(ws, config, fork, problem)}
     except PorttrackError:
         return {}

@@ -49,7 +49,7 @@ class Context:
     # -- the doors, each opened once per command (STYLE.md 12) --------------------------------
     @property
     def fork(self):
-        """The fork checkout as a `GitRepo`; the one "no fork checkout" error when there is none."""
+        """The fork checkout as a `GitRepo`; `gitrepo.NO_FORK_CHECKOUT` when there is none."""
         if "fork" not in self._cache:
             from porttrack.gitrepo import open_fork
 
@@ -63,6 +63,15 @@ class Context:
         if self.config.fork_checkout() is None:
             return None
         return self.fork
+
+    @property
+    def fork_or_problem(self):
+        """(the fork checkout, None), or (None, why there is none): for what says "unknown" rather
+        than fail without one (hand-port coverage), even where a configured checkout is broken."""
+        try:
+            return self.fork_or_none, None
+        except PorttrackError as exc:
+            return None, str(exc)
 
     def github(self, repo: str):
         """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
@@ -108,6 +117,7 @@ def say(message: str) -> None:
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.
 from porttrack.cli import status as _status  # noqa: E402,F401
+from porttrack.cli import take as _take  # noqa: E402,F401
 from porttrack.cli import queue as _queue  # noqa: E402,F401
 from porttrack.cli import gates as _gates  # noqa: E402,F401
 from porttrack.cli import report as _report  # noqa: E402,F401
