@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from porttrack.converge import latest_verdicts
 from porttrack.coverage import track_coverage
 from porttrack.errors import PorttrackError
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.status import Knowledge
 from porttrack.workspace import Workspace
 
@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from porttrack.config import Config
 
 
-def gather(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None = None) -> Knowledge:
-    """`fork`: the fork checkout coverage is looked for in (None: coverage unknown, `fork_problem`)."""
+def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
+    """`fork`: the fork checkout coverage is looked for in, or None and why (`fork_problem`);
+    neither given: the configured checkout, opened here (for callers that hold no door yet) and
+    only when a track lists hand-ported fork commits (nothing else here reads the checkout)."""
+    if fork is None and fork_problem is None and any(t.fork_commits for t in config.tracks.values()):
+        fork, fork_problem = _open_fork(config)
     live = _live_patches(ws)
     return Knowledge(
         queued={p.pr: p.state for p in live},
@@ -28,6 +32,13 @@ def gather(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: 
         coverage=_coverage(ws, config, fork, fork_problem),
         queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
     )
+
+
+def _open_fork(config: "Config") -> tuple[GitRepo | None, str | None]:
+    try:
+        return open_fork(config.fork_checkout()), None
+    except PorttrackError as exc:
+        return None, str(exc)
 
 
 def _live_patches(ws: Workspace):

@@ -45,7 +45,7 @@ def _knowledge(ctx: Context):
     """What the queue, coverage and convergence records know (`porttrack.knowledge`)."""
     from porttrack.knowledge import gather
 
-    return gather(ctx.workspace, ctx.config, *ctx.fork_or_problem)
+    return gather(ctx.workspace, ctx.config)
 
 
 def render(report) -> str:
