@@ -43,10 +43,11 @@ import time
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from porttrack import queue as queue_mod
 from porttrack.clock import utcnow
+from porttrack.config import Config
 from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError, UnsafeInput
 from porttrack.gitrepo import GitRepo, ScratchIndex
 from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
@@ -54,9 +55,6 @@ from porttrack.paths import check_diff_paths, check_symlink_targets
 from porttrack.queue import Patch
 from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, append_run, commit_point, load_runs as _load_runs, lock, sigterm_as_interrupt
-
-if TYPE_CHECKING:
-    from porttrack.config import Config
 
 SCHEMA = "porttrack/apply/v1"
 RECORD_SCHEMA = "porttrack/apply-runs/v1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from porttrack import queue as queue_mod
 from porttrack.converge import latest_verdicts
 from porttrack.coverage import track_coverage
 from porttrack.errors import PorttrackError
@@ -42,8 +43,6 @@ def _open_fork(config: "Config") -> tuple[GitRepo | None, str | None]:
 
 
 def _live_patches(ws: Workspace):
-    from porttrack import queue as queue_mod
-
     try:
         return queue_mod.load(ws).live()
     except PorttrackError:
