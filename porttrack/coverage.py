@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from porttrack import state as state_mod
 from porttrack.config import Config
 from porttrack.errors import PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT, GitRepo, pull_ref, upstream_ref
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.hunks import SYMLINK_MODE, FileDiff, hunk_state, parse_diff
 from porttrack.state import UpstreamState
 from porttrack.workspace import Workspace
@@ -82,13 +82,13 @@ class Coverage:
 def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem: str | None = None) -> tuple[Coverage, ...]:
     """Coverage of every PR of every track that lists fork commits (hand ports), looked for in the
     fork checkout `repo`; None: every such PR's coverage is unknown, for `problem` (default:
-    `gitrepo.NO_FORK_CHECKOUT`)."""
+    `gitrepo.NO_FORK_CHECKOUT_BRIEF`)."""
     wanted = [(tid, n, tuple(t.fork_commits)) for tid, t in config.tracks.items() if t.fork_commits for n in t.prs]
     if not wanted:
         return ()
     state = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     if repo is None:
-        why = problem or NO_FORK_CHECKOUT
+        why = problem or NO_FORK_CHECKOUT_BRIEF
         return tuple(Coverage(n, tid, commits, (), config.fork.branch, None, None, problem=why) for tid, n, commits in wanted)
     return tuple(pr_coverage(repo, config, state, n, tid, commits) for tid, n, commits in wanted)
 

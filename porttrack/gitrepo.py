@@ -115,6 +115,8 @@ NO_FORK_CHECKOUT = (
     "(to make one: `porttrack init --fork-checkout DIR` for an existing clone, or `porttrack init` to clone it; "
     "by hand: git clone --filter=blob:none <fork URL> DIR && git -C DIR remote add upstream <upstream URL>)"
 )
+# The same, as a reason inside one line of a listing or report ("coverage unknown: ...").
+NO_FORK_CHECKOUT_BRIEF = "no fork checkout (set fork.checkout, --fork or PORTTRACK_FORK)"
 
 
 def clone(url: str, dest: Path, *, blobless: bool = True) -> "GitRepo":

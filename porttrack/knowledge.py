@@ -12,7 +12,7 @@ from porttrack import queue as queue_mod
 from porttrack.converge import latest_verdicts
 from porttrack.coverage import track_coverage
 from porttrack.errors import PorttrackError
-from porttrack.gitrepo import GitRepo, open_fork
+from porttrack.gitrepo import GitRepo
 from porttrack.status import Knowledge
 from porttrack.workspace import Workspace
 
@@ -36,8 +36,11 @@ def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_pr
 
 
 def _open_fork(config: "Config") -> tuple[GitRepo | None, str | None]:
+    path = config.fork_checkout()
+    if path is None or not path.exists():
+        return None, None  # coverage says so in its one-line form
     try:
-        return open_fork(config.fork_checkout()), None
+        return GitRepo.open(path), None
     except PorttrackError as exc:
         return None, str(exc)
 

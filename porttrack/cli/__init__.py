@@ -66,10 +66,14 @@ class Context:
 
     @property
     def fork_or_problem(self):
-        """(the fork checkout, None), or (None, why there is none): for what says "unknown" rather
-        than fail without one (hand-port coverage), even where a configured checkout is broken."""
+        """(the fork checkout, None), or (None, why there is none; None: none is configured or its
+        folder is gone): for what says "unknown" rather than fail without one (hand-port coverage),
+        even where a configured checkout is broken."""
+        path = self.config.fork_checkout()
+        if path is None or not path.exists():
+            return None, None
         try:
-            return self.fork_or_none, None
+            return self.fork, None
         except PorttrackError as exc:
             return None, str(exc)
 
