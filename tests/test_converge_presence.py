@@ -258,3 +258,50 @@ def test_anchoring_follows_git_apply_for_a_hunk_in_the_middle():
     moved = b"".join(b"%d\n" % i for i in range(20)) + b"c\nd\ne\nf\ng\nh\n"
     assert hunks_mod.hunk_state(h, moved) == "applied"
     assert hunks_mod.hunk_state(h, b"c\nd\ne\nx\nf\ng\nh\n") == "not-applied"
+
+
+# ------------------------------------------------------------------------------ renames
+
+
+@pytest.mark.parametrize("ported", [False, True], ids=["not-ported", "ported"])
+def test_a_renamed_and_edited_file_the_fork_still_has_under_its_old_name_is_missing(tmp_path, world, ported):
+    old, new = MODS[0], "vllm/attention/renamed.py"
+    world.open_pr(PR, {old: None, new: CHANGE[old]}, title=TITLE)
+    world.squash_merge(PR)
+    git(world.fork, "fetch", "-q", "upstream")
+    if ported:
+        world.fork_commit({old: None, new: CHANGE[old]}, "Port #48407 by hand")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert {h["path"] for h in data["hunks"]} == {new}  # one entry, a rename with edits
+    if ported:
+        assert code == 0, err
+        assert {h["state"] for h in data["hunks"]} == {"present"}
+    else:
+        assert code == 1
+        assert {h["state"] for h in data["hunks"]} == {"missing"}
+        assert all(f"not renamed at the fork ref: {old} is still there" in h["detail"] for h in data["hunks"])
+
+
+def test_a_side_branch_cut_before_the_merge_is_not_taken_for_later_churn(tmp_path, world):
+    """Upstream merges (true merge) a branch cut before #PR merged that touched the same file
+    elsewhere. Its commit lacks the PR's post-image for want of the merge, not because it
+    rewrote those lines: it must not count as the later change C, even for a fork that has it."""
+    side = {MODS[3]: module("m3", {20: "return 20  # side branch"})}
+    world.open_pr(PR + 1, side, title="An unrelated change, cut before #48407 merged")
+    world.open_pr(PR, CHANGE, title=TITLE)
+    world.squash_merge(PR)
+    world.merge(PR + 1)
+    git(world.fork, "fetch", "-q", "upstream")
+    # The fork has the side change, and its own version of #PR's first line in that module.
+    world.fork_commit({MODS[3]: module("m3", {**PR_EDITS, 5: "return x - 5  # our own", 20: "return 20  # side branch"})}, "Our way")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1, err
+    first = next(h for h in data["hunks"] if h["path"] == MODS[3] and "m3_3" in h["header"])
+    assert first["state"] == "unknown" and first["changed_by"] is None
+    assert "upstream still has the post-image" in first["detail"]
