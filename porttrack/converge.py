@@ -21,7 +21,8 @@ Every hunk ends in one of four states, and only the first two count toward conve
    commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
    the merge base the later steps start from. Every hunk is present; one whose post-image is no
    longer at the fork ref is present-after-churn, by the newest later commit touching that path
-   (in the fork ref's own history, so the fork has it by construction; upstream's or the fork's).
+   (in the fork ref's own history, so the fork has it by construction; upstream's or the fork's)
+   -- unless its pre-image is back there (a revert): then it is missing.
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
@@ -587,8 +588,10 @@ def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sh
     """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, it is
     present after churn by the newest commit since the merge that touched the path: that commit
     is in `merge..fork`, so the fork ref contains it by construction (the proof the contract
-    asks for); say whether upstream made it. With no such commit the path is as merged."""
-    checks = _check_at(repo, fork_sha, files)
+    asks for); say whether upstream made it. With no such commit the path is as merged. One
+    exception: where the pre-image is back (a revert, upstream's or the fork's), it is missing."""
+    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
+    checks = [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
     gone = sorted({fd.path for fd, _, ok in checks if not ok})
     later = _later_commits(repo, merge, fork_sha, gone)
     fork_only = set()
@@ -602,9 +605,28 @@ def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sh
             continue
         changed = ChangedBy(by[0], by[1], bool(base_sha) and by[0] not in fork_only)
         where = "upstream" if changed.upstream else "in the fork"
+        if _pre_image_back(h, fd, contents.get(fd.path), changed.upstream):
+            results.append(_result(h, "missing", "ancestry", changed,
+                                   f"the pre-image is back at the fork ref: undone {where} by {by[0][:12]} ({by[1][:60]})"))
+            continue
         results.append(_result(h, "present-after-churn", "ancestry", changed,
                                f"no longer at the fork ref as merged: changed {where} by {by[0][:12]} ({by[1][:60]}), which the fork ref contains"))
     return results
+
+
+def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, by_upstream: bool) -> bool:
+    """After the merge, is the hunk's pre-image at the fork ref again: a deleted file back, an
+    added file removed by the fork itself (upstream may delete it: that is its later state), an
+    old mode back, or the pre-image's lines back and not the post-image's?"""
+    from porttrack import hunks as hunks_mod
+
+    if fd.status == "deleted":
+        return entry is not None
+    if entry is None:
+        return fd.status == "added" and not by_upstream
+    if h.kind == "meta":
+        return fd.old_mode is not None and entry[0] == fd.old_mode
+    return hunks_mod.hunk_state(h, entry[1]) == "not-applied"
 
 
 # -- patch-id
@@ -801,12 +823,6 @@ def _later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[st
         out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
                      for sha, subject, mode, blob in commits if mode]  # (no raw line: nothing to read)
     return out
-
-
-def _check_at(repo: GitRepo, rev: str, files: Sequence["FileDiff"]) -> list[tuple["FileDiff", "Hunk", bool]]:
-    """(entry, hunk, post-image present at `rev`) for every hunk, in diff order."""
-    contents = _read_files(repo, rev, [fd.path for fd in files])
-    return [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
 
 
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:

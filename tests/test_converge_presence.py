@@ -305,3 +305,26 @@ def test_a_side_branch_cut_before_the_merge_is_not_taken_for_later_churn(tmp_pat
     first = next(h for h in data["hunks"] if h["path"] == MODS[3] and "m3_3" in h["header"])
     assert first["state"] == "unknown" and first["changed_by"] is None
     assert "upstream still has the post-image" in first["detail"]
+
+
+@pytest.mark.parametrize("by", ["fork", "upstream"])
+def test_with_ancestry_a_reverted_hunk_is_missing_not_churn(tmp_path, world, by):
+    """The merge commit is in the fork ref, but a later commit put one module back as it was
+    before #PR: its pre-image is at the fork ref again, so those hunks are missing."""
+    world.open_pr(PR, CHANGE, title=TITLE)
+    world.squash_merge(PR)
+    if by == "upstream":
+        revert = world.upstream.commit({MODS[0]: BASE[MODS[0]]}, "Revert the skip in mod0")
+        world.rebase_fork()
+    else:
+        world.rebase_fork()
+        revert = world.fork_commit({MODS[0]: BASE[MODS[0]]}, "Revert the skip in mod0 for now")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1, err
+    assert (data["verdict"], data["method"]) == ("partially-converged", "ancestry")
+    reverted = [h for h in data["hunks"] if h["path"] == MODS[0]]
+    assert [(h["state"], h["changed_by"]["commit"], h["changed_by"]["upstream"]) for h in reverted] == [("missing", revert, by == "upstream")] * 2
+    assert data["summary"] == {"hunks": 15, "present": 13, "present_after_churn": 0, "missing": 2, "unknown": 0}
