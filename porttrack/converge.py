@@ -548,8 +548,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        detail = f"same patch-id as {m.commit[:12]}"
-        return finish("patch-id", [_result(h, "present", "patch-id", detail=detail) for fd in files for h in fd.hunks], patch_id)
+        return finish("patch-id", _by_patch_id(repo, files, fork_sha, m.commit), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
@@ -624,8 +623,8 @@ def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, 
         return entry is not None
     if entry is None:
         return fd.status == "added" and not by_upstream
-    if h.kind == "meta":
-        return fd.old_mode is not None and entry[0] == fd.old_mode
+    if h.kind == "meta":  # only a mode change can be undone in place (a rename's pseudo-hunk: no)
+        return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
     return hunks_mod.hunk_state(h, entry[1]) == "not-applied"
 
 
@@ -653,6 +652,19 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
     matches = {m.matches for m in matched}
     decided = "change" in matches or (bool(pr_commits) and set(pr_commits) <= matches)
     return PatchIdResult(change, len(subjects), tuple(matched)), decided
+
+
+def _by_patch_id(repo: GitRepo, files: Sequence["FileDiff"], fork_sha: str, commit: str) -> list[HunkResult]:
+    """Every hunk is present by patch-id of `commit`, except one whose pre-image is back at the
+    fork ref (the copy was reverted since): that one is missing. One read of the PR's files."""
+    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
+    results = []
+    for fd, h in ((fd, h) for fd in files for h in fd.hunks):
+        if _pre_image_back(h, fd, contents.get(fd.path), by_upstream=False):
+            results.append(_result(h, "missing", "patch-id", detail=f"same patch-id as {commit[:12]}, but the pre-image is back at the fork ref"))
+        else:
+            results.append(_result(h, "present", "patch-id", detail=f"same patch-id as {commit[:12]}"))
+    return results
 
 
 def _patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:

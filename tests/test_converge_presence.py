@@ -328,3 +328,19 @@ def test_with_ancestry_a_reverted_hunk_is_missing_not_churn(tmp_path, world, by)
     reverted = [h for h in data["hunks"] if h["path"] == MODS[0]]
     assert [(h["state"], h["changed_by"]["commit"], h["changed_by"]["upstream"]) for h in reverted] == [("missing", revert, by == "upstream")] * 2
     assert data["summary"] == {"hunks": 15, "present": 13, "present_after_churn": 0, "missing": 2, "unknown": 0}
+
+
+def test_a_cherry_pick_reverted_since_is_missing_not_present_by_patch_id(tmp_path, world):
+    world.open_pr(PR, CHANGE, title=TITLE)
+    squash = world.squash_merge(PR)
+    git(world.fork, "fetch", "-q", "upstream")
+    git(world.fork, "cherry-pick", squash)
+    git(world.fork, "revert", "--no-edit", "HEAD")
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1, err
+    assert (data["verdict"], data["method"]) == ("not-converged", "patch-id")
+    assert {(h["state"], h["method"]) for h in data["hunks"]} == {("missing", "patch-id")}
+    assert all("pre-image is back" in h["detail"] for h in data["hunks"])
