@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from porttrack import converge
-from porttrack.config import load_config
+from porttrack.tracks_file import load_config
 from porttrack import queue as queue_mod
 from porttrack.errors import ExitCode
 from porttrack.hunks import parse_diff
