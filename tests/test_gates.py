@@ -1,4 +1,4 @@
-"""Gates end to end: a real local job (porttrack.jobs.example, run as a subprocess) measures the
+"""Gates end to end: a real local job (testing.scenario_job, run as a subprocess) measures the
 staging build of a real fork, its results become evidence, and `gate check` / `promote` judge it.
 
 The workspace has two tracks with gates and a proof:
@@ -25,7 +25,7 @@ from porttrack.tracks_file import load_config
 from porttrack.errors import InputError
 from porttrack.gitrepo import GitRepo
 from porttrack.hunks import parse_diff
-from porttrack.jobs.example import build
+from testing.scenario_job import build
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace, dump_json
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
@@ -55,7 +55,7 @@ GOOD = {"candidate": {"ttft_ms": 100.0, "decode_tok_s": 50.0}, "baseline": {"ttf
 
 
 def job_command(scenario: str = "scenario.json") -> str:
-    return f"{sys.executable} -m porttrack.jobs.example --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
+    return f"{sys.executable} -m testing.scenario_job --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
 
 
 def gate(command: str | None = None, *, workflow: dict | None = None, models: Any = "eligible", timeout_s: int = 120, **extra: Any) -> dict:
@@ -592,7 +592,7 @@ def test_a_dirty_fork_is_refused_unless_forced(gw):
 def test_dry_run_builds_and_records_nothing(gw):
     out = gw.cli("gate", "run", "0001-pr101", "--dry-run")
     assert out.returncode == 0, out.stderr
-    assert "would run: sm_121a:" in out.stderr and "porttrack.jobs.example" in out.stderr
+    assert "would run: sm_121a:" in out.stderr and "testing.scenario_job" in out.stderr
     assert gw.evidence_files() == []
 
 
@@ -704,8 +704,8 @@ def test_workflow_poll_is_bounded_and_a_late_run_can_be_collected(tmp_path, monk
 def test_gate_check_json_is_golden(tmp_path, monkeypatch):
     """A workspace without git: a queued patch and hand-made results, judged against a gate."""
     monkeypatch.setenv("PORTTRACK_ACTOR", "golden")
-    handle = make_workspace(tmp_path / "ws", tracks({"command": "python3 -m porttrack.jobs.example --results {results} --target {target}"}),
-                            models=MODELS, proofs=proofs("python3 -m porttrack.jobs.example"), token=None)
+    handle = make_workspace(tmp_path / "ws", tracks({"command": "python3 -m testing.scenario_job --results {results} --target {target}"}),
+                            models=MODELS, proofs=proofs("python3 -m testing.scenario_job"), token=None)
     ws = Workspace(handle.root)
     data = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n---\n"
     patch = Patch(name="0001-pr101-flashmla", file=patch_file_name("0001-pr101-flashmla", data), sha256=hashlib.sha256(data).hexdigest(),
