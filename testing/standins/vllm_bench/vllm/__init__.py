@@ -8,6 +8,8 @@ it per decode step. Behaviour is steered by STANDIN_VLLM, a JSON object:
     {"eager": true},                     # decode steps launch kernels, never replay a graph
     {"logprob_error": {"FLASH_ATTN": 0.05}},  # added to every logprob under that backend
     {"fail": "bench"},                   # `vllm bench latency` exits 1 (or "load": LLM() fails)
+    {"missing_models": ["/models/x"]},   # LLM(model=...) of these fails: no such weights
+    {"no_plugins": true},                # the plugins are not loaded (no probe inside)
     {"step_s": 0.001, "load_s": 0.0}     # time per decode step, and extra start-up time
 """
 
@@ -52,8 +54,9 @@ class RequestOutput:
 
 class LLM:
     def __init__(self, model, **_engine_args):
-        load_general_plugins()
-        if knobs().get("fail") == "load":
+        if not knobs().get("no_plugins"):
+            load_general_plugins()
+        if knobs().get("fail") == "load" or model in knobs().get("missing_models", ()):
             raise SystemExit(f"stand-in vLLM: cannot load {model}")
         time.sleep(float(knobs().get("load_s", 0.0)))
         from vllm.v1.worker.gpu_worker import Worker
