@@ -643,7 +643,10 @@ def hand_results(gw: GateWorld, role: str = "candidate", target: str = "sm_121a"
 
 
 def test_gate_ingest_accepts_results_for_the_build_gate_run_would_measure(gw):
-    planned = json.loads(gw.cli("gate", "run", "0001-pr101", "--dry-run", "--json").stdout)["ref"]
+    dry = json.loads(gw.cli("gate", "run", "0001-pr101", "--dry-run", "--json").stdout)
+    planned = dry["ref"]
+    told = dry["job_environment"]["gfx1151"]  # what a maintainer measuring by hand sets
+    assert told["PORTTRACK_REF"] == planned and told["PORTTRACK_TARGET"] == "gfx1151" and told["PORTTRACK_TRACK"] == "mla"
     for target in ("sm_121a", "gfx1151"):
         out = gw.cli("gate", "ingest", "0001-pr101", "--target", target, "--results", str(hand_results(gw, target=target)))
         assert out.returncode == 7 and "recorded" in out.stderr, out.stderr  # no baseline yet

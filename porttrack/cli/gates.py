@@ -62,7 +62,11 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
             say(f"would run: {line}")
         say("dry run: nothing was run or recorded")
         if as_json:
-            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan), "records": [], "check": None})
+            # what each target's job would be told: a maintainer measuring by hand sets these, then `gate ingest`
+            told = {line.split(":", 1)[0]: gaterun.job_environment(subject, outcome.role, line.split(":", 1)[0], outcome.ref, gaterun.RESULTS_NAME)
+                    for line in outcome.plan}
+            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan),
+                       "job_environment": told, "records": [], "check": None})
         return 0
     if subject.kind == "patch":
         change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
