@@ -22,7 +22,7 @@ def test_a_planted_compile_after_warmup_fails_the_gate_and_promotion_is_refused(
                     benign={"demo/notes.md": "decode blocks of 128 tokens\n"},
                     planted={"demo/config.json": json.dumps({"compile_after_warmup": True}) + "\n"},
                     program=program, contexts=[256, 1024], batches=[4],
-                    env={"PYTHONPATH": pythonpath(STANDINS / "triton_3_6", STANDINS / "torch_cuda", ROOT)})
+                    env={"PYTHONPATH": pythonpath(STANDINS / "triton_3_6", STANDINS / "torch_cuda", ROOT), "STANDIN_GPU_ARCH": "sm_90"})
     good = demo.queue(101, "decode-block")
     demo.gate_both(good)
     check = demo.porttrack("gate", "check", good, "--json")
