@@ -190,8 +190,8 @@ def measure(label: str, argv: list[str], env: dict[str, str], cwd: Path, runs: i
             f"(wall runs: {', '.join(f'{t:.3f}' for t in walls)})")
     if data:
         s = data["summary"]
-        line += (f"; {data['verdict']} by {data['method']}, hunks {s['present']}/{s['changed_since']}/{s['missing']} "
-                 f"present/changed-since/missing, exit {last.returncode}")
+        line += (f"; {data['verdict']} by {data['method']}, hunks {s['present']}/{s['present_after_churn']}/{s['missing']}/{s['unknown']} "
+                 f"present/present-after-churn/missing/unknown, exit {last.returncode}")
     elif last.returncode:
         line += f"; failed: {last.stderr.strip()[-300:]}"
     print(line)

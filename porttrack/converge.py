@@ -3,28 +3,47 @@
 The merge commit comes from GitHub, once: a merge is final, so a PR the recorded state (written
 by `status`) already has merged is not asked about again (`resolve_merged_pr`).
 
-A PR is decided in three steps, cheapest first, and each hunk records the step that decided it:
+A PR is decided in three steps, cheapest first, and each hunk records the step that decided it.
+Every hunk ends in one of four states, and only the first two count toward converged:
+
+- **present** -- the hunk's post-image is at the fork ref (directly, by patch-id, or by ancestry
+  of the merge commit with the post-image still there);
+- **present-after-churn** -- the post-image is gone from the fork ref, but the fork ref contains
+  the later upstream change C that rewrote or deleted those lines (C is an ancestor of the fork
+  ref, or C's own change on that file is present at the fork ref), so the fork matches upstream's
+  later state; `changed_by` names C;
+- **missing** -- the hunk's pre-image is still at the fork ref, whatever upstream did later (for a
+  deleted file: the file is still there; for an added file: it is absent and upstream never
+  deleted it);
+- **unknown** -- none of those could be shown; `detail` says why.
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
    commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
-   the merge base the later steps start from. The whole PR is present. Hunks whose post-image is
-   no longer at the fork ref are reported as changed since, by the newest later commit touching
-   that path (upstream's, or the fork's own).
+   the merge base the later steps start from. Every hunk is present; one whose post-image is no
+   longer at the fork ref is present-after-churn, by the newest later commit touching that path
+   (in the fork ref's own history, so the fork has it by construction; upstream's or the fork's)
+   -- unless its pre-image is back there (a revert): then it is missing.
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
    here.
-3. **content** -- each hunk's post-image is looked for at the fork ref (`porttrack.hunks`). A hunk
-   that is absent is **churn**, not missing, when upstream itself later changed or deleted that
-   code: the fork's upstream base contains the merge, a later commit on the way from the merge to
-   the base touched the path (`git log -1 <merge>..<base> -- <path>`), and the post-image is
-   absent at the base too (otherwise upstream still has it and the fork does not). Churn alone
-   proves nothing: with no hunk found, the verdict is not-converged.
+3. **content** -- each hunk is looked for at the fork ref (`porttrack.hunks.hunk_state`, which
+   anchors a hunk at the start or end of the file as `git apply` does): post-image found and not
+   the pre-image -> present; pre-image found and not the post-image -> missing. A hunk with
+   neither is looked up in upstream's later history, only when the fork's upstream base contains
+   the merge: C is the first commit on the ancestry path from the merge to the base
+   (`git log --ancestry-path <merge>..<base> -- <path>`) whose content of the path lacks the
+   post-image. It is present-after-churn when C is an ancestor of the fork ref, or every hunk of
+   C's change to the path (against its first parent) is applied at the fork ref; a deletion by C
+   counts only by ancestry (absence alone does not show the fork ever had the PR's version).
+   Anything else is unknown, with the reason.
 
-Verdict: `converged` when no hunk is missing, `partially-converged` when some are found and some
-missing, `not-converged` when none is found. The command exits 0 only for `converged` (and, with
-`--run-regression`, a passing regression); otherwise `CheckFailed` (exit 1), after recording.
+Verdict: `converged` when every hunk is present or present-after-churn (an empty change is
+converged), `partially-converged` when some are and some are not, `not-converged` when none is.
+Counts (`summary`) say present / present-after-churn / missing / unknown separately and add up to
+`hunks`. The command exits 0 only for `converged` (and, with `--run-regression`, a passing
+regression); otherwise `CheckFailed` (exit 1), after recording.
 
 Applying the diff in reverse at the tip is deliberately not a method: once upstream has moved on
 (#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was deleted two days after it merged),
@@ -36,10 +55,14 @@ the fork ref does not, the fork has not rebased yet: the steps above decide what
 now, and the reasons say so.
 
 Copies the fork carries (live queue patches for the PR, the track's `fork_commits` that duplicate
-the change by patch-id or by hunk ids) are **droppable** only when the verdict is `converged` and
-the change reaches the fork from upstream (the merge commit is in the fork ref or its upstream
-base). `--apply-drops` retires droppable queue patches (state `converged`, evidence kept);
-`fork_commits` are only listed: tracks.yaml and the fork's history belong to humans.
+the change by patch-id or by hunk ids) are **droppable** only when the verdict is `converged`, the
+change reaches the fork from upstream (the merge commit is in the fork ref or its upstream base),
+the verdict is for the configured `fork.branch` (at the tip it was just computed on), and -- for a
+queued patch -- every hunk the patch carries is a hunk of the merged change that is present or
+present-after-churn. `--apply-drops` retires droppable queue patches (state `converged`, evidence
+kept); the retirement names the verdict it relied on (`state/convergence/<PR>.json#<index>` and
+the fork commit). `fork_commits` are only listed: tracks.yaml and the fork's history belong to
+humans.
 
 Each run appends its verdict to `state/convergence/<PR>.json` (schema
 `porttrack/convergence-record/v1`: `{"schema", "pr", "history": [<verdict>, ...]}`, oldest
@@ -48,10 +71,21 @@ exactly what the last entry found (same commits, hunks, drops and no new regress
 appended again: it reports `unchanged_since`, the time of that entry, so a daily check after
 every rebase does not grow a committed file by one copy a day.
 
-JSON shape (`--json`, schema `porttrack/convergence/v1`; additive changes only)::
+A recorded verdict is bound to what it was computed on: `latest_verdicts` (for `status` and
+`report weekly`) takes, per PR, the newest entry for the configured `fork.branch` and says whether
+it is **current** (its `fork_sha` is the branch's tip in the fork checkout now), **stale** (the
+branch has moved), **unconfirmed** (no fork checkout to read the tip from), or, when no entry is
+for that branch, **other-ref**. Only a current verdict may say "in the fork"; any other keeps the
+next action "verify convergence".
+
+JSON shape (`--json`, schema `porttrack/convergence/v2`; additive changes only). v2 replaced v1's
+hunk state `changed-since` (which counted a hunk as present on the strength of upstream churn alone)
+by `present-after-churn` (proven) and added `unknown`; `summary` went from
+`{hunks, present, changed_since, missing}` to `{hunks, present, present_after_churn, missing,
+unknown}`. A state whose meaning changed is not an additive change, hence the new name::
 
     {
-      "schema": "porttrack/convergence/v1",
+      "schema": "porttrack/convergence/v2",
       "pr": 48407, "title": "...", "track": "sparse-indexer-skip" | null,
       "verdict": "converged" | "partially-converged" | "not-converged",
       "method": "ancestry" | "patch-id" | "content",   # the step that settled the verdict
@@ -67,11 +101,13 @@ JSON shape (`--json`, schema `porttrack/convergence/v1`; additive changes only):
       "patch_id": null | {"change": hex, "candidates": int,
                           "matched": [{"commit": sha, "subject": str, "matches": "change" | pr-commit sha}]},
       "hunks": [{"id": "1a2b3c4d5e6f", "path": "...", "kind": "text" | "binary" | "meta",
-                 "header": "@@ -10,7 +10,9 @@ def f", "state": "present" | "changed-since" | "missing",
+                 "header": "@@ -10,7 +10,9 @@ def f",
+                 "state": "present" | "present-after-churn" | "missing" | "unknown",
                  "method": "ancestry" | "patch-id" | "content" | "churn",
                  "changed_by": null | {"commit": sha, "subject": str, "upstream": bool},
                  "detail": str}],
-      "summary": {"hunks": int, "present": int, "changed_since": int, "missing": int},
+      "summary": {"hunks": int, "present": int, "present_after_churn": int, "missing": int,
+                  "unknown": int},                      # the four add up to hunks
       "drops": [{"kind": "queued-patch" | "fork-commit", "ref": name-or-sha, "commit": sha | null,
                  "duplicate": bool, "droppable": bool, "retired": bool, "reason": str}],
       "regression": null | {"command": str, "workdir": "checkout" | "temporary worktree",
@@ -118,9 +154,11 @@ if TYPE_CHECKING:
     from porttrack.config import Config, Job
     from porttrack.hunks import FileDiff, Hunk
 
-SCHEMA = "porttrack/convergence/v1"
+SCHEMA = "porttrack/convergence/v2"
 RECORD_SCHEMA = "porttrack/convergence-record/v1"
 VERDICTS = ("converged", "partially-converged", "not-converged")
+STATES = ("present", "present-after-churn", "missing", "unknown")
+COUNTED = frozenset({"present", "present-after-churn"})  # the states that count toward converged
 OUTPUT_TAIL_LINES = 40
 OUTPUT_TAIL_CHARS = 4000
 # PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
@@ -167,14 +205,15 @@ class HunkResult:
     path: str
     kind: str
     header: str
-    state: str  # present | changed-since | missing
+    state: str  # present | present-after-churn | missing | unknown (see the module docstring)
     method: str  # ancestry | patch-id | content | churn
     changed_by: ChangedBy | None = None
     detail: str = ""
 
     @property
-    def present(self) -> bool:
-        return self.state != "missing"
+    def counts(self) -> bool:
+        """Counts toward converged: present, or present after (proven) upstream churn."""
+        return self.state in COUNTED
 
 
 @dataclass(frozen=True)
@@ -244,7 +283,7 @@ class Verdict:
 
 
 def to_json(v: Verdict) -> dict[str, Any]:
-    """The documented `porttrack/convergence/v1` shape (see the module docstring)."""
+    """The documented `porttrack/convergence/v2` shape (see the module docstring)."""
     return {
         "schema": SCHEMA,
         "pr": v.pr,
@@ -272,12 +311,20 @@ def to_json(v: Verdict) -> dict[str, Any]:
 
 
 def summary(hunks: Sequence[HunkResult]) -> dict[str, int]:
+    """Per state, and in all: every hunk is in exactly one state, so the four add up."""
     return {
         "hunks": len(hunks),
         "present": sum(h.state == "present" for h in hunks),
-        "changed_since": sum(h.state == "changed-since" for h in hunks),
+        "present_after_churn": sum(h.state == "present-after-churn" for h in hunks),
         "missing": sum(h.state == "missing" for h in hunks),
+        "unknown": sum(h.state == "unknown" for h in hunks),
     }
+
+
+def counts_words(s: Mapping[str, int]) -> str:
+    """'11 present, 2 present after churn, 3 missing, 1 unknown of 17 hunks': exact, adds up."""
+    return (f"{s['present']} present, {s['present_after_churn']} present after churn, "
+            f"{s['missing']} missing, {s['unknown']} unknown of {s['hunks']} hunk(s)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,7 +355,8 @@ def verify_converged(
     fork_commits = tuple(config.tracks[track_id].fork_commits) if track_id else ()
     from porttrack import queue as queue_mod
 
-    verdict = replace(verdict, drops=find_drops(repo, verdict, queue_mod.load(ws).for_pr(number), fork_commits))
+    queued = queue_mod.load(ws).for_pr(number)
+    verdict = replace(verdict, drops=find_drops(repo, verdict, queued, fork_commits, config.fork.branch))
     if job is not None:
         verdict = replace(verdict, regression=regression(repo, job, verdict.commits.fork_sha))
     if dry_run:
@@ -321,7 +369,7 @@ def outcome(v: Verdict) -> CheckFailed | None:
     problems = []
     if not v.converged:
         s = summary(v.hunks)
-        problems.append(f"#{v.pr} is {v.verdict} at {v.commits.fork_ref} ({s['present'] + s['changed_since']}/{s['hunks']} hunks present)")
+        problems.append(f"#{v.pr} is {v.verdict} at {v.commits.fork_ref} ({counts_words(s)})")
     if v.regression is not None and not v.regression.passed:
         problems.append(f"the regression command failed (exit {v.regression.exit_code})")
     return CheckFailed("; ".join(problems)) if problems else None
@@ -479,7 +527,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
         results = _by_ancestry(repo, files, merge, fork_sha, base_sha)
-        churned = sorted({h.path for h in results if h.state == "changed-since"})
+        churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
         return finish("ancestry", results)
@@ -500,26 +548,22 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        detail = f"same patch-id as {m.commit[:12]}"
-        return finish("patch-id", [_result(h, "present", "patch-id", detail=detail) for fd in files for h in fd.hunks], patch_id)
+        return finish("patch-id", _by_patch_id(repo, files, fork_sha, m.commit), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
 
-    results = _by_content(repo, files, merge, fork_sha, base_sha if in_base else None)
-    s = summary(results)
-    reasons.append(f"{s['present']} of {s['hunks']} hunk(s) found at {fork_ref} by content"
-                   + (f", {s['changed_since']} changed upstream since the merge" if s["changed_since"] else "")
-                   + (f", {s['missing']} missing" if s["missing"] else ""))
+    results = _by_content(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None)
+    reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
     return finish("content", results, patch_id)
 
 
 def _verdict_of(results: Sequence[HunkResult]) -> str:
-    """Converged when nothing is missing. Churn proves nothing on its own: a fork that has none of
-    the change is not-converged even where upstream later deleted some of it."""
-    missing = sum(h.state == "missing" for h in results)
-    found = sum(h.state == "present" or h.method == "ancestry" for h in results)
-    if not missing:
+    """Converged only when every hunk counts (present, or present after proven churn): a missing
+    or unknown hunk fails closed. Churn alone proves nothing -- it is counted only with proof that
+    the fork has the later change."""
+    found = sum(h.counts for h in results)
+    if found == len(results):
         return "converged"
     return "partially-converged" if found else "not-converged"
 
@@ -540,9 +584,13 @@ def _header(h: "Hunk") -> str:
 # -- ancestry
 
 def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
-    """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, name
-    the newest commit since the merge that touched the path, and whether upstream made it."""
-    checks = _check_at(repo, fork_sha, files)
+    """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, it is
+    present after churn by the newest commit since the merge that touched the path: that commit
+    is in `merge..fork`, so the fork ref contains it by construction (the proof the contract
+    asks for); say whether upstream made it. With no such commit the path is as merged. One
+    exception: where the pre-image is back (a revert, upstream's or the fork's), it is missing."""
+    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
+    checks = [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
     gone = sorted({fd.path for fd, _, ok in checks if not ok})
     later = _later_commits(repo, merge, fork_sha, gone)
     fork_only = set()
@@ -556,8 +604,28 @@ def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sh
             continue
         changed = ChangedBy(by[0], by[1], bool(base_sha) and by[0] not in fork_only)
         where = "upstream" if changed.upstream else "in the fork"
-        results.append(_result(h, "changed-since", "ancestry", changed, f"no longer at the fork ref: changed {where} by {by[0][:12]} ({by[1][:60]})"))
+        if _pre_image_back(h, fd, contents.get(fd.path), changed.upstream):
+            results.append(_result(h, "missing", "ancestry", changed,
+                                   f"the pre-image is back at the fork ref: undone {where} by {by[0][:12]} ({by[1][:60]})"))
+            continue
+        results.append(_result(h, "present-after-churn", "ancestry", changed,
+                               f"no longer at the fork ref as merged: changed {where} by {by[0][:12]} ({by[1][:60]}), which the fork ref contains"))
     return results
+
+
+def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, by_upstream: bool) -> bool:
+    """After the merge, is the hunk's pre-image at the fork ref again: a deleted file back, an
+    added file removed by the fork itself (upstream may delete it: that is its later state), an
+    old mode back, or the pre-image's lines back and not the post-image's?"""
+    from porttrack import hunks as hunks_mod
+
+    if fd.status == "deleted":
+        return entry is not None
+    if entry is None:
+        return fd.status == "added" and not by_upstream
+    if h.kind == "meta":  # only a mode change can be undone in place (a rename's pseudo-hunk: no)
+        return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
+    return hunks_mod.hunk_state(h, entry[1]) == "not-applied"
 
 
 # -- patch-id
@@ -586,6 +654,19 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
     return PatchIdResult(change, len(subjects), tuple(matched)), decided
 
 
+def _by_patch_id(repo: GitRepo, files: Sequence["FileDiff"], fork_sha: str, commit: str) -> list[HunkResult]:
+    """Every hunk is present by patch-id of `commit`, except one whose pre-image is back at the
+    fork ref (the copy was reverted since): that one is missing. One read of the PR's files."""
+    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
+    results = []
+    for fd, h in ((fd, h) for fd in files for h in fd.hunks):
+        if _pre_image_back(h, fd, contents.get(fd.path), by_upstream=False):
+            results.append(_result(h, "missing", "patch-id", detail=f"same patch-id as {commit[:12]}, but the pre-image is back at the fork ref"))
+        else:
+            results.append(_result(h, "present", "patch-id", detail=f"same patch-id as {commit[:12]}"))
+    return results
+
+
 def _patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
     """commit -> `git patch-id --stable` of its change against its first parent (merges: none)."""
     shas = list(shas)
@@ -604,39 +685,156 @@ def _patch_id_of_change(repo: GitRepo, old: str, new: str) -> str | None:
 
 # -- content and churn
 
-def _by_content(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
-    """Each hunk's post-image at the fork ref. An absent one is churn when the upstream base (given
-    only when it contains the merge) lacks it too and a commit since the merge touched the path;
-    the base is read first, so the history walk happens only for hunks upstream no longer has."""
-    checks = _check_at(repo, fork_sha, files)
-    absent = sorted({fd.path for fd, _, ok in checks if not ok})
-    at_base = _read_files(repo, base_sha, absent) if base_sha and absent else {}
-    gone_upstream = {(fd.path, h.id) for fd, h, ok in checks if not ok and base_sha and not _present(h, fd, at_base.get(fd.path))}
-    later = _later_commits(repo, merge, base_sha, sorted({path for path, _ in gone_upstream})) if base_sha else {}
+@dataclass(frozen=True)
+class _Look:
+    """What the fork ref's content alone says of one hunk: a state, or None (neither image there:
+    upstream's later history decides), and the words for it."""
+
+    state: str | None
+    detail: str
+    absent_added: bool = False  # an added file that is absent: missing unless upstream deleted it
+
+
+def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
+                base_sha: str | None) -> list[HunkResult]:
+    """Each hunk by the fork ref's content, then, for a hunk with neither image there, by the
+    later upstream change that rewrote it (`base_sha` is given only when the upstream base
+    contains the merge). Upstream's history is read only for those hunks' paths."""
+    paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
+    at_fork = _read_files(repo, fork_sha, paths)
+    looks = [(fd, h, _look(h, fd, at_fork)) for fd in files for h in fd.hunks]
+    open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
+    later = _later_upstream(repo, merge, base_sha, open_paths) if base_sha and open_paths else {}
+    missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
+    at_base = _read_files(repo, base_sha, missing_paths) if base_sha and missing_paths else {}
     results = []
-    for fd, h, ok in checks:
-        by = later.get(fd.path) if (fd.path, h.id) in gone_upstream else None
-        if ok:
-            results.append(_result(h, "present", "content", detail="post-image found at the fork ref"))
-        elif by is not None:
-            changed = ChangedBy(by[0], by[1], True)
-            results.append(_result(h, "changed-since", "churn", changed, f"absent at the fork ref and upstream since {by[0][:12]} ({by[1][:60]})"))
+    for fd, h, look in looks:
+        if look.state == "present":
+            results.append(_result(h, "present", "content", detail=look.detail))
+        elif look.state is not None:
+            words = _upstream_words(h, fd, base_sha, at_base) if look.state == "missing" else ""
+            results.append(_result(h, look.state, "content", detail=look.detail + words))
         else:
-            results.append(_result(h, "missing", "content", detail=_missing_detail(fd, base_sha is not None and (fd.path, h.id) not in gone_upstream)))
+            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path, ()), at_fork.get(fd.path)))
     return results
 
 
-def _missing_detail(fd: "FileDiff", upstream_has_it: bool) -> str:
+def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -> _Look:
+    """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes))."""
+    from porttrack import hunks as hunks_mod
+
+    entry = at_fork.get(fd.path)
     if fd.status == "deleted":
-        return f"{fd.path} still exists at the fork ref"
-    still = "; upstream still has it" if upstream_has_it else ""
-    return f"post-image not found at the fork ref{still}"
+        return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")
+    if entry is None:
+        old = at_fork.get(fd.old_path) if fd.old_path not in (None, fd.path) else None
+        if old is not None and (h.kind != "text" or hunks_mod.pre_image_present(h, old[1])):
+            return _Look("missing", f"not renamed at the fork ref: {fd.old_path} is still there" + (" with the pre-image" if h.kind == "text" else ""))
+        if fd.status == "added":
+            return _Look(None, f"{fd.path} does not exist at the fork ref", absent_added=True)
+        return _Look(None, f"{fd.path} does not exist at the fork ref")
+    if h.kind == "meta":
+        if fd.new_mode is None or entry[0] == fd.new_mode:
+            return _Look("present", "found at the fork ref")
+        if entry[0] == fd.old_mode:
+            return _Look("missing", f"mode still {fd.old_mode} at the fork ref")
+        return _Look(None, f"mode {entry[0]} at the fork ref: neither {fd.old_mode} nor {fd.new_mode}")
+    state = hunks_mod.hunk_state(h, entry[1])
+    if state == "applied":
+        return _Look("present", "post-image found at the fork ref")
+    if state == "not-applied":
+        return _Look("missing", "pre-image still at the fork ref")
+    if h.kind == "text" and hunks_mod.post_image_present(h, entry[1]) and hunks_mod.pre_image_present(h, entry[1]):
+        return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
+    return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
 
 
-def _check_at(repo: GitRepo, rev: str, files: Sequence["FileDiff"]) -> list[tuple["FileDiff", "Hunk", bool]]:
-    """(entry, hunk, post-image present at `rev`) for every hunk, in diff order."""
-    contents = _read_files(repo, rev, [fd.path for fd in files])
-    return [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
+def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Mapping[str, tuple[str, bytes]]) -> str:
+    """For a missing hunk: whether upstream still has it (a hint for the reader, not a proof)."""
+    if base_sha is None or fd.status == "deleted":
+        return ""
+    return "; upstream still has it" if _present(h, fd, at_base.get(fd.path)) else "; upstream has since changed it, and the fork never took this change"
+
+
+# One later upstream commit touching a path: (sha, subject, (mode, bytes) of the path there or None).
+_Later = tuple[str, str, "tuple[str, bytes] | None"]
+
+
+def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
+                 base_sha: str | None, later: Sequence[_Later], entry: tuple[str, bytes] | None) -> HunkResult:
+    """A hunk with neither image at the fork ref: present after churn when the fork ref contains
+    the upstream change C that took the post-image away (see the module docstring), else unknown
+    -- or, for an added file that is absent and that upstream never deleted, missing."""
+    if base_sha is None:
+        if look.absent_added:
+            return _result(h, "missing", "content", detail=look.detail)
+        return _result(h, "unknown", "content", detail=f"{look.detail}; the upstream base does not contain the merge, so there is no later upstream state to compare")
+    c = next((c for c in later if not _present(h, fd, c[2])), None)
+    if c is None:
+        if look.absent_added:
+            return _result(h, "missing", "content", detail=f"{look.detail}; upstream still has it")
+        return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
+    changed = ChangedBy(c[0], c[1], True)
+    what = "deleted" if c[2] is None else "rewrote"
+    if repo.is_ancestor(c[0], fork_sha):
+        return _result(h, "present-after-churn", "churn", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
+    if c[2] is None:
+        return _result(h, "unknown", "churn", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) deleted the file, which the fork ref does not contain: "
+                       f"absence alone does not show the fork ever had #{number}'s version")
+    if entry is not None and _change_present(repo, c[0], fd.path, entry):
+        return _result(h, "present-after-churn", "churn", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, and its change to {fd.path} is at the fork ref")
+    return _result(h, "unknown", "churn", changed,
+                   f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but the fork ref has neither that commit nor its change to {fd.path}")
+
+
+def _change_present(repo: GitRepo, sha: str, path: str, entry: tuple[str, bytes]) -> bool:
+    """Every hunk of commit `sha`'s change to `path` (against its first parent) is applied in the
+    fork's `entry`: the fork has upstream's later state of that file, not just its absence."""
+    from porttrack import hunks as hunks_mod
+
+    changes = [fd for fd in hunks_mod.parse_diff(repo.run("diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--binary", "--full-index",
+                                                          f"{sha}^", sha, "--", path, env=_LITERAL).stdout) if fd.path == path]
+    checks = [(fd, h) for fd in changes for h in fd.hunks]
+    return bool(checks) and all(_applied(h, fd, entry) for fd, h in checks)
+
+
+def _applied(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
+    """Stricter than `_present`: the post-image is there and the pre-image is not."""
+    from porttrack import hunks as hunks_mod
+
+    if fd.status == "deleted" or entry is None or h.kind == "meta":
+        return _present(h, fd, entry)
+    return hunks_mod.hunk_state(h, entry[1]) == "applied"
+
+
+def _later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str]) -> dict[str, list[_Later]]:
+    """path -> the commits on the ancestry path from the merge to the base that touched it, oldest
+    first, each with the path's content there. `--ancestry-path` keeps out side branches cut
+    before the merge (they lack the post-image for want of the merge, not because of churn); a
+    merge commit's change is taken against its first parent, as `_change_present` reads it.
+    One `log --raw` per path (it gives each commit's mode and blob) and one `cat-file --batch`."""
+    found: dict[str, list[tuple[str, str, str, str]]] = {}
+    for path in paths:
+        log = repo.text("log", "--ancestry-path", "--topo-order", "--reverse", "--no-renames", "--raw", "--no-abbrev",
+                        "--diff-merges=first-parent", "--format=commit %H %s", f"{merge}..{base_sha}", "--", path, env=_LITERAL)
+        commits: list[tuple[str, str, str, str]] = []
+        for line in log.splitlines():
+            if line.startswith("commit "):
+                sha, _, subject = line[len("commit "):].partition(" ")
+                commits.append((sha, subject, "", ""))
+            elif line.startswith(":") and commits:  # ":<old mode> <new mode> <old blob> <new blob> <status>\t<path>"
+                fields = line[1:].split("\t", 1)[0].split()
+                commits[-1] = (*commits[-1][:2], fields[1], fields[3])
+        found[path] = commits
+    blobs = _cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))
+    out: dict[str, list[_Later]] = {}
+    for path, commits in found.items():
+        out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
+                     for sha, subject, mode, blob in commits if mode]  # (no raw line: nothing to read)
+    return out
 
 
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
@@ -706,15 +904,22 @@ def _cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
 # 5. Drops
 
 
-def find_drops(repo: GitRepo, v: Verdict, queued: Sequence[Any], fork_commits: Sequence[str]) -> tuple[Drop, ...]:
-    """Copies the fork carries of the merged change, and whether each can go now."""
-    merged_ids = {h.id for h in v.hunks}
+def find_drops(repo: GitRepo, v: Verdict, queued: Sequence[Any], fork_commits: Sequence[str],
+               fork_branch: str | None = None) -> tuple[Drop, ...]:
+    """Copies the fork carries of the merged change, and whether each can go now: only on a
+    converged verdict for `fork_branch` (the configured fork branch) and, for a queued patch, only
+    when every hunk it carries is one of the merged change's hunks that counts."""
+    by_id = {h.id: h for h in v.hunks}
+    wrong_ref = _not_for_branch(v, fork_branch)
     drops: list[Drop] = []
     for patch in queued:
         if patch.live:
             taken = [h.id for h in patch.hunks_taken]
-            as_is = sum(i in merged_ids for i in taken)
-            drops.append(_drop("queued-patch", patch.name, None, True, v, f"a queued patch for #{v.pr} ({as_is} of its {len(taken)} hunk(s) are in the merged change as-is)"))
+            as_is = sum(i in by_id for i in taken)
+            unproven = [i for i in taken if i not in by_id or not by_id[i].counts]
+            how = f"a queued patch for #{v.pr} ({as_is} of its {len(taken)} hunk(s) are in the merged change as-is)"
+            blocker = wrong_ref or _unproven_words(unproven, by_id)
+            drops.append(_drop("queued-patch", patch.name, None, True, v, how, blocker))
     change_pid = v.patch_id.change if v.patch_id else None
     for written in fork_commits:
         sha = repo.rev_parse(written)
@@ -723,18 +928,39 @@ def find_drops(repo: GitRepo, v: Verdict, queued: Sequence[Any], fork_commits: S
             continue
         if change_pid is None and v.commits.merge_parent:
             change_pid = _patch_id_of_change(repo, v.commits.merge_parent, v.commits.merge_commit)
-        duplicate, how = _duplicates(repo, sha, change_pid, merged_ids)
-        drops.append(_drop("fork-commit", written, sha, duplicate, v, how))
+        duplicate, how = _duplicates(repo, sha, change_pid, set(by_id))
+        drops.append(_drop("fork-commit", written, sha, duplicate, v, how, wrong_ref))
     return tuple(drops)
 
 
-def _drop(kind: str, ref: str, sha: str | None, duplicate: bool, v: Verdict, how: str) -> Drop:
+def _not_for_branch(v: Verdict, fork_branch: str | None) -> str | None:
+    """Why this verdict may not drive a drop: it was computed on another ref than fork.branch."""
+    if fork_branch is None or _names_branch(v.commits.fork_ref, fork_branch):
+        return None
+    return f"this verdict is for {v.commits.fork_ref}, not the fork branch {fork_branch}: verify-converged {v.pr} on {fork_branch} first"
+
+
+def _names_branch(ref: str, branch: str) -> bool:
+    return ref in (branch, f"refs/heads/{branch}")
+
+
+def _unproven_words(unproven: Sequence[str], by_id: Mapping[str, HunkResult]) -> str | None:
+    if not unproven:
+        return None
+    words = [f"{i} ({by_id[i].state})" if i in by_id else f"{i} (not in the merged change)" for i in unproven[:5]]
+    more = f" and {len(unproven) - 5} more" if len(unproven) > 5 else ""
+    return f"{len(unproven)} of its hunk(s) are not proven present at the fork ref: {', '.join(words)}{more}"
+
+
+def _drop(kind: str, ref: str, sha: str | None, duplicate: bool, v: Verdict, how: str, blocker: str | None = None) -> Drop:
     if not duplicate:
         return Drop(kind, ref, sha, False, False, f"does not duplicate #{v.pr}: {how}")
     if not v.converged:
         return Drop(kind, ref, sha, True, False, f"{how}; keep it: #{v.pr} is {v.verdict} at {v.commits.fork_ref}")
     if not v.upstream_has_it:
         return Drop(kind, ref, sha, True, False, f"{how}; keep it until the fork's upstream base contains {v.commits.merge_commit[:12]}")
+    if blocker is not None:
+        return Drop(kind, ref, sha, True, False, f"{how}; keep it: {blocker}")
     action = "retire it with --apply-drops" if kind == "queued-patch" else "drop it at the next rebase and remove it from fork_commits"
     return Drop(kind, ref, sha, True, True, f"{how}; upstream has #{v.pr}: {action}")
 
@@ -837,8 +1063,8 @@ def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
         evidence = f"{rel}#{len(history)}"
         retire = [d for d in v.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
         queue = queue_mod.load(ws, repair=True) if retire else None
-        why = (f"upstream #{v.pr} merged as {v.commits.merge_commit[:12]}; verify-converged: "
-               f"{v.verdict} by {v.method} at {v.commits.fork_ref} {v.commits.fork_sha[:12]}")
+        why = (f"upstream #{v.pr} merged as {v.commits.merge_commit[:12]}; verify-converged verdict {evidence}: "
+               f"{v.verdict} by {v.method} at {v.commits.fork_ref} {v.commits.fork_sha} ({counts_words(summary(v.hunks))})")
         for drop in retire:
             patch = queue.get(drop.ref)
             if patch.live:
@@ -879,14 +1105,75 @@ def _load_history(path: Path) -> list[dict[str, Any]]:
     return data["history"]
 
 
-def latest_verdicts(ws: Workspace) -> dict[int, str]:
-    """PR -> the verdict of its most recent verify-converged run (for `status`)."""
+@dataclass(frozen=True)
+class RecordedVerdict:
+    """A recorded verdict as `status` and `report weekly` may use it: bound to the ref and commit
+    it was computed on, and how that stands against the configured fork branch now."""
+
+    pr: int
+    verdict: str
+    fork_ref: str
+    fork_sha: str
+    computed_at: str | None
+    evidence: str  # "state/convergence/<PR>.json#<index>"
+    standing: str  # current | stale | unconfirmed | other-ref (see the module docstring)
+    why: str = ""  # for any standing but current: what it is not, in words
+
+    @property
+    def current(self) -> bool:
+        """For fork.branch at its tip now: the only standing that may say "in the fork"."""
+        return self.standing == "current"
+
+    @property
+    def words(self) -> str:
+        at = f"{self.verdict} at {self.fork_ref} {self.fork_sha[:12]}"
+        return at if self.current else f"{at} — {self.why}"
+
+
+def fork_tip(config: "Config") -> tuple[str | None, str]:
+    """The configured fork branch's tip in the fork checkout, or None and why it cannot be read."""
+    branch = config.fork.branch
+    path = config.fork_checkout()
+    if path is None:
+        return None, "no fork checkout to read its tip from"
+    try:
+        sha = GitRepo.open(path).rev_parse(f"refs/heads/{branch}")
+    except (ConfigError, GitError) as exc:
+        return None, f"the fork checkout cannot be read ({exc})"
+    return (sha, "") if sha else (None, f"branch {branch} does not exist in the fork checkout")
+
+
+def latest_verdicts(ws: Workspace, config: "Config") -> dict[int, RecordedVerdict]:
+    """PR -> its newest recorded verdict for `fork.branch` (else its newest for any ref), with its
+    standing against the branch's tip now (for `status` and `report weekly`)."""
+    branch = config.fork.branch
+    tip, no_tip = fork_tip(config)
     folder = ws.state_dir / "convergence"
-    verdicts: dict[int, str] = {}
+    verdicts: dict[int, RecordedVerdict] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         if not path.stem.isdigit():
             continue
-        history = _load_history(path)
-        if history and history[-1].get("verdict") in VERDICTS:
-            verdicts[int(path.stem)] = history[-1]["verdict"]
+        rel = path.relative_to(ws.root).as_posix()
+        found = _bound(int(path.stem), rel, _load_history(path), branch, tip, no_tip)
+        if found is not None:
+            verdicts[found.pr] = found
     return verdicts
+
+
+def _bound(pr: int, rel: str, history: list[dict[str, Any]], branch: str, tip: str | None, no_tip: str) -> RecordedVerdict | None:
+    usable = [(i, e) for i, e in enumerate(history)
+              if isinstance(e, dict) and e.get("verdict") in VERDICTS and isinstance(e.get("commits"), dict)]
+    if not usable:
+        return None
+    ours = [(i, e) for i, e in usable if _names_branch(str(e["commits"].get("fork_ref")), branch)]
+    index, entry = (ours or usable)[-1]
+    ref, sha = str(entry["commits"].get("fork_ref")), str(entry["commits"].get("fork_sha") or "")
+    if not ours:
+        standing, why = "other-ref", f"for another ref, not the fork branch {branch}"
+    elif tip is None:
+        standing, why = "unconfirmed", f"cannot be confirmed current: {no_tip}"
+    elif sha != tip:
+        standing, why = "stale", f"stale: {branch} is now {tip[:12]}"
+    else:
+        standing, why = "current", ""
+    return RecordedVerdict(pr, entry["verdict"], ref, sha, entry.get("computed_at"), f"{rel}#{index}", standing, why)

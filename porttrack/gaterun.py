@@ -232,6 +232,30 @@ def ingest(ws: Workspace, config: "Config", subject: GateSubject, role: str, tar
                                    results_sha256=evidence.results_digest(data), now=now, dry_run=dry_run)
 
 
+def ingest_file(ws: Workspace, config: "Config", queue: "Queue", subject: GateSubject, *, repo: GitRepo, role: str,
+                target: str, path: Path, now: str | None = None, dry_run: bool = False,
+                say: Say | None = None) -> tuple[BuiltRef, Record]:
+    """Results measured by hand (on the maintainer's own GB10 or Strix Halo box), recorded as
+    evidence only when they describe the build `gate run` would measure: the ref it would build
+    for `role` (nothing is moved: the build is a dry run), its patch set, upstream base and fork
+    commit, the target, the track and the subject. Anything else is an InputError naming what
+    differs, and nothing is recorded."""
+    if subject.gate is None:
+        raise PreconditionError(subject.why_ungated or f"{subject.name} has no gate")
+    if role not in ("candidate", "baseline"):
+        raise ValueError(role)
+    _targets(config, subject, [target])
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(results.MAX_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read the results file {path}: {exc.strerror or exc}") from None
+    # force: the dry-run build reads the queue and the base and touches no work tree or branch
+    built = build_ref(ws, config, queue, subject, role, repo=repo, dry_run=True, say=say, force=True)
+    job = {"kind": "manual", "file": path.name}
+    return built, ingest(ws, config, subject, role, target, built, data, str(path), job, now=now, dry_run=dry_run)
+
+
 def _expected(subject: GateSubject, role: str, target: str, built: BuiltRef) -> Expected:
     return Expected(subject.track, Subject(subject.kind, subject.name, subject.sha256), role, target,
                     built.sha, built.upstream_base, built.fork_commit, built.patch_set)

@@ -835,7 +835,27 @@ def _image_present(h: Hunk, file_bytes: bytes, post: bool) -> bool:
         want = blobs[1] if post else blobs[0]
         return _git_blob_id(file_bytes, len(want)).startswith(want)
     needle = _normalise(h.post_image() if post else h.pre_image())
-    return not needle or bool(_find_all(_file_lines(file_bytes), needle))
+    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle))
+
+
+def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes]) -> list[int]:
+    """Start positions of `needle` in `hay` where hunk `h` may sit, by `git apply`'s own rule: a
+    hunk whose old range starts at line 1 must match at the start of the file, and one with no
+    context after its last change must match at the end (a diff with context stops short of it
+    only at the end of the file). Without this, deleting a file's first or last line looks
+    applied wherever the remaining context occurs -- including in the untouched file."""
+    found = _find_all(hay, needle)
+    if not h.old_len:  # an added file, or an insertion without context: no pre-image to anchor
+        return found
+    trailing = 0
+    for marker, _ in reversed(h._lines()):
+        if marker == b"\\":
+            continue
+        if marker != b" ":
+            break
+        trailing += 1
+    at_start, at_end = h.old_start == 1, trailing == 0
+    return [p for p in found if (not at_start or p == 0) and (not at_end or p + len(needle) == len(hay))]
 
 
 def post_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
@@ -888,10 +908,10 @@ def _text_state(hunk: Hunk, hay: list[bytes]) -> HunkState:
         if _find_all(hay, post):
             return "applied"
         return "ambiguous" if hunk.file_status == "added" else "not-applied"
-    pre_at = _find_all(hay, pre)
+    pre_at = _anchored(hunk, hay, pre)
     if not post:  # a deletion without context: nothing to find once applied
         return "not-applied" if pre_at else "applied"
-    post_at = _find_all(hay, post)
+    post_at = _anchored(hunk, hay, post)
     unexplained_pre = set(pre_at) - _inside(post_at, post, pre)
     unexplained_post = set(post_at) - _inside(pre_at, pre, post)
     if unexplained_post and not unexplained_pre:

@@ -29,7 +29,7 @@ def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_pr
     live = _live_patches(ws)
     return Knowledge(
         queued={p.pr: p.state for p in live},
-        converged=_converged(ws),
+        converged=_converged(ws, config),
         coverage=_coverage(ws, config, fork, fork_problem),
         queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
     )
@@ -52,12 +52,12 @@ def _live_patches(ws: Workspace):
         return ()
 
 
-def _converged(ws: Workspace) -> dict[int, str]:
+def _converged(ws: Workspace, config: "Config"):
+    """PR -> its recorded verdict, bound to fork.branch's tip (`converge.RecordedVerdict`)."""
     try:
-        found = latest_verdicts(ws)
+        return latest_verdicts(ws, config)
     except PorttrackError:
         return {}
-    return {int(n): str(getattr(v, "verdict", v)) for n, v in dict(found).items()}
 
 
 def _coverage(ws: Workspace, config: "Config", fork: GitRepo | None, problem: str | None) -> dict[int, str]:

@@ -294,7 +294,10 @@ def detect_environment() -> dict[str, Any]:
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info["gpu"] = str(props.name)
-        info["arch"] = str(getattr(props, "gcnArchName", "") or f"sm_{props.major}{props.minor}").split(":")[0]
+        # torch also fills gcnArchName on CUDA builds (with the GPU's name: "NVIDIA H200", seen
+        # with torch 2.11); it names the architecture only on ROCm ("gfx1151:xnack-").
+        gcn = getattr(props, "gcnArchName", "") if info["rocm"] else ""
+        info["arch"] = str(gcn or f"sm_{props.major}{props.minor}").split(":")[0]
     info["driver"] = _driver_version() or platform.release()
     return info
 

@@ -19,6 +19,7 @@ from porttrack.workspace import Workspace, lock
 
 if TYPE_CHECKING:
     from porttrack.config import Config
+    from porttrack.converge import RecordedVerdict
 
 JSON_SCHEMA = "porttrack/status/v1"
 
@@ -77,7 +78,8 @@ class Knowledge:
     """What other parts of porttrack know about a PR, folded into its next action."""
 
     queued: Mapping[int, str] = field(default_factory=dict)  # PR -> "queued" | "gated" | "default-enabled" | ...
-    converged: Mapping[int, str] = field(default_factory=dict)  # PR -> verdict of the last verify-converged
+    # PR -> its last verify-converged verdict, bound to fork.branch's tip (`converge.latest_verdicts`)
+    converged: Mapping[int, "RecordedVerdict"] = field(default_factory=dict)
     coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
     queued_heads: Mapping[int, str] = field(default_factory=dict)  # PR -> upstream head its live patch was made from
 
@@ -85,13 +87,15 @@ class Knowledge:
 def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tuple[str, ...], know: Knowledge) -> NextAction:
     n = pr.number
     if pr.state == "merged":
-        verdict = know.converged.get(n)
-        if verdict == "converged":
+        last = know.converged.get(n)
+        # Only a verdict for fork.branch at its tip now may say "in the fork"; a stale one, or one
+        # computed on another ref, keeps the convergence check as the next action.
+        if last is not None and last.current and last.verdict == "converged":
             return NextAction("converged", f"#{n} is in the fork (verified); drop any carried copy", None)
         when = (pr.merged_at or "")[:10] or "date unknown"
         return NextAction(
             "convergence-check",
-            f"#{n} merged {when} -> now a convergence check" + (f" (last verdict: {verdict})" if verdict else ""),
+            f"#{n} merged {when} -> now a convergence check" + (f" (last verdict: {last.words})" if last else ""),
             f"porttrack verify-converged {n}",
         )
     if pr.state == "closed":

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from porttrack import converge
+from porttrack.tracks_file import load_config
 from porttrack import queue as queue_mod
 from porttrack.errors import ExitCode
 from porttrack.hunks import parse_diff
@@ -106,7 +107,7 @@ def test_true_merge_commit_in_the_fork_is_converged_by_ancestry(tmp_path, world)
     code, data, err = verify_json(ws)
 
     assert code == 0, err
-    assert data["schema"] == "porttrack/convergence/v1"
+    assert data["schema"] == "porttrack/convergence/v2"
     assert (data["verdict"], data["method"]) == ("converged", "ancestry")
     assert data["commits"]["merge_commit"] == merge
     assert data["commits"]["merge_kind"] == "merge"
@@ -114,7 +115,7 @@ def test_true_merge_commit_in_the_fork_is_converged_by_ancestry(tmp_path, world)
     assert data["ancestry"] == {"fork_ref": True, "upstream_base": None}
     assert data["source"]["pr_state"] == "github"
     assert {(h["state"], h["method"]) for h in data["hunks"]} == {("present", "ancestry")}
-    assert data["summary"] == {"hunks": 4, "present": 4, "changed_since": 0, "missing": 0}
+    assert data["summary"] == {"hunks": 4, "present": 4, "present_after_churn": 0, "missing": 0, "unknown": 0}
     # one GET for the PR, nothing else
     assert [r.path for r in world.fake.requests()] == [f"/repos/vllm-project/vllm/pulls/{PR}"]
 
@@ -150,7 +151,9 @@ def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_pa
     assert first["commits"]["fork_sha"] != second["commits"]["fork_sha"]
     assert all(h["computed_at"].endswith("Z") and h["commits"]["upstream_base_sha"] for h in record["history"])
     assert second["recorded"] == f"state/convergence/{PR}.json"
-    assert converge.latest_verdicts(Workspace(ws.root)) == {PR: "converged"}
+    [latest] = converge.latest_verdicts(Workspace(ws.root), load_config(ws.tracks_file, str(world.fork))).values()
+    assert (latest.pr, latest.verdict, latest.standing) == (PR, "converged", "current")
+    assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
 
 
 def test_a_verdict_that_finds_the_same_is_not_appended_again(tmp_path, world):
@@ -236,15 +239,19 @@ def test_hand_port_with_edits_is_partially_converged_per_hunk(tmp_path, world):
     assert "partially-converged" in err
     assert (data["verdict"], data["method"]) == ("partially-converged", "content")
     assert data["patch_id"]["matched"] == [] and data["patch_id"]["candidates"] == 1
+    # The edited hunk has neither image at the fork ref (the fork's own version, upstream still has
+    # the merged one): unknown, never counted. The test file is absent and upstream never deleted
+    # it: missing.
     assert states(data) == {
-        MLA: [("present", "content"), ("missing", "content")],
+        MLA: [("present", "content"), ("unknown", "content")],
         GONE: [("present", "content")],
         TEST: [("missing", "content")],
     }
-    assert data["summary"] == {"hunks": 4, "present": 2, "changed_since": 0, "missing": 2}
+    assert data["summary"] == {"hunks": 4, "present": 2, "present_after_churn": 0, "missing": 1, "unknown": 1}
+    assert "2 present, 0 present after churn, 1 missing, 1 unknown of 4 hunk(s)" in err
     human = verify(ws)
     assert human.returncode == 1
-    assert "MISSING (content)" in human.stdout and "present (content)" in human.stdout
+    assert "MISSING (content)" in human.stdout and "present (content)" in human.stdout and "UNKNOWN (content)" in human.stdout
 
 
 def test_fork_based_before_the_merge_is_not_converged(tmp_path, world):
@@ -279,15 +286,17 @@ def test_file_deleted_upstream_after_the_merge_is_converged_by_ancestry_with_chu
     assert code == 0, err
     assert (data["verdict"], data["method"]) == ("converged", "ancestry")
     [gone] = [h for h in data["hunks"] if h["path"] == GONE]
-    assert (gone["state"], gone["method"]) == ("changed-since", "ancestry")
+    assert (gone["state"], gone["method"]) == ("present-after-churn", "ancestry")
     assert gone["changed_by"] == {"commit": deletion, "subject": "Remove the DeepSeek V3.2 NVIDIA attention module", "upstream": True}
     assert {h["state"] for h in data["hunks"] if h["path"] != GONE} == {"present"}
-    assert data["summary"]["changed_since"] == 1
+    assert data["summary"] == {"hunks": 4, "present": 3, "present_after_churn": 1, "missing": 0, "unknown": 0}
     human = verify(ws)
-    assert f"present, since changed upstream by {deletion[:12]}" in human.stdout
+    assert f"present after churn: changed upstream by {deletion[:12]}" in human.stdout
 
 
-def test_without_ancestry_content_and_churn_decide(tmp_path, world):
+def test_without_ancestry_a_hunk_whose_pre_image_is_still_there_is_missing_whatever_upstream_did(tmp_path, world):
+    """The old defect: upstream's later deletion of the module was taken as "changed since" for a
+    fork that still has the module exactly as before the PR (it never ported that part)."""
     merge_pr(world)
     deletion = world.upstream.commit({GONE: None}, "Remove the DeepSeek V3.2 NVIDIA attention module")
     git(world.fork, "fetch", "-q", "upstream")  # the upstream base has the merge and the deletion
@@ -297,16 +306,25 @@ def test_without_ancestry_content_and_churn_decide(tmp_path, world):
 
     code, data, err = verify_json(ws)
 
-    assert code == 0, err
-    assert (data["verdict"], data["method"]) == ("converged", "content")
+    assert code == 1, err
+    assert (data["verdict"], data["method"]) == ("partially-converged", "content")
     assert data["ancestry"] == {"fork_ref": False, "upstream_base": True}
     assert states(data) == {
         MLA: [("present", "content"), ("present", "content")],
-        GONE: [("changed-since", "churn")],
+        GONE: [("missing", "content")],
         TEST: [("present", "content")],
     }
     [gone] = [h for h in data["hunks"] if h["path"] == GONE]
-    assert gone["changed_by"]["commit"] == deletion and gone["changed_by"]["upstream"] is True
+    assert gone["changed_by"] is None and "pre-image still at the fork ref" in gone["detail"]
+
+    # The fork then takes upstream's deletion too (by hand: a new commit, not upstream's): the
+    # module's absence alone does not show the fork ever had #48407's version of it.
+    world.fork_commit({GONE: None}, "Remove the module as upstream did")
+    code, data, err = verify_json(ws)
+    assert code == 1, err
+    [gone] = [h for h in data["hunks"] if h["path"] == GONE]
+    assert (gone["state"], gone["method"]) == ("unknown", "churn")
+    assert gone["changed_by"]["commit"] == deletion and "absence alone" in gone["detail"]
 
 
 def test_churn_does_not_excuse_a_hunk_upstream_still_has(tmp_path, world):

@@ -13,7 +13,7 @@ from porttrack import evidence, gaterun, gates, results
 from porttrack import queue as queue_mod
 from porttrack.tracks_file import load_config
 from porttrack.errors import InputError, NotFound, PreconditionError
-from porttrack.jobs.example import build
+from testing.scenario_job import build
 from porttrack.queue import Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace, dump_json
 from testing.workspace import make_workspace
@@ -22,7 +22,7 @@ SHA_REF, SHA_BASE = "c" * 40, "d" * 40
 
 
 def gate() -> dict:
-    return {"job": {"command": "python3 -m porttrack.jobs.example --results {results}"},
+    return {"job": {"command": "python3 -m testing.scenario_job --results {results}"},
             "matrix": {"contexts": [1024], "batches": [1]}, "reference_backend": "TRITON_MLA",
             "tolerance": {"abs": 0.01, "rel": 0.05},
             "metrics": [{"name": "ttft_ms", "unit": "ms", "direction": "lower", "allowed_regression_pct": 5.0}],

@@ -1,4 +1,4 @@
-"""Gates end to end: a real local job (porttrack.jobs.example, run as a subprocess) measures the
+"""Gates end to end: a real local job (testing.scenario_job, run as a subprocess) measures the
 staging build of a real fork, its results become evidence, and `gate check` / `promote` judge it.
 
 The workspace has two tracks with gates and a proof:
@@ -25,7 +25,7 @@ from porttrack.tracks_file import load_config
 from porttrack.errors import InputError
 from porttrack.gitrepo import GitRepo
 from porttrack.hunks import parse_diff
-from porttrack.jobs.example import build
+from testing.scenario_job import build
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace, dump_json
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
@@ -55,7 +55,7 @@ GOOD = {"candidate": {"ttft_ms": 100.0, "decode_tok_s": 50.0}, "baseline": {"ttf
 
 
 def job_command(scenario: str = "scenario.json") -> str:
-    return f"{sys.executable} -m porttrack.jobs.example --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
+    return f"{sys.executable} -m testing.scenario_job --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
 
 
 def gate(command: str | None = None, *, workflow: dict | None = None, models: Any = "eligible", timeout_s: int = 120, **extra: Any) -> dict:
@@ -592,7 +592,122 @@ def test_a_dirty_fork_is_refused_unless_forced(gw):
 def test_dry_run_builds_and_records_nothing(gw):
     out = gw.cli("gate", "run", "0001-pr101", "--dry-run")
     assert out.returncode == 0, out.stderr
-    assert "would run: sm_121a:" in out.stderr and "porttrack.jobs.example" in out.stderr
+    assert "would run: sm_121a:" in out.stderr and "testing.scenario_job" in out.stderr
+    assert gw.evidence_files() == []
+
+
+# -- the real vLLM job (porttrack.jobs.vllm) against a stand-in vllm on PATH -----------------------
+
+def test_gate_run_with_the_vllm_job_records_evidence_that_passes(tmp_path, monkeypatch):
+    from testing.vllm_standin import install
+
+    monkeypatch.setenv("PORTTRACK_ACTOR", "tester")
+    metrics = [{"name": "first_request_latency", "unit": "ms", "direction": "lower", "allowed_regression_pct": 500.0, "key": True},
+               {"name": "decode_throughput", "unit": "tok/s", "direction": "higher", "allowed_regression_pct": 90.0}]
+    command = f"{sys.executable} -m porttrack.jobs.vllm --gate mla --ref {{ref}} --target {{target}} --results {{results}} --output-len 4 --num-iters 2"
+    gw = GateWorld(tmp_path, gate_kw={"command": command, "metrics": metrics})
+    env = install(tmp_path / "bin", STANDIN_VLLM=json.dumps({"logprob_error": {"FLASHMLA_SPARSE": 0.002}}), STANDIN_GPU_ARCH="sm_121")
+    for role in ([], ["--baseline"]):
+        out = gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", *role, **env)
+        assert out.returncode == 7, out.stderr  # gfx1151 is required too, and not measured here
+    check = gw.check()
+    measured = [c for c in check["cells"] if c["target"] == "sm_121a"]
+    assert len(measured) == 4 and {c["verdict"] for c in measured} == {"pass"}, measured
+    record = json.loads(gw.evidence_files()[0].read_text())
+    assert record["environment"]["arch"] == "sm_121a" and record["environment"]["extra"]["vllm"] == "0.11.0+standin"
+    # a candidate whose backend drifts past the gate's tolerance fails its numerics check
+    env["STANDIN_VLLM"] = json.dumps({"logprob_error": {"FLASHMLA_SPARSE": 0.5}})
+    gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", **env)
+    failed = [c for c in gw.check()["cells"] if c["target"] == "sm_121a"]
+    assert {c["verdict"] for c in failed} == {"fail"}
+    assert all(any(k["check"] == "numerics" and k["outcome"] == "fail" for k in c["checks"]) for c in failed), failed
+
+
+# -- gate ingest: results measured by hand -------------------------------------------------------------
+
+def hand_results(gw: GateWorld, role: str = "candidate", target: str = "sm_121a", **change: Any) -> Path:
+    """A results file as porttrack.jobs.vllm would write it by hand for the build `gate run` would make."""
+    config, queue = gw.config(), queue_mod.load(gw.ws)
+    subject = gates.patch_subject(config, queue, queue.get("0001-pr101"))
+    built = gaterun.build_ref(gw.ws, config, queue, subject, role, repo=GitRepo.open(config.fork_checkout()), dry_run=True)
+    document = build(json.loads((gw.ws.root / "scenario.json").read_text()), gaterun.job_environment(subject, role, target, built, "-")).document
+    for dotted, value in change.items():
+        node = document
+        *parents, last = dotted.split("__")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    path = gw.root / f"hand-{role}-{target}-{len(change)}.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def test_gate_ingest_accepts_results_for_the_build_gate_run_would_measure(gw):
+    dry = json.loads(gw.cli("gate", "run", "0001-pr101", "--dry-run", "--json").stdout)
+    planned = dry["ref"]
+    told = dry["job_environment"]["gfx1151"]  # what a maintainer measuring by hand sets
+    assert told["PORTTRACK_REF"] == planned and told["PORTTRACK_TARGET"] == "gfx1151" and told["PORTTRACK_TRACK"] == "mla"
+    for target in ("sm_121a", "gfx1151"):
+        out = gw.cli("gate", "ingest", "0001-pr101", "--target", target, "--results", str(hand_results(gw, target=target)))
+        assert out.returncode == 7 and "recorded" in out.stderr, out.stderr  # no baseline yet
+        out = gw.cli("gate", "ingest", "0001-pr101", "--baseline", "--target", target,
+                     "--results", str(hand_results(gw, "baseline", target)))
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert gw.check()["verdict"] == "pass" and gw.state("0001-pr101") == "gated-pass"
+    records = [json.loads(p.read_text()) for p in gw.evidence_files()]
+    assert len(records) == 4 and {r["job"]["kind"] for r in records} == {"manual"}
+    assert {r["commits"]["ref_under_test"] for r in records if r["role"] == "candidate"} == {planned}
+    assert gw.cli("promote", "0001-pr101").returncode == 0
+
+
+REFUSED = {
+    "wrong ref": ({"commits__ref_under_test": "f" * 40}, "ref_under_test is 'ffff"),
+    "wrong patch set": ({"environment__patch_set": []}, "patch_set is"),
+    "wrong target": ({"target": "gfx1151", "environment__arch": "gfx1151"}, "target is 'gfx1151', expected 'sm_121a'"),
+    "wrong track": ({"track": "mtp"}, "evidence never crosses tracks"),
+    "wrong subject": ({"subject": "0002-pr102"}, "subject is '0002-pr102', expected '0001-pr101'"),
+    "wrong role": ({"role": "baseline"}, "role is 'baseline', expected 'candidate'"),
+    "wrong arch": ({"environment__arch": "gfx1151"}, "measured on arch gfx1151, not sm_121a"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_gate_ingest_refuses_results_for_another_build_and_records_nothing(gw, case):
+    change, message = REFUSED[case]
+    out = gw.cli("gate", "ingest", "0001-pr101", "--target", "sm_121a", "--results", str(hand_results(gw, **change)))
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "nothing was recorded" in out.stderr and "Traceback" not in out.stderr
+    assert gw.evidence_files() == [] and gw.state("0001-pr101") == "queued"
+
+
+def test_gate_ingest_refuses_baseline_results_offered_as_the_candidate(gw):
+    path = hand_results(gw, "baseline")
+    out = gw.cli("gate", "ingest", "0001-pr101", "--target", "sm_121a", "--results", str(path))
+    assert out.returncode == 2 and "role is 'baseline', expected 'candidate'" in out.stderr
+    assert "ref_under_test is" in out.stderr and "patch_set is" in out.stderr  # the baseline build lacks the patch
+    assert gw.evidence_files() == []
+
+
+@pytest.mark.parametrize("content,message", [(b"ttft_ms,100\n", "not JSON"), (b'{"schema": "porttrack/results/v1"}', "does not match porttrack/results/v1"),
+                                             (None, "cannot read the results file")])
+def test_gate_ingest_refuses_a_malformed_or_missing_file(gw, content, message):
+    path = gw.root / "hand.json"
+    if content is not None:
+        path.write_bytes(content)
+    out = gw.cli("gate", "ingest", "0001-pr101", "--target", "sm_121a", "--results", str(path))
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert gw.evidence_files() == []
+
+
+def test_gate_ingest_refuses_a_target_the_gate_does_not_require(gw):
+    out = gw.cli("gate", "ingest", "0001-pr101", "--target", "sm_90", "--results", str(hand_results(gw)))
+    assert out.returncode == 2 and "target sm_90 is not one of the gate's targets" in out.stderr
+    assert gw.evidence_files() == []
+
+
+def test_gate_ingest_dry_run_checks_and_records_nothing(gw):
+    out = gw.cli("gate", "ingest", "0001-pr101", "--target", "sm_121a", "--results", str(hand_results(gw)), "--dry-run")
+    assert out.returncode == 0 and "matches the candidate build" in out.stderr, out.stderr
     assert gw.evidence_files() == []
 
 
@@ -704,8 +819,8 @@ def test_workflow_poll_is_bounded_and_a_late_run_can_be_collected(tmp_path, monk
 def test_gate_check_json_is_golden(tmp_path, monkeypatch):
     """A workspace without git: a queued patch and hand-made results, judged against a gate."""
     monkeypatch.setenv("PORTTRACK_ACTOR", "golden")
-    handle = make_workspace(tmp_path / "ws", tracks({"command": "python3 -m porttrack.jobs.example --results {results} --target {target}"}),
-                            models=MODELS, proofs=proofs("python3 -m porttrack.jobs.example"), token=None)
+    handle = make_workspace(tmp_path / "ws", tracks({"command": "python3 -m testing.scenario_job --results {results} --target {target}"}),
+                            models=MODELS, proofs=proofs("python3 -m testing.scenario_job"), token=None)
     ws = Workspace(handle.root)
     data = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n---\n"
     patch = Patch(name="0001-pr101-flashmla", file=patch_file_name("0001-pr101-flashmla", data), sha256=hashlib.sha256(data).hexdigest(),

@@ -104,7 +104,7 @@ def test_gate_job_gets_no_token_and_its_log_keeps_none(tmp_path, world):
 # -- results files -------------------------------------------------------------------------------
 
 def _valid_document() -> dict:
-    from porttrack.jobs.example import build
+    from testing.scenario_job import build
 
     env = {"PORTTRACK_TRACK": "t", "PORTTRACK_SUBJECT": "s", "PORTTRACK_ROLE": "candidate", "PORTTRACK_TARGET": "sm_121a",
            "PORTTRACK_REF": "a" * 40, "PORTTRACK_UPSTREAM_BASE": "b" * 40, "PORTTRACK_FORK_COMMIT": "c" * 40,

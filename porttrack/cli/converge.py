@@ -12,7 +12,7 @@ from porttrack.cli import Context, cli, emit_json, pass_ctx, say
 @click.option("--fork-ref", metavar="REF", help="The fork commit to check [default: fork.branch of tracks.yaml, else HEAD].")
 @click.option("--run-regression", is_flag=True, help="Run the track's regression command on the fork ref and include its result.")
 @click.option("--apply-drops", is_flag=True, help="Retire the queued patches that the verdict shows droppable (evidence kept).")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/convergence/v1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/convergence/v2).")
 @click.option("--dry-run", is_flag=True, help="Decide and show, but record nothing and retire nothing.")
 @pass_ctx
 def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression: bool, apply_drops: bool, as_json: bool, dry_run: bool) -> int:
@@ -60,6 +60,10 @@ def render(v) -> str:
     ]
     lines += [f"  - {for_terminal(r, 200)}" for r in v.reasons]
     if v.hunks:
+        from porttrack.converge import counts_words, summary
+
+        lines.append(f"  hunks: {counts_words(summary(v.hunks))}")
+    if v.hunks:
         lines.append("")
         paths = [for_terminal(h.path, 60) for h in v.hunks]
         headers = [for_terminal(h.header, 40) for h in v.hunks]
@@ -90,7 +94,10 @@ def _hunk_words(h) -> str:
 
     if h.state == "present":
         return f"present ({h.method})"
-    if h.state == "changed-since" and h.changed_by is not None:
+    if h.state == "present-after-churn" and h.changed_by is not None:
         where = "upstream" if h.changed_by.upstream else "in the fork"
-        return f"present, since changed {where} by {h.changed_by.commit[:12]} ({for_terminal(h.changed_by.subject, 50)}) ({h.method})"
-    return f"MISSING ({h.method}): {for_terminal(h.detail, 80)}"
+        return (f"present after churn: changed {where} by {h.changed_by.commit[:12]} "
+                f"({for_terminal(h.changed_by.subject, 50)}), which the fork has ({h.method})")
+    if h.state == "missing":
+        return f"MISSING ({h.method}): {for_terminal(h.detail, 100)}"
+    return f"UNKNOWN ({h.method}): {for_terminal(h.detail, 140)}"

@@ -1,6 +1,8 @@
-"""`porttrack gate run|check`, `promote`, `demote`, `evidence supersede|list`."""
+"""`porttrack gate run|ingest|check`, `promote`, `demote`, `evidence supersede|list`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -60,7 +62,11 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
             say(f"would run: {line}")
         say("dry run: nothing was run or recorded")
         if as_json:
-            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan), "records": [], "check": None})
+            # what each target's job would be told: a maintainer measuring by hand sets these, then `gate ingest`
+            told = {line.split(":", 1)[0]: gaterun.job_environment(subject, outcome.role, line.split(":", 1)[0], outcome.ref, gaterun.RESULTS_NAME)
+                    for line in outcome.plan}
+            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan),
+                       "job_environment": told, "records": [], "check": None})
         return 0
     if subject.kind == "patch":
         change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
@@ -70,6 +76,46 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
     if as_json:
         emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": outcome.ref.sha, "plan": list(outcome.plan),
                    "records": [r.id for r in outcome.records], "check": gates.to_json(result)})
+    else:
+        click.echo(gates.render(result))
+    return result.exit_code
+
+
+@gate.command("ingest")
+@click.argument("patch", required=False)
+@click.option("--proof", metavar="ID", help="Results for a proof's gate instead of a patch's.")
+@click.option("--target", required=True, metavar="T", help="The target the results were measured on.")
+@click.option("--results", "results_file", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="A porttrack/results/v1 file (e.g. written by porttrack.jobs.vllm on your own machine).")
+@click.option("--baseline", is_flag=True, help="The results are of the baseline build (the fork without the patch).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was recorded and the verdict (schema porttrack/gate-run/v1).")
+@click.option("--dry-run", is_flag=True, help="Check the file against the build; record nothing.")
+@pass_ctx
+def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_json, dry_run) -> int:
+    """Record results measured by hand as evidence — only when they are for the build `gate run`
+    would measure (its ref, patch set, target, track and subject); otherwise refused with the
+    reason (exit 2) and nothing recorded. Exit code: the verdict's, as `gate check`."""
+    from porttrack import evidence, gaterun, gates
+    from porttrack import promote as promote_mod
+
+    queue, subject = _subject(ctx, patch, proof)
+    built, record = gaterun.ingest_file(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
+                                        role="baseline" if baseline else "candidate", target=target, path=results_file,
+                                        dry_run=dry_run, say=None if as_json else say)
+    if dry_run:
+        say(f"dry run: {results_file} matches the {'baseline' if baseline else 'candidate'} build {built.sha[:12]} on {target}; nothing recorded")
+        if as_json:
+            emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": built.sha, "plan": [], "records": [], "check": None})
+        return 0
+    say(f"{target}: recorded {record.id} ({len(record.cells)} cells) from {results_file}")
+    if subject.kind == "patch":
+        change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
+        if change is not None:
+            say(change.message)
+    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
+    if as_json:
+        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": built.sha, "plan": [],
+                   "records": [record.id], "check": gates.to_json(result)})
     else:
         click.echo(gates.render(result))
     return result.exit_code

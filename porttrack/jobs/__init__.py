@@ -6,6 +6,8 @@ A gate job is any program that measures the ref under test and writes a results 
 {ref} {results} {workdir} {target} filled in per argument, never through a shell) with the
 PORTTRACK_* variables set; the GitHub Actions workflow passes the same facts as inputs.
 
-`porttrack.jobs.example` is the embedded default: it writes results from a scenario file, so the
-whole gate → evidence → promotion path can be exercised (and tested) without a GPU.
+`porttrack.jobs.vllm` is the real one, which the shipped tracks.yaml runs: vLLM's own benchmark
+per matrix cell, cold and warm (`porttrack.jobs.cells`), with `porttrack.probe` inside vLLM and
+numerics against the gate's reference backend. (The scenario replayer porttrack's own tests use
+to drive gates without a GPU lives in testing/scenario_job.py.)
 """

@@ -20,7 +20,8 @@ replays from inside; the program writes `{output}`:
 The job writes one `porttrack/results/v1` file (`porttrack.results`) with the environment
 fingerprint. It refuses to write a cell it did not measure: a run that failed, wrote no output,
 or whose probe could not count compiles after warmup or graph replays is left out and named on
-stderr, so `gate check` reads that cell as missing (fail closed), never as a pass.
+stderr, so `gate check` reads that cell as missing (fail closed), never as a pass. When no cell
+was measured it writes nothing and exits 1.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _read(cell: Cell, phase: str, finished: runner.JobRun, log: Path, output: Pa
               "jit_compiles_after_warmup": summary.jit_compiles_after_warmup, "duration_s": seconds}
     if summary.jit_after_warmup:
         offenders = ", ".join(f"{o.kernel} [{o.key[:80]}]" for o in summary.jit_after_warmup[:5])
-        print(f"cells: {cell} {phase}: compiled after warmup: {offenders}", file=sys.stderr)
+        print(f"cells: {cell.model} {cell.context}x{cell.batch} {phase}: compiled after warmup: {offenders}", file=sys.stderr)
     return Measured(cell, phase, fields, "", seconds)
 
 
@@ -137,20 +138,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("a program after --, and phases among cold,warm")
     results = Results.from_env()
     results.environment(**detect_environment())
-    refused = 0
+    refused: list[str] = []
     with tempfile.TemporaryDirectory(prefix="porttrack-cells-") as tmp:
         for index, cell in enumerate(cells(args.model, args.contexts, args.batches)):
             work = Path(tmp) / f"cell-{index}"
             work.mkdir()
             for measured in measure_cell(cell, program, args.phases, work, args.timeout):
                 if measured.fields is None:
-                    refused += 1
-                    print(f"cells: not writing {cell} {measured.phase}: {measured.why_not}", file=sys.stderr)
+                    refused.append(f"{cell.model} {cell.context}x{cell.batch} {measured.phase}: {measured.why_not}")
+                    print(f"cells: not writing {refused[-1]}", file=sys.stderr)
                     continue
                 results.add_cell(model=cell.model, context=cell.context, batch=cell.batch, phase=measured.phase, **measured.fields)
-    results.job(runner="porttrack.jobs.cells", cells_refused=refused)
+    if not results.document["cells"]:
+        print("cells: no cell was measured; no results written (porttrack records nothing: cannot evaluate)", file=sys.stderr)
+        return 1
+    notes = f"not measured, so not written: {'; '.join(refused)}"[:2000] if refused else "every cell measured"
+    results.job(runner="porttrack.jobs.cells", notes=notes)
     path = results.write(args.results)
-    print(f"cells: wrote {path} ({len(results.document['cells'])} cells, {refused} not measured)", file=sys.stderr)
+    print(f"cells: wrote {path} ({len(results.document['cells'])} cells, {len(refused)} not measured)", file=sys.stderr)
     return 0
 
 

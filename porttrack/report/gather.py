@@ -77,7 +77,7 @@ def gather(
     know = _knowledge(ws, config, problems)
     status_report = _status(ws, config, offline, api_url, dry_run, progress, know, problems)
     upstream_state = _recorded_state(ws, config, problems)
-    verdicts = _convergence(ws, problems)
+    verdicts = _convergence(ws, config, problems)
     queue = _queue(ws, problems)
     log = _evidence(ws, problems)
     proofs = _proofs(ws, config, problems)
@@ -145,9 +145,11 @@ def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
         return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
 
 
-def _convergence(ws: Workspace, problems: _Problems) -> dict[int, str]:
+def _convergence(ws: Workspace, config: "Config", problems: _Problems) -> dict[int, str]:
+    """PR -> its last convergence verdict in words; one not for fork.branch at its tip now says
+    so (stale, for another ref, or unconfirmed) instead of passing for current."""
     try:
-        return latest_verdicts(ws)
+        return {n: v.words for n, v in latest_verdicts(ws, config).items()}
     except PorttrackError as exc:
         problems.add("convergence", str(exc))
         return {}

@@ -67,7 +67,7 @@ class PRSection:
     base_ref: str | None
     stacked_on: tuple[Mapping[str, Any], ...]
     changes: tuple[Change, ...]  # since the previous report, oldest first
-    convergence: str | None  # verdict of the last verify-converged, if any
+    convergence: str | None  # the last verify-converged verdict in words ("converged at main <sha>", or "... — stale: ...")
     notes: tuple[str, ...]  # what else porttrack knows (coverage of a hand port)
     next_action: Mapping[str, Any]
 

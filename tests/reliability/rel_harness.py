@@ -224,7 +224,7 @@ SCENARIO = {"cells": {"models": ["GLM-5.2"], "contexts": [1024], "batches": [1],
 
 
 def job_command(scenario: str = "scenario.json") -> str:
-    return f"{sys.executable} -m porttrack.jobs.example --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
+    return f"{sys.executable} -m testing.scenario_job --scenario {scenario} --results {{results}} --target {{target}} --ref {{ref}}"
 
 
 def gate_doc(kind: str = "command", command: str | None = None) -> dict[str, Any]:
@@ -308,7 +308,7 @@ class Rig:
         scenario = dict(SCENARIO)
 
         def runner(repo, file, ref, inputs):
-            from porttrack.jobs.example import build
+            from testing.scenario_job import build
 
             context = json.loads(inputs["context"])
             env = {f"PORTTRACK_{k.upper()}": (json.dumps(v) if k == "patch_set" else str(v)) for k, v in context.items()}

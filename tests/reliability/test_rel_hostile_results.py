@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reliability("hostile-results")
 
 JOB = r'''
 import json, os, sys
-from porttrack.jobs.example import build
+from testing.scenario_job import build
 case = json.load(open("hostile-case.json"))
 scenario = json.load(open("scenario.json"))
 doc = build(scenario, dict(os.environ)).document
@@ -178,7 +178,7 @@ ARTIFACTS = {
 def test_hostile_artifact_archives_from_a_workflow_gate(tmp_path, world, kind):
     """Nothing in an artifact is extracted to disk: the one results file is read in memory, within
     the size limit, whatever the archive claims; an archive that is not one is a failed download."""
-    from porttrack.jobs.example import build
+    from testing.scenario_job import build
 
     rig = Rig(tmp_path, world, gate="workflow")
     rig.ok("import", "101")

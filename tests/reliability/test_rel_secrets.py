@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reliability("secrets")
 
 PRINT_ENV = f"{sys.executable} -c \"import os, sys; print(dict(os.environ)); sys.exit(3)\" {{results}}"
 PRINT_TOKEN_THEN_WORK = (f"{sys.executable} -c \"import os, subprocess, sys; print('token', os.environ.get('GITHUB_TOKEN'), os.environ.get('GH_TOKEN'));"
-                         f" sys.exit(subprocess.call([sys.executable, '-m', 'porttrack.jobs.example', '--scenario', 'scenario.json', '--results', sys.argv[1]]))\" {{results}}")
+                         f" sys.exit(subprocess.call([sys.executable, '-m', 'testing.scenario_job', '--scenario', 'scenario.json', '--results', sys.argv[1]]))\" {{results}}")
 
 
 def _no_token(*texts: str) -> None:

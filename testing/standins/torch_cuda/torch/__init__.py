@@ -1,5 +1,6 @@
 """Stand-in for torch's CUDA-graph and dynamo surface that the probe hooks (see ../../README.md)."""
 
+import os
 import types
 
 _capturing = [False]
@@ -16,5 +17,18 @@ class CUDAGraph:
         return "replayed"
 
 
-cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, is_current_stream_capturing=lambda: _capturing[0])
+def _device_properties(_index=0):
+    """The device porttrack.results.detect_environment reads (STANDIN_GPU_ARCH: sm_121 or gfx1151)."""
+    arch = os.environ.get("STANDIN_GPU_ARCH", "sm_121")
+    if arch.startswith("gfx"):
+        return types.SimpleNamespace(name="AMD Radeon 8060S (stand-in)", major=11, minor=5, gcnArchName=arch + ":sramecc-:xnack-")
+    # torch 2.11 on CUDA fills gcnArchName with the GPU's name (seen on an H200)
+    return types.SimpleNamespace(name="NVIDIA GB10 (stand-in)", major=int(arch[3:-1]), minor=int(arch[-1]), gcnArchName="NVIDIA GB10 (stand-in)")
+
+
+__version__ = "2.9.0+standin"
+_on_rocm = os.environ.get("STANDIN_GPU_ARCH", "").startswith("gfx")
+version = types.SimpleNamespace(cuda=None if _on_rocm else "13.0", hip="7.0.2" if _on_rocm else None)
+cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, is_current_stream_capturing=lambda: _capturing[0],
+                             is_available=lambda: True, get_device_properties=_device_properties)
 _logging = types.SimpleNamespace(set_logs=lambda **kw: None)

@@ -1,9 +1,9 @@
-"""An example gate job: write a results file from a scenario instead of measuring a GPU.
+"""A scenario gate job (test support): write a results file from a scenario instead of measuring a GPU.
 
-    python -m porttrack.jobs.example --scenario scenario.json --results {results} --target {target} --ref {ref}
+    python -m testing.scenario_job --scenario scenario.json --results {results} --target {target} --ref {ref}
 
-Used by porttrack's own tests and as a template for a real job (replace `measure` with a
-`vllm bench` run). Identity (track, subject, role, commits, patch set) comes from the PORTTRACK_*
+Used by porttrack's own tests to drive gates without a GPU (the real job is `porttrack.jobs.vllm`).
+Identity (track, subject, role, commits, patch set) comes from the PORTTRACK_*
 environment porttrack sets; the scenario supplies the numbers:
 
     {
@@ -46,7 +46,7 @@ DEFAULT_ENVIRONMENTS: dict[str, dict[str, Any]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="porttrack.jobs.example", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="testing.scenario_job", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", required=True, type=Path)
     parser.add_argument("--results", help="where to write [PORTTRACK_RESULTS]")
     parser.add_argument("--target", help="target id [PORTTRACK_TARGET]")
@@ -104,7 +104,7 @@ def build(scenario: Mapping[str, Any], env: Mapping[str, str]) -> Results:
                         results.add_cell(model=model, context=context, batch=batch, phase=phase, **cell)
                     else:  # a scenario that removed a required field: write it as it is (tests)
                         results.document["cells"].append({"model": model, "context": context, "batch": batch, "phase": phase, **cell})
-    results.job(runner="porttrack.jobs.example", duration_s=0.0)
+    results.job(runner="testing.scenario_job", duration_s=0.0)
     return results
 
 

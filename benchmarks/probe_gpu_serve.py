@@ -1,0 +1,71 @@
+"""The program under test in the GPU demo's fork (`demo/serve.py` there): a decode server in
+miniature. It warms up every batch shape it serves, captures the decode step into a CUDA graph,
+marks warmup done, serves requests by graph replay, and compares its output with the torch
+float32 reference.
+
+    python3 demo/serve.py --context C --batch B --output OUT.json
+
+Writes {"metrics": {"first_request_ms", "decode_step_us"}, "numerics": {...}} for
+`porttrack.jobs.cells`. `SIDE_REQUEST_DTYPE` is what the demo's planted patch changes: serving a
+request in a dtype warmup never saw (a compile after warmup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+STARTED = time.perf_counter()
+
+from porttrack import probe  # noqa: E402
+
+probe.install()
+
+import torch  # noqa: E402
+
+import kernels  # noqa: E402  (demo/kernels.py: the Triton kernels)
+
+HEADS, DIM = 8, 128
+SIDE_REQUEST_DTYPE = None  # None: every request is served in the warmed-up dtype
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--context", type=int, required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args()
+
+    step = kernels.DecodeStep(args.batch, HEADS, args.context, DIM, torch.float16)
+    with probe.graphed_region("decode"):
+        step.capture()
+        step.replay()
+    torch.cuda.synchronize()
+    first_request_ms = (time.perf_counter() - STARTED) * 1e3
+    probe.mark(probe.WARMUP_DONE)
+
+    began = time.perf_counter()
+    for _ in range(100):
+        with probe.graphed_region("decode"):
+            out = step.replay()
+    torch.cuda.synchronize()
+    decode_step_us = (time.perf_counter() - began) / 100 * 1e6
+    if SIDE_REQUEST_DTYPE is not None:
+        kernels.DecodeStep(1, HEADS, args.context, DIM, getattr(torch, SIDE_REQUEST_DTYPE)).eager()
+        torch.cuda.synchronize()
+
+    ref = step.reference()
+    err = (out.float() - ref).abs()
+    nonzero = ref != 0
+    result = {
+        "metrics": {"first_request_ms": round(first_request_ms, 3), "decode_step_us": round(decode_step_us, 3)},
+        "numerics": {"reference_backend": "torch-fp32", "max_abs_err": float(err.max()),
+                     "max_rel_err": float((err[nonzero] / ref[nonzero].abs()).max()), "samples": int(ref.numel())},
+    }
+    with open(args.output, "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main()

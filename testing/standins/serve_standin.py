@@ -1,0 +1,62 @@
+"""A program under test for porttrack.jobs.cells' CI tests (see README.md beside it): a decode
+server in miniature on the Triton and torch stand-ins. Warms up its batch shape, captures a graph,
+marks warmup done, replays, and writes the output JSON the job reads.
+
+    serve_standin.py --context C --batch B --output OUT [--compile-after-warmup] [--fail] [--no-probe] [--config F]
+"""
+
+import argparse
+import json
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--context", type=int, required=True)
+parser.add_argument("--batch", type=int, required=True)
+parser.add_argument("--output", required=True)
+parser.add_argument("--compile-after-warmup", action="store_true")
+parser.add_argument("--fail", action="store_true")
+parser.add_argument("--no-probe", action="store_true")
+parser.add_argument("--config", help="a JSON file of options (the gate demo's fork keeps one in demo/config.json)")
+args = parser.parse_args()
+if args.config:
+    with open(args.config) as handle:
+        for name, value in json.load(handle).items():
+            setattr(args, name, value)
+
+if not args.no_probe:
+    from porttrack import probe
+else:
+    import contextlib
+    import types
+
+    probe = types.SimpleNamespace(install=lambda: None, mark=lambda name: None, WARMUP_DONE="warmup-done",
+                                  graphed_region=lambda name: contextlib.nullcontext())
+probe.install()
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+
+@triton.jit
+def decode_attention_kernel():
+    pass
+
+
+key = f"fp16,B={args.batch},T={args.context}"
+decode_attention_kernel.launch(key)
+graph = torch.cuda.CUDAGraph()
+with probe.graphed_region("decode"):
+    graph.capture_begin()
+    decode_attention_kernel.launch(key)
+    graph.capture_end()
+probe.mark(probe.WARMUP_DONE)
+for _ in range(7):
+    with probe.graphed_region("decode"):
+        graph.replay()
+if args.compile_after_warmup:
+    decode_attention_kernel.launch("bf16," + key)
+if args.fail:
+    print("serve_standin: out of memory (planted)", file=sys.stderr)
+    sys.exit(3)
+with open(args.output, "w") as handle:
+    json.dump({"metrics": {"first_request_ms": 10.0 + args.context / 1000, "decode_step_us": 50.0 * args.batch},
+               "numerics": {"reference_backend": "torch-fp32", "max_abs_err": 0.001, "max_rel_err": 0.002, "samples": 1024}}, handle)
