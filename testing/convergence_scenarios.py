@@ -335,7 +335,7 @@ class _Churn:
 def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[PatchHunk],
            pr_paths: set[str], story: list[str]) -> list[_Churn]:
     # where each PR file lives now (renames move it), keyed by its path in the merged change
-    where = {p: p for p in pr_paths if p in model.files}
+    where = {p: p for p in sorted(pr_paths) if p in model.files}
     added = [line for h in hunks for line in h.lines("+")]
     out: list[_Churn] = []
     for i in range(rng.choice((0, 1, 1, 2, 3, 4))):
