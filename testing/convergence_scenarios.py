@@ -31,8 +31,9 @@ of h's single-hunk patch, forward and with `-R`: full context (no `-C`, no `--un
 hunks at the first or last line are anchored there, as git anchors them). With that and the
 generator's record of h ("upstream": the fork has the merge and did not revert h; "exact": hand
 ported or cherry-picked as is; "edited": hand ported with one added line changed; "reverted";
-"none": never ported) and K = the churn commits the fork contains (ancestors of the fork ref, or
-cherry-picked onto it) that touched h's file (followed through renames):
+"none": never ported) and K = the churn commits C the fork contains (ancestors of the fork ref,
+or cherry-picked onto it) that changed h upstream: C changed h's file (followed through renames)
+and h reverse-applies at C^ but not at C, or already did not at C^ (`churned_by`):
 
     reverse applies, forward does not          -> applied       (expect present)
     forward applies, reverse does not          -> not-applied   (expect missing)
@@ -102,6 +103,12 @@ class PatchHunk:
     @property
     def patch(self) -> bytes:
         return self.header + self.body
+
+    def at(self, path: str) -> "PatchHunk":
+        """The same hunk for a file that now lives at `path` (headers rewritten)."""
+        header = self.header.replace(f"a/{self.path}".encode(), f"a/{path}".encode())
+        header = header.replace(f"b/{self.path}".encode(), f"b/{path}".encode())
+        return PatchHunk(path, self.position, header, self.body)
 
     def lines(self, marker: str) -> list[str]:
         """The hunk's lines starting with `marker` ("+", "-" or " "), without the marker."""
@@ -208,7 +215,9 @@ class Scenario:
     cut: str  # where the fork was cut: before-pr | pr-parent | merge | after-churn-K
     hunks: tuple[PatchHunk, ...]
     ported: tuple[str, ...]  # per hunk: upstream | exact | edited | reverted | none
-    churn_touching: tuple[frozenset[str], ...]  # per hunk: churn commits in the fork touching its file
+    # the churn commits the fork contains, oldest first, each with the PR paths (as merged) whose
+    # file it changed, deleted or renamed, and where a rename moved it
+    churn_in_fork: tuple[tuple[str, frozenset[str], str | None], ...]
     story: tuple[str, ...]  # what the generator did, for a reader of a failure
 
 
@@ -330,6 +339,7 @@ def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str])
 class _Churn:
     sha: str
     origins: frozenset[str]  # PR file paths (as merged) whose file this commit touched
+    renamed_to: str | None = None  # where a rename moved that file
 
 
 def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[PatchHunk],
@@ -343,15 +353,16 @@ def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[Patc
         live = {o: p for o, p in where.items() if p in model.files}
         change, origins, what = _churn_change(rng, model, kind, live, added, i)
         sha = up.commit(change, f"churn {i}: {what}")
+        renamed_to = None
         if what.startswith("rename"):
             (origin,) = origins
-            where[origin] = next(q for q, v in change.items() if v is not None)
+            where[origin] = renamed_to = next(q for q, v in change.items() if v is not None)
         for path, value in change.items():
             if value is None:
                 model.files.pop(path, None)
             else:
                 model.files[path] = value.splitlines(keepends=True)
-        out.append(_Churn(sha, frozenset(origins)))
+        out.append(_Churn(sha, frozenset(origins), renamed_to))
         story.append(f"churn {i} ({sha[:10]}): {what}")
     return out
 
@@ -417,10 +428,9 @@ def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, m
     if rng.random() < 0.3:
         git(fork, "update-ref", "refs/remotes/upstream/base", cut)
         base = "upstream/base"
-    in_fork = {c.sha for c in churn if c.sha in picked or is_ancestor(fork, c.sha, "fork")}
-    touching = tuple(frozenset(c.sha for c in churn if c.sha in in_fork and h.path in c.origins) for h in hunks)
+    in_fork = tuple((c.sha, c.origins, c.renamed_to) for c in churn if c.sha in picked or is_ancestor(fork, c.sha, "fork"))
     return Scenario(seed, root, fork, PR_NUMBER, "Random change", merge, merge_kind, "fork", base, cut_name,
-                    tuple(hunks), tuple(ported), touching, tuple(story))
+                    tuple(hunks), tuple(ported), in_fork, tuple(story))
 
 
 def _apply_in_fork(fork: Path, patch: bytes, reverse: bool = False) -> bool:
@@ -532,16 +542,25 @@ def oracle_states(s: Scenario) -> list[str]:
     """The oracle's state for each hunk of `s` (see the module docstring)."""
     index = ScratchIndex(s.fork)
     try:
-        return [_oracle_one(apply_state(index, s.fork_ref, h), p, k)
-                for h, p, k in zip(s.hunks, s.ported, s.churn_touching)]
+        return [_oracle_one(index, s, h, p) for h, p in zip(s.hunks, s.ported)]
     finally:
         index.close()
 
 
-def _oracle_one(applies: str, ported: str, touching: frozenset[str]) -> str:
+def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
+    applies = apply_state(index, s.fork_ref, h)
+    moved = moved_to(s, h)
+    if applies == "neither" and moved:
+        # the fork took upstream's rename: judge the hunk where the file is now, so a pre-image
+        # the rename carried along is still not-applied, and an intact post-image is churned
+        # (present at the new path: present or present-after-churn are both right)
+        applies = apply_state(index, s.fork_ref, h.at(moved))
+        if applies == "applied":
+            return "churned"
     if applies in ("applied", "not-applied"):
         return applies
     if applies == "neither":
+        touching = churned_by(index, s, h)
         if ported in ("upstream", "exact") and touching:
             return "churned"
         if ported == "edited" and not touching:
@@ -549,6 +568,27 @@ def _oracle_one(applies: str, ported: str, touching: frozenset[str]) -> str:
         if ported in ("none", "reverted") and not touching:
             return "not-ported"
     return "ambiguous"
+
+
+def moved_to(s: Scenario, h: PatchHunk) -> str | None:
+    """Where the churn renames the fork contains moved `h`'s file, if any did."""
+    moved = None
+    for _, origins, renamed_to in s.churn_in_fork:
+        if renamed_to and h.path in origins:
+            moved = renamed_to
+    return moved
+
+
+def churned_by(index: ScratchIndex, s: Scenario, h: PatchHunk) -> list[str]:
+    """The churn commits in the fork that changed `h`'s post-image upstream: h reverse-applies
+    at C^ but not at C (a rename or deletion of its file counts). Where h was already gone at C^
+    (an earlier churn), C counts too: that only widens "ambiguous", never a strict state."""
+    out = []
+    for sha, origins, _ in s.churn_in_fork:
+        if h.path in origins and (apply_state(index, f"{sha}^", h) != "applied"
+                                  or apply_state(index, sha, h) != "applied"):
+            out.append(sha)
+    return out
 
 
 def oracle_verdict(states: Sequence[str]) -> str:
