@@ -619,10 +619,7 @@ def check_scenario(s: Scenario, states: Sequence[str], verdict: str,
         c.violations.append(f"hunk lists differ: oracle {[(h.path, h.position) for h in s.hunks]} vs porttrack "
                             f"{[p for p, _ in reported]}")
         return c
-    total = summary.get("hunks")
-    parts = sum(v for k, v in summary.items() if k != "hunks")
-    if total != len(reported) or parts != total:
-        c.violations.append(f"summary does not add up: {dict(summary)} for {len(reported)} hunks")
+    c.violations += _own_consistency(verdict, [p for _, p in reported], summary)
     for h, o, p in zip(s.hunks, states, mapped):
         c.cells.append((o, p))
         where = f"{h.path}#{h.position}"
@@ -637,6 +634,22 @@ def check_scenario(s: Scenario, states: Sequence[str], verdict: str,
             c.violations.append(f"converged, but the oracle finds {', '.join(bad)}")
         c.unverifiable = sum(o == "ambiguous" for o in states)
     return c
+
+
+def _own_consistency(verdict: str, reported: Sequence[str], summary: Mapping[str, int]) -> list[str]:
+    """Check (3): the summary counts porttrack's own hunk states and adds up, and the verdict
+    follows from those states as the contract defines it."""
+    out = []
+    parts = {k: v for k, v in summary.items() if k != "hunks"}
+    by_state = Counter(reported)
+    if summary.get("hunks") != len(reported) or sum(parts.values()) != len(reported) or \
+            any(v != by_state[k.replace("_", "-")] for k, v in parts.items()):
+        out.append(f"summary {dict(summary)} does not count the hunk states {dict(by_state)}")
+    found = sum(OLD_STATE_NAMES.get(p, p) in FOUND for p in reported)
+    expected = "converged" if found == len(reported) else "partially-converged" if found else "not-converged"
+    if verdict != expected:
+        out.append(f"verdict {verdict} does not follow from porttrack's own hunk states {dict(by_state)}")
+    return out
 
 
 def _map_hunks(hunks: Sequence[PatchHunk], reported: Sequence[tuple[str, str]]) -> list[str] | None:

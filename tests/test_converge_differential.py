@@ -12,7 +12,6 @@ present. Do not weaken it to pass; a failing seed reproduces with
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 from porttrack.converge import MergedPR, decide, summary
 from porttrack.gitrepo import GitRepo
