@@ -33,10 +33,13 @@ generator's record of h ("upstream": the fork has the merge and did not revert h
 ported or cherry-picked as is; "edited": hand ported with one added line changed; "reverted";
 "none": never ported) and K = the churn commits C the fork contains (ancestors of the fork ref,
 or cherry-picked onto it) that changed h upstream: C changed h's file (followed through renames)
-and h reverse-applies at C^ but not at C, or already did not at C^ (`churned_by`):
+and h reverse-applies at C^ but not at C, or already did not at C^ (`churned_by`). Where K has a
+rename of h's file, h is judged at the new path first (`PatchHunk.at`): applied there is churned.
 
     reverse applies, forward does not          -> applied       (expect present)
-    forward applies, reverse does not          -> not-applied   (expect missing)
+    forward applies, reverse does not          -> not-applied   (expect missing), except for a
+        hunk creating a file when K != {} (upstream deleted or renamed the file and the fork
+        took that): churned if ported (upstream/exact), else ambiguous
     neither; ported (upstream/exact); K != {}  -> churned       (expect present-after-churn)
     neither; edited; K == {}                   -> edited        (expect unknown; missing allowed)
     neither; none/reverted; K == {}            -> not-ported    (expect missing or unknown)
@@ -46,8 +49,9 @@ Strict checks (a violation fails the run): (1) porttrack says `converged` only i
 applied or churned by the oracle (a hunk that is not-applied, not-ported or edited makes it a
 violation; an ambiguous hunk is counted apart as "unverifiable"); (2) no hunk the oracle calls
 not-applied, not-ported or edited is reported present or present-after-churn; (3) porttrack's
-per-hunk list maps onto the oracle's (same paths, same count per path) and its summary counts add
-up. Conservative answers (porttrack missing/unknown where the oracle says applied or churned) are
+per-hunk list maps onto the oracle's (same paths, same count per path), its summary counts its
+own hunk states and adds up, and its verdict follows from those states as CONTRACT-11 defines it
+(converged iff all present / present-after-churn, partially iff some). Conservative answers (porttrack missing/unknown where the oracle says applied or churned) are
 allowed and counted apart.
 
 A porttrack state "changed-since" (the pre-issue-11 name) is read as "present-after-churn".
@@ -103,6 +107,10 @@ class PatchHunk:
     @property
     def patch(self) -> bytes:
         return self.header + self.body
+
+    @property
+    def creates_file(self) -> bool:
+        return b"\nnew file mode " in self.header
 
     def at(self, path: str) -> "PatchHunk":
         """The same hunk for a file that now lives at `path` (headers rewritten)."""
@@ -550,13 +558,17 @@ def oracle_states(s: Scenario) -> list[str]:
 def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
     applies = apply_state(index, s.fork_ref, h)
     moved = moved_to(s, h)
-    if applies == "neither" and moved:
+    if applies != "applied" and moved:
         # the fork took upstream's rename: judge the hunk where the file is now, so a pre-image
         # the rename carried along is still not-applied, and an intact post-image is churned
         # (present at the new path: present or present-after-churn are both right)
         applies = apply_state(index, s.fork_ref, h.at(moved))
         if applies == "applied":
             return "churned"
+    if applies == "not-applied" and h.creates_file and churned_by(index, s, h):
+        # an added file that is absent looks like the pre-image, but here the fork contains the
+        # upstream commit that deleted (or renamed) it
+        return "churned" if ported in ("upstream", "exact") else "ambiguous"
     if applies in ("applied", "not-applied"):
         return applies
     if applies == "neither":

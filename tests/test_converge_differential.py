@@ -45,6 +45,7 @@ def test_split_diff_gives_one_applicable_patch_per_hunk(tmp_path):
     assert [(h.path, h.position) for h in hunks] == [("a.py", 1), ("a.py", 2), ("gone.py", 1), ("new.py", 1)]
     assert hunks[0].lines("-") == ["l2 = 2\n"] and hunks[0].lines("+") == ["l2 = 20\n"]
     assert hunks[1].lines("-") == ["l25 = 25\n"] and hunks[1].lines("+") == []
+    assert [h.creates_file for h in hunks] == [False, False, False, True]
     index = ScratchIndex(up.path)
     try:
         assert [apply_state(index, after, h) for h in hunks] == ["applied"] * 4
