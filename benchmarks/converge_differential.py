@@ -9,8 +9,9 @@ fork cut at a random point with random hand ports. The oracle (`git apply --chec
 in a scratch index at the fork ref, plus the generator's own record; defined in that module's
 docstring) is compared with `porttrack.converge.decide` on the same fork.
 
-Prints the hunk confusion table (oracle state x porttrack state), the verdict table, every
-violation with its seed, and timing. Exits 1 on any violation. To look at one scenario:
+Prints every scenario where porttrack and the oracle disagree (with its story and hunks; the
+allowed conservative answers too), the hunk confusion table (oracle state x porttrack state), the
+verdict table, and timing. Exits 1 on any violation. To look at one scenario:
 `--seed S --scenarios 1 --keep /tmp/s --verbose` keeps its repositories (`/tmp/s/s<S>/fork`, fork
 ref `fork`).
 """
@@ -52,13 +53,14 @@ def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool) -> 
     for key, dt in (("build", t1 - t0), ("oracle", t2 - t1), ("porttrack", t3 - t2)):
         timing[key] = timing.get(key, 0.0) + dt
     c = check_scenario(s, states, verdict, reported, counts)
-    if verbose or c.violations:
+    # every disagreement is shown, the allowed (conservative, unverifiable) ones too
+    notable = c.violations or c.conservative or c.unverifiable or c.verdicts[0] != c.verdicts[1]
+    if verbose or notable:
         print(f"seed {seed}: cut {s.cut}, {s.merge_kind}, oracle {c.verdicts[0]}, porttrack {verdict}")
-        if verbose:
-            for line in s.story:
-                print(f"    {line}")
-            for h, o, (_, p) in zip(s.hunks, states, reported):
-                print(f"    {h.path}#{h.position}: oracle {o}, porttrack {p}")
+        for line in s.story:
+            print(f"    {line}")
+        for (o, p), h in zip(c.cells, s.hunks):
+            print(f"    {h.path}#{h.position}: oracle {o}, porttrack {p}")
         for v in c.violations:
             print(f"    VIOLATION {v}")
     return c
