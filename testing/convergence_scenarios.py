@@ -43,6 +43,8 @@ rename of h's file, h is judged at the new path first (`PatchHunk.at`): applied 
     neither; ported (upstream/exact); K != {}  -> churned       (expect present-after-churn)
     neither; edited; K == {}                   -> edited        (expect unknown; missing allowed)
     neither; none/reverted; K == {}            -> not-ported    (expect missing or unknown)
+    neither; none/reverted; K != {}, but every line h removes is still in the fork's file and no
+        line it adds is (generated lines are unique, churn never restores one)  -> not-ported
     anything else                              -> ambiguous     (no expectation)
 
 Strict checks (a violation fails the run): (1) porttrack says `converged` only if every hunk is
@@ -577,9 +579,21 @@ def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> 
             return "churned"
         if ported == "edited" and not touching:
             return "edited"
-        if ported in ("none", "reverted") and not touching:
+        if ported in ("none", "reverted") and (not touching or _removed_lines_kept(s, h, moved)):
             return "not-ported"
     return "ambiguous"
+
+
+def _removed_lines_kept(s: Scenario, h: PatchHunk, moved: str | None) -> bool:
+    """Every line h removes is still in the fork's file and no line it adds is. Generated lines
+    are unique and churn never brings a removed line back, so upstream's later state lacks them
+    all: whatever later commit the fork took, it does not match upstream there."""
+    removed, added = h.lines("-"), h.lines("+")
+    if not removed:
+        return False
+    text = git_bytes(s.fork, "cat-file", "-p", f"{s.fork_ref}:{moved or h.path}", check=False).decode()
+    lines = set(text.splitlines(keepends=True))
+    return all(line in lines for line in removed) and not any(line in lines for line in added)
 
 
 def moved_to(s: Scenario, h: PatchHunk) -> str | None:
