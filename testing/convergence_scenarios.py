@@ -1,0 +1,719 @@
+"""Seeded random convergence scenarios in real git repositories, and an oracle independent of
+`porttrack.converge` (issue 11's differential test).
+
+Nothing here imports porttrack: the oracle is `git apply --check` in a scratch index plus what the
+generator itself knows about how the fork was built. `tests/test_converge_differential.py` (a
+fast subset) and `benchmarks/converge_differential.py` (the full run) compare it with
+`porttrack.converge.decide`.
+
+Scenario (one integer seed decides everything; `reset_clock()` first, so SHAs repeat too)
+---------------------------------------------------------------------------------------
+upstream  2-4 files of 20-60 unique lines; 0-2 commits on main; PR #N branched from main with
+          1-3 random edits (replace / insert / delete, sometimes the file's first or last line)
+          in 1-3 files, sometimes a new file or a deleted file; merged by squash or by a true
+          merge (sometimes with a second PR commit, sometimes after an unrelated main commit);
+          then 0-4 churn commits: rewrite or delete a line the PR added, insert next to one,
+          edit elsewhere, delete a PR file, rename a PR file (sometimes with an edit).
+fork      a clone cut at a random first-parent commit of main: before the PR, the merge's first
+          parent, the merge, or after some churn. A fork that lacks the merge takes no port, the
+          whole change (`git cherry-pick`), or a random subset of the PR's hunks (each applied
+          alone with `git apply`), some with an edit of one added line ("edited") and sometimes
+          an unrelated edit in the same file at least 4 lines from any hunk line. A fork that has
+          the merge sometimes reverts one hunk. Sometimes it cherry-picks a later churn commit
+          too, and commits something of its own. The upstream base is `upstream/main` (upstream's
+          tip) or, sometimes, a ref at the cut point.
+
+Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (own parser: a hunk is one `@@` block
+with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
+--------------------------------------------------------------------------------------------
+In a scratch index (`GIT_INDEX_FILE=<tmp> git read-tree <fork ref>`), `git apply --cached --check`
+of h's single-hunk patch, forward and with `-R`: full context (no `-C`, no `--unidiff-zero`, so
+hunks at the first or last line are anchored there, as git anchors them). With that and the
+generator's record of h ("upstream": the fork has the merge and did not revert h; "exact": hand
+ported or cherry-picked as is; "edited": hand ported with one added line changed; "reverted";
+"none": never ported) and K = the churn commits C the fork contains (ancestors of the fork ref,
+or cherry-picked onto it) that changed h upstream: C changed h's file (followed through renames)
+and h reverse-applies at C^ but not at C, or already did not at C^ (`churned_by`). Where K has a
+rename of h's file, h is judged at the new path first (`PatchHunk.at`): applied there is churned.
+
+    reverse applies, forward does not          -> applied       (expect present)
+    forward applies, reverse does not          -> not-applied   (expect missing), except for a
+        hunk creating a file when K != {} (upstream deleted or renamed the file and the fork
+        took that): churned if ported (upstream/exact), else ambiguous
+    neither; ported (upstream/exact); K != {}  -> churned       (expect present-after-churn)
+    neither; edited; K == {}                   -> edited        (expect unknown; missing allowed)
+    neither; none/reverted; K == {}            -> not-ported    (expect missing or unknown)
+    neither; none/reverted; K != {}, but every line h removes is still in the fork's file and no
+        line it adds is (generated lines are unique, churn never restores one)  -> not-ported
+    anything else                              -> ambiguous     (no expectation)
+
+Strict checks (a violation fails the run): (1) porttrack says `converged` only if every hunk is
+applied or churned by the oracle (a hunk that is not-applied, not-ported or edited makes it a
+violation; an ambiguous hunk is counted apart as "unverifiable"); (2) no hunk the oracle calls
+not-applied, not-ported or edited is reported present or present-after-churn; (3) porttrack's
+per-hunk list maps onto the oracle's (same paths, same count per path), its summary counts its
+own hunk states and adds up, and its verdict follows from those states as CONTRACT-11 defines it
+(converged iff all present / present-after-churn, partially iff some). Conservative answers (porttrack missing/unknown where the oracle says applied or churned) are
+allowed and counted apart.
+
+A porttrack state "changed-since" (the pre-issue-11 name) is read as "present-after-churn".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testing.gitfixtures import Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock
+
+__all__ = [
+    "ORACLE_STATES",
+    "PORTTRACK_STATES",
+    "Check",
+    "PatchHunk",
+    "Scenario",
+    "apply_state",
+    "build_scenario",
+    "check_scenario",
+    "oracle_states",
+    "oracle_verdict",
+    "split_diff",
+]
+
+PR_NUMBER = 4242
+ORACLE_STATES = ("applied", "churned", "not-applied", "not-ported", "edited", "ambiguous")
+PORTTRACK_STATES = ("present", "present-after-churn", "missing", "unknown")
+FOUND = ("present", "present-after-churn")
+NOT_THERE = ("not-applied", "not-ported", "edited")  # the post-image is provably not at the fork ref
+OLD_STATE_NAMES = {"changed-since": "present-after-churn"}
+
+
+# ---------------------------------------------------------------------------- diff splitting
+
+
+@dataclass(frozen=True)
+class PatchHunk:
+    """One `@@` block of the merged change, with its file's header: a patch `git apply` takes."""
+    path: str  # the new path, or the old one for a deleted file
+    position: int  # 1, 2, ... within its file
+    header: bytes
+    body: bytes
+
+    @property
+    def patch(self) -> bytes:
+        return self.header + self.body
+
+    @property
+    def creates_file(self) -> bool:
+        return b"\nnew file mode " in self.header
+
+    def at(self, path: str) -> "PatchHunk":
+        """The same hunk for a file that now lives at `path` (headers rewritten)."""
+        header = self.header.replace(f"a/{self.path}".encode(), f"a/{path}".encode())
+        header = header.replace(f"b/{self.path}".encode(), f"b/{path}".encode())
+        return PatchHunk(path, self.position, header, self.body)
+
+    def lines(self, marker: str) -> list[str]:
+        """The hunk's lines starting with `marker` ("+", "-" or " "), without the marker."""
+        out = []
+        for raw in self.body.decode().splitlines(keepends=True)[1:]:
+            if raw.startswith(marker):
+                out.append(raw[1:])
+        return out
+
+
+def split_diff(diff: bytes) -> list[PatchHunk]:
+    """`git diff` output -> one PatchHunk per `@@` block, in diff order."""
+    hunks: list[PatchHunk] = []
+    for entry in _file_entries(diff):
+        lines = entry.splitlines(keepends=True)
+        first = next((i for i, line in enumerate(lines) if line.startswith(b"@@")), None)
+        if first is None:
+            continue  # a mode change or an empty file: no text hunk (the generator makes none)
+        header = b"".join(lines[:first])
+        starts = [i for i in range(first, len(lines)) if lines[i].startswith(b"@@")] + [len(lines)]
+        path = _entry_path(lines[:first])
+        for n, (s, e) in enumerate(zip(starts, starts[1:]), start=1):
+            hunks.append(PatchHunk(path, n, header, b"".join(lines[s:e])))
+    return hunks
+
+
+def _file_entries(diff: bytes) -> list[bytes]:
+    lines = diff.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith(b"diff --git ")] + [len(lines)]
+    return [b"".join(lines[s:e]) for s, e in zip(starts, starts[1:])]
+
+
+def _entry_path(header: Sequence[bytes]) -> str:
+    old = new = None
+    for line in header:
+        if line.startswith(b"--- "):
+            old = line[4:].rstrip(b"\n").decode()
+        elif line.startswith(b"+++ "):
+            new = line[4:].rstrip(b"\n").decode()
+    if new and new != "/dev/null":
+        return new[2:]
+    if old and old != "/dev/null":
+        return old[2:]
+    raise ValueError(f"no path in diff header: {b''.join(header)!r}")
+
+
+# ------------------------------------------------------------------------------ the oracle
+
+
+class ScratchIndex:
+    """An index file of our own in `repo`, so `git apply --cached --check` tests a commit's tree
+    without touching the work tree or the real index."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = Path(repo)
+        fd, name = tempfile.mkstemp(prefix="oracle-index-")
+        os.close(fd)
+        os.unlink(name)  # git wants to create it; a zero-byte file is not an index
+        self.env = {"GIT_INDEX_FILE": name}
+        self.loaded: str | None = None
+
+    def load(self, rev: str) -> None:
+        if rev != self.loaded:
+            git(self.repo, "read-tree", rev, env=self.env)
+            self.loaded = rev
+
+    def applies(self, patch: bytes, *, reverse: bool) -> bool:
+        args = ["apply", "--cached", "--check", *(["-R"] if reverse else []), "-"]
+        p = subprocess.run(["git", "-C", str(self.repo), *args], input=patch, capture_output=True,
+                           env={**os.environ, "LC_ALL": "C", **self.env})
+        return p.returncode == 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.env["GIT_INDEX_FILE"])
+
+
+def apply_state(index: ScratchIndex, rev: str, hunk: PatchHunk) -> str:
+    """"applied", "not-applied", "both" or "neither" for `hunk` at `rev` (see the docstring)."""
+    index.load(rev)
+    forward = index.applies(hunk.patch, reverse=False)
+    reverse = index.applies(hunk.patch, reverse=True)
+    if reverse and not forward:
+        return "applied"
+    if forward and not reverse:
+        return "not-applied"
+    return "both" if forward else "neither"
+
+
+# ------------------------------------------------------------------------------- scenarios
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    root: Path
+    fork: Path
+    pr: int
+    title: str
+    merge: str
+    merge_kind: str  # squash | merge
+    fork_ref: str
+    upstream_base: str
+    cut: str  # where the fork was cut: before-pr | pr-parent | merge | after-churn-K
+    hunks: tuple[PatchHunk, ...]
+    ported: tuple[str, ...]  # per hunk: upstream | exact | edited | reverted | none
+    # the churn commits the fork contains, oldest first, each with the PR paths (as merged) whose
+    # file it changed, deleted or renamed, and where a rename moved it
+    churn_in_fork: tuple[tuple[str, frozenset[str], str | None], ...]
+    story: tuple[str, ...]  # what the generator did, for a reader of a failure
+
+
+class _Model:
+    """Upstream's current files as lists of lines, plus where each PR file went (renames)."""
+
+    def __init__(self, files: Mapping[str, list[str]]) -> None:
+        self.files = {k: list(v) for k, v in files.items()}
+        self.counter = 0
+
+    def fresh(self, tag: str, rng: random.Random) -> str:
+        self.counter += 1
+        return f"{tag}_{self.counter} = {rng.randint(0, 99999)}  # {rng.choice(WORDS)}\n"
+
+
+WORDS = ("alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "theta", "lambda", "rho")
+
+
+def _initial_file(rng: random.Random, k: int) -> list[str]:
+    return [f"v{k}_{j} = {rng.randint(0, 999)}  # {rng.choice(WORDS)}\n" for j in range(rng.randint(20, 60))]
+
+
+def _mutate(rng: random.Random, model: _Model, lines: list[str], tag: str, edits: int) -> list[str]:
+    """`edits` random edits, far enough apart to stay distinct; sometimes the first/last line."""
+    out = list(lines)
+    n = len(out)
+    spots: set[int] = set()
+    if rng.random() < 0.2 and n > 4:
+        spots.add(0)
+    if rng.random() < 0.2 and n > 4:
+        spots.add(n - 1)
+    tries = 0
+    while len(spots) < edits and tries < 50:
+        tries += 1
+        s = rng.randrange(n)
+        if all(abs(s - t) > 2 for t in spots):
+            spots.add(s)
+    for s in sorted(spots, reverse=True):
+        op = rng.choice(("replace", "replace", "insert", "delete")) if s not in (0, n - 1) else \
+            rng.choice(("delete", "delete", "replace"))
+        if op == "replace":
+            out[s:s + rng.randint(1, 2)] = [model.fresh(tag, rng) for _ in range(rng.randint(1, 2))]
+        elif op == "insert":
+            out[s:s] = [model.fresh(tag, rng) for _ in range(rng.randint(1, 3))]
+        elif len(out) > 3:
+            del out[s:s + rng.randint(1, 2)]
+    return out
+
+
+def _text(lines: Sequence[str]) -> str:
+    return "".join(lines)
+
+
+def _read_tree(repo: Path, rev: str) -> dict[str, list[str]]:
+    names = git(repo, "ls-tree", "-r", "--name-only", rev).splitlines()
+    return {n: git_bytes(repo, "cat-file", "blob", f"{rev}:{n}").decode().splitlines(keepends=True) for n in names}
+
+
+def build_scenario(seed: int, root: Path) -> Scenario:
+    """Build the upstream, the merged PR, the churn and the fork for `seed` under `root`."""
+    reset_clock()
+    rng = random.Random(seed)
+    story: list[str] = []
+    root = Path(root)
+    files = {f"src/mod_{k}.py": _initial_file(rng, k) for k in range(rng.randint(2, 4))}
+    up = Upstream(root / "up", initial_files={k: _text(v) for k, v in files.items()})
+    model = _Model(files)
+    for i in range(rng.randint(0, 2)):
+        path = rng.choice(sorted(model.files))
+        model.files[path] = _mutate(rng, model, model.files[path], f"pre{i}", 1)
+        up.commit({path: _text(model.files[path])}, f"upstream change {i} before the PR")
+        story.append(f"pre-PR upstream commit edits {path}")
+    merge, merge_kind, pr_paths = _merge_pr(rng, up, model, story)
+    diff = git_bytes(up.path, "diff", "--no-ext-diff", "--no-textconv", "-M", f"{merge}^1", merge)
+    hunks = split_diff(diff)
+    churn = _churn(rng, up, model, hunks, pr_paths, story)
+    return _fork(rng, seed, root, up, merge, merge_kind, hunks, churn, story)
+
+
+def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str]) -> tuple[str, str, set[str]]:
+    paths = sorted(model.files)
+    touched = rng.sample(paths, rng.randint(1, min(3, len(paths))))
+    change: dict[str, str | None] = {}
+    for p in touched:
+        model.files[p] = _mutate(rng, model, model.files[p], "pr", rng.randint(1, 3))
+        change[p] = _text(model.files[p])
+    if rng.random() < 0.3:
+        model.files["src/new_feature.py"] = [model.fresh("new", rng) for _ in range(rng.randint(8, 20))]
+        change["src/new_feature.py"] = _text(model.files["src/new_feature.py"])
+    spare = [p for p in paths if p not in touched]
+    if spare and rng.random() < 0.15 and len(spare) > 1:
+        gone = rng.choice(spare)
+        del model.files[gone]
+        change[gone] = None
+        spare.remove(gone)
+    up.open_pr(PR_NUMBER, change, title="Random change")
+    kind = rng.choice(("squash", "merge"))
+    story.append(f"PR #{PR_NUMBER} changes {sorted(change)}; merged by {kind}")
+    if kind == "merge" and rng.random() < 0.5:
+        p = rng.choice(touched)
+        model.files[p] = _mutate(rng, model, model.files[p], "pr2", 1)
+        up.append(PR_NUMBER, {p: _text(model.files[p])})
+        story.append(f"second PR commit edits {p}")
+    if spare and rng.random() < 0.4:
+        p = rng.choice(spare)
+        # main moves on an unrelated file while the PR is open: the merge's first parent is not
+        # the PR's base
+        main_files = _read_tree(up.path, up.tip())
+        new = _mutate(rng, model, main_files[p], "side", 1)
+        model.files[p] = new
+        up.commit({p: _text(new)}, "unrelated main commit while the PR is open")
+        story.append(f"unrelated main commit edits {p} before the merge")
+    merge = up.squash_merge(PR_NUMBER) if kind == "squash" else up.merge(PR_NUMBER)
+    model.files = _read_tree(up.path, merge)
+    return merge, kind, set(change)
+
+
+@dataclass
+class _Churn:
+    sha: str
+    origins: frozenset[str]  # PR file paths (as merged) whose file this commit touched
+    renamed_to: str | None = None  # where a rename moved that file
+
+
+def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[PatchHunk],
+           pr_paths: set[str], story: list[str]) -> list[_Churn]:
+    # where each PR file lives now (renames move it), keyed by its path in the merged change
+    where = {p: p for p in sorted(pr_paths) if p in model.files}
+    added = [line for h in hunks for line in h.lines("+")]
+    out: list[_Churn] = []
+    for i in range(rng.choice((0, 1, 1, 2, 3, 4))):
+        kind = rng.choice(("rewrite", "rewrite", "rewrite", "edit", "edit", "delete", "rename", "near"))
+        live = {o: p for o, p in where.items() if p in model.files}
+        change, origins, what = _churn_change(rng, model, kind, live, added, i)
+        sha = up.commit(change, f"churn {i}: {what}")
+        renamed_to = None
+        if what.startswith("rename"):
+            (origin,) = origins
+            where[origin] = renamed_to = next(q for q, v in change.items() if v is not None)
+        for path, value in change.items():
+            if value is None:
+                model.files.pop(path, None)
+            else:
+                model.files[path] = value.splitlines(keepends=True)
+        out.append(_Churn(sha, frozenset(origins), renamed_to))
+        story.append(f"churn {i} ({sha[:10]}): {what}")
+    return out
+
+
+def _churn_change(rng: random.Random, model: _Model, kind: str, live: Mapping[str, str],
+                  added: Sequence[str], i: int) -> tuple[dict[str, str | None], set[str], str]:
+    by_path = {p: o for o, p in live.items()}
+    if kind in ("rewrite", "near"):
+        spots = [(p, n) for p in by_path for n, line in enumerate(model.files[p]) if line in added]
+        if spots:
+            p, n = rng.choice(spots)
+            lines = list(model.files[p])
+            if kind == "near":
+                lines.insert(n + 1, model.fresh(f"near{i}", rng))
+            elif rng.random() < 0.3 and len(lines) > 3:
+                del lines[n]
+            else:
+                lines[n] = model.fresh(f"churn{i}", rng)
+            return {p: _text(lines)}, {by_path[p]}, f"{kind} a PR line in {p}"
+        kind = "edit"
+    if kind == "delete" and by_path and len(model.files) > 1:
+        p = rng.choice(sorted(by_path))
+        return {p: None}, {by_path[p]}, f"delete {p}"
+    if kind == "rename" and by_path:
+        p = rng.choice(sorted(by_path))
+        lines = list(model.files[p])
+        if rng.random() < 0.5:
+            lines = _mutate(rng, model, lines, f"ren{i}", 1)
+        new = f"src/renamed_{i}.py"
+        return {p: None, new: _text(lines)}, {by_path[p]}, f"rename {p} -> {new}"
+    p = rng.choice(sorted(model.files))
+    lines = _mutate(rng, model, model.files[p], f"edit{i}", 1)
+    return {p: _text(lines)}, ({by_path[p]} if p in by_path else set()), f"edit {p}"
+
+
+# ------------------------------------------------------------------------------------ fork
+
+
+def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, merge_kind: str,
+          hunks: Sequence[PatchHunk], churn: Sequence[_Churn], story: list[str]) -> Scenario:
+    fork = clone_fork(up, root / "fork")
+    line = git(up.path, "rev-list", "--first-parent", "--reverse", "main").splitlines()
+    at_merge = line.index(merge)
+    choices = [("before-pr", c) for c in line[:at_merge - 1]] + [("pr-parent", line[at_merge - 1]),
+                                                                ("merge", merge)]
+    choices += [(f"after-churn-{k + 1}", c.sha) for k, c in enumerate(churn)]
+    # the interesting cuts lack the merge: weigh them up
+    weights = [3 if not name.startswith("after") and name != "merge" else 2 for name, _ in choices]
+    cut_name, cut = rng.choices(choices, weights)[0]
+    git(fork, "checkout", "-q", "-b", "fork", cut)
+    story.append(f"fork cut at {cut_name} ({cut[:10]})")
+    has_merge = is_ancestor(fork, merge, cut)
+    ported = ["upstream" if has_merge else "none"] * len(hunks)
+    if has_merge:
+        _maybe_revert(rng, fork, hunks, ported, story)
+    else:
+        _hand_port(rng, fork, merge, merge_kind, hunks, ported, story)
+    picked = _maybe_pick_churn(rng, fork, churn, cut, story)
+    if rng.random() < 0.3:
+        fork_commit(fork, {f"fork/local_{seed}.txt": "fork-only\n"}, "fork: own change")
+        story.append("fork commits a file of its own")
+    base = "upstream/main"
+    if rng.random() < 0.3:
+        git(fork, "update-ref", "refs/remotes/upstream/base", cut)
+        base = "upstream/base"
+    in_fork = tuple((c.sha, c.origins, c.renamed_to) for c in churn if c.sha in picked or is_ancestor(fork, c.sha, "fork"))
+    return Scenario(seed, root, fork, PR_NUMBER, "Random change", merge, merge_kind, "fork", base, cut_name,
+                    tuple(hunks), tuple(ported), in_fork, tuple(story))
+
+
+def _apply_in_fork(fork: Path, patch: bytes, reverse: bool = False) -> bool:
+    p = subprocess.run(["git", "-C", str(fork), "apply", "--index", *(["-R"] if reverse else []), "-"],
+                       input=patch, capture_output=True, env={**os.environ, "LC_ALL": "C"})
+    return p.returncode == 0
+
+
+def _maybe_revert(rng: random.Random, fork: Path, hunks: Sequence[PatchHunk], ported: list[str],
+                  story: list[str]) -> None:
+    if not hunks or rng.random() >= 0.2:
+        return
+    n = rng.randrange(len(hunks))
+    if _apply_in_fork(fork, hunks[n].patch, reverse=True):
+        ported[n] = "reverted"
+        fork_commit(fork, {}, "fork: revert part of the PR")
+        story.append(f"fork reverts hunk {hunks[n].path}#{hunks[n].position}")
+
+
+def _hand_port(rng: random.Random, fork: Path, merge: str, merge_kind: str, hunks: Sequence[PatchHunk],
+               ported: list[str], story: list[str]) -> None:
+    mode = rng.choices(("none", "cherry-pick", "subset"), (0.15, 0.15, 0.7))[0]
+    if mode == "none":
+        story.append("fork ports nothing")
+        return
+    if mode == "cherry-pick":
+        args = ["cherry-pick", *(["-m", "1"] if merge_kind == "merge" else []), merge]
+        git(fork, *args, check=False)
+        if _clean_pick(fork):
+            ported[:] = ["exact"] * len(hunks)
+            story.append("fork cherry-picks the whole merged change")
+            return
+        story.append("cherry-pick of the merge conflicted; porting hunk by hunk instead")
+    for n, h in enumerate(hunks):
+        if rng.random() < 0.6 and _apply_in_fork(fork, h.patch):
+            ported[n] = "exact"
+            if h.lines("+") and rng.random() < 0.2 and _edit_added_line(rng, fork, h):
+                ported[n] = "edited"
+    if rng.random() < 0.3:
+        _edit_far_away(rng, fork, hunks, story)
+    if any(p != "none" for p in ported) or rng.random() < 0.5:
+        fork_commit(fork, {}, "fork: hand port of the PR")
+    story.append("fork hand-ports " + ", ".join(f"{h.path}#{h.position}={p}" for h, p in zip(hunks, ported)))
+
+
+def _clean_pick(fork: Path) -> bool:
+    """True when the cherry-pick just run left a clean commit; otherwise abort it."""
+    state = git(fork, "status", "--porcelain")
+    if state or git(fork, "rev-parse", "-q", "--verify", "CHERRY_PICK_HEAD", check=False):
+        git(fork, "cherry-pick", "--abort", check=False)
+        git(fork, "reset", "-q", "--hard", check=False)
+        return False
+    return True
+
+
+def _edit_added_line(rng: random.Random, fork: Path, h: PatchHunk) -> bool:
+    target = fork / h.path
+    if not target.exists():
+        return False
+    lines = target.read_text().splitlines(keepends=True)
+    candidates = [n for n, line in enumerate(lines) if line in h.lines("+")]
+    if not candidates:
+        return False
+    n = rng.choice(candidates)
+    lines[n] = lines[n].rstrip("\n") + "  # fork tweak\n"
+    target.write_text("".join(lines))
+    git(fork, "add", "-A")
+    return True
+
+
+def _edit_far_away(rng: random.Random, fork: Path, hunks: Sequence[PatchHunk], story: list[str]) -> None:
+    """Insert a fork line at least 4 lines away from any line that any hunk mentions, so it
+    disturbs no hunk's context (git's default is 3 lines) nor a first/last-line anchor."""
+    mentioned = {line for h in hunks for m in "+- " for line in h.lines(m)}
+    paths = sorted({h.path for h in hunks if (fork / h.path).exists()})
+    if not paths:
+        return
+    path = rng.choice(paths)
+    lines = (fork / path).read_text().splitlines(keepends=True)
+    marks = [n for n, line in enumerate(lines) if line in mentioned]
+    spots = [p for p in range(1, len(lines)) if all(q < p - 4 or q >= p + 4 for q in marks)]
+    if not spots:
+        return
+    p = rng.choice(spots)
+    lines.insert(p, f"fork_local_line = {p}\n")
+    (fork / path).write_text("".join(lines))
+    git(fork, "add", "-A")
+    story.append(f"fork inserts an unrelated line at {path}:{p + 1}")
+
+
+def _maybe_pick_churn(rng: random.Random, fork: Path, churn: Sequence[_Churn], cut: str,
+                      story: list[str]) -> set[str]:
+    later = [c for c in churn if not is_ancestor(fork, c.sha, cut)]
+    if not later or rng.random() >= 0.3:
+        return set()
+    c = rng.choice(later)
+    git(fork, "cherry-pick", c.sha, check=False)
+    if _clean_pick(fork):
+        story.append(f"fork cherry-picks churn {c.sha[:10]}")
+        return {c.sha}
+    story.append(f"cherry-pick of churn {c.sha[:10]} conflicted; skipped")
+    return set()
+
+
+# ------------------------------------------------------------------------------ judgement
+
+
+def oracle_states(s: Scenario) -> list[str]:
+    """The oracle's state for each hunk of `s` (see the module docstring)."""
+    index = ScratchIndex(s.fork)
+    try:
+        return [_oracle_one(index, s, h, p) for h, p in zip(s.hunks, s.ported)]
+    finally:
+        index.close()
+
+
+def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
+    applies = apply_state(index, s.fork_ref, h)
+    moved = moved_to(s, h)
+    if applies != "applied" and moved:
+        # the fork took upstream's rename: judge the hunk where the file is now, so a pre-image
+        # the rename carried along is still not-applied, and an intact post-image is churned
+        # (present at the new path: present or present-after-churn are both right)
+        applies = apply_state(index, s.fork_ref, h.at(moved))
+        if applies == "applied":
+            return "churned"
+    if applies == "not-applied" and h.creates_file and churned_by(index, s, h):
+        # an added file that is absent looks like the pre-image, but here the fork contains the
+        # upstream commit that deleted (or renamed) it
+        return "churned" if ported in ("upstream", "exact") else "ambiguous"
+    if applies in ("applied", "not-applied"):
+        return applies
+    if applies == "neither":
+        touching = churned_by(index, s, h)
+        if ported in ("upstream", "exact") and touching:
+            return "churned"
+        if ported == "edited" and not touching:
+            return "edited"
+        if ported in ("none", "reverted") and (not touching or _removed_lines_kept(s, h, moved)):
+            return "not-ported"
+    return "ambiguous"
+
+
+def _removed_lines_kept(s: Scenario, h: PatchHunk, moved: str | None) -> bool:
+    """Every line h removes is still in the fork's file and no line it adds is. Generated lines
+    are unique and churn never brings a removed line back, so upstream's later state lacks them
+    all: whatever later commit the fork took, it does not match upstream there."""
+    removed, added = h.lines("-"), h.lines("+")
+    if not removed:
+        return False
+    text = git_bytes(s.fork, "cat-file", "-p", f"{s.fork_ref}:{moved or h.path}", check=False).decode()
+    lines = set(text.splitlines(keepends=True))
+    return all(line in lines for line in removed) and not any(line in lines for line in added)
+
+
+def moved_to(s: Scenario, h: PatchHunk) -> str | None:
+    """Where the churn renames the fork contains moved `h`'s file, if any did."""
+    moved = None
+    for _, origins, renamed_to in s.churn_in_fork:
+        if renamed_to and h.path in origins:
+            moved = renamed_to
+    return moved
+
+
+def churned_by(index: ScratchIndex, s: Scenario, h: PatchHunk) -> list[str]:
+    """The churn commits in the fork that changed `h`'s post-image upstream: h reverse-applies
+    at C^ but not at C (a rename or deletion of its file counts). Where h was already gone at C^
+    (an earlier churn), C counts too: that only widens "ambiguous", never a strict state."""
+    out = []
+    for sha, origins, _ in s.churn_in_fork:
+        if h.path in origins and (apply_state(index, f"{sha}^", h) != "applied"
+                                  or apply_state(index, sha, h) != "applied"):
+            out.append(sha)
+    return out
+
+
+def oracle_verdict(states: Sequence[str]) -> str:
+    ok = sum(s in ("applied", "churned") for s in states)
+    if ok == len(states):
+        return "converged"
+    return "partially-converged" if ok else "not-converged"
+
+
+@dataclass
+class Check:
+    """One scenario judged: the two tables' entries, violations and the visible soft cases."""
+    seed: int
+    cells: list[tuple[str, str]] = field(default_factory=list)  # (oracle state, porttrack state) per hunk
+    verdicts: tuple[str, str] = ("", "")  # (oracle, porttrack)
+    violations: list[str] = field(default_factory=list)
+    conservative: int = 0
+    unverifiable: int = 0
+
+
+def check_scenario(s: Scenario, states: Sequence[str], verdict: str,
+                   reported: Sequence[tuple[str, str]], summary: Mapping[str, int]) -> Check:
+    """Judge porttrack's answer (`verdict`, `reported` = [(path, state)] in its order, `summary`)
+    against the oracle `states` for scenario `s`."""
+    c = Check(s.seed)
+    mapped = _map_hunks(s.hunks, reported)
+    if mapped is None:
+        c.violations.append(f"hunk lists differ: oracle {[(h.path, h.position) for h in s.hunks]} vs porttrack "
+                            f"{[p for p, _ in reported]}")
+        return c
+    c.violations += _own_consistency(verdict, [p for _, p in reported], summary)
+    for h, o, p in zip(s.hunks, states, mapped):
+        c.cells.append((o, p))
+        where = f"{h.path}#{h.position}"
+        if o in NOT_THERE and p in FOUND:
+            c.violations.append(f"{where}: oracle {o}, porttrack {p}")
+        if o in ("applied", "churned") and p not in FOUND:
+            c.conservative += 1
+    c.verdicts = (oracle_verdict(states), verdict)
+    if verdict == "converged":
+        bad = [f"{h.path}#{h.position}={o}" for h, o in zip(s.hunks, states) if o in NOT_THERE]
+        if bad:
+            c.violations.append(f"converged, but the oracle finds {', '.join(bad)}")
+        c.unverifiable = sum(o == "ambiguous" for o in states)
+    return c
+
+
+def _own_consistency(verdict: str, reported: Sequence[str], summary: Mapping[str, int]) -> list[str]:
+    """Check (3): the summary counts porttrack's own hunk states and adds up, and the verdict
+    follows from those states as the contract defines it."""
+    out = []
+    parts = {k: v for k, v in summary.items() if k != "hunks"}
+    by_state = Counter(reported)
+    if summary.get("hunks") != len(reported) or sum(parts.values()) != len(reported) or \
+            any(v != by_state[k.replace("_", "-")] for k, v in parts.items()):
+        out.append(f"summary {dict(summary)} does not count the hunk states {dict(by_state)}")
+    found = sum(OLD_STATE_NAMES.get(p, p) in FOUND for p in reported)
+    expected = "converged" if found == len(reported) else "partially-converged" if found else "not-converged"
+    if verdict != expected:
+        out.append(f"verdict {verdict} does not follow from porttrack's own hunk states {dict(by_state)}")
+    return out
+
+
+def _map_hunks(hunks: Sequence[PatchHunk], reported: Sequence[tuple[str, str]]) -> list[str] | None:
+    """porttrack's states in the oracle's hunk order, matched by path and order within the path."""
+    if Counter(h.path for h in hunks) != Counter(p for p, _ in reported):
+        return None
+    queues: dict[str, list[str]] = {}
+    for path, state in reported:
+        queues.setdefault(path, []).append(OLD_STATE_NAMES.get(state, state))
+    return [queues[h.path].pop(0) for h in hunks]
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+def confusion_tables(checks: Sequence[Check]) -> str:
+    """The hunk table (oracle state x porttrack state) and the verdict table, as text."""
+    cells = Counter(cell for c in checks for cell in c.cells)
+    verdicts = Counter(c.verdicts for c in checks if c.verdicts != ("", ""))
+    seen = {p for _, p in cells}
+    cols = [*PORTTRACK_STATES, *sorted(seen - set(PORTTRACK_STATES))]
+    out = [_table("hunks: oracle \\ porttrack", ORACLE_STATES, cols, cells)]
+    names = ("converged", "partially-converged", "not-converged")
+    out.append(_table("verdicts: oracle \\ porttrack", names, names, verdicts))
+    out.append(f"violations: {sum(len(c.violations) for c in checks)} in "
+               f"{sum(bool(c.violations) for c in checks)} of {len(checks)} scenarios; "
+               f"conservative hunks (oracle applied/churned, porttrack missing/unknown): "
+               f"{sum(c.conservative for c in checks)}; ambiguous hunks under a converged verdict "
+               f"(unverifiable): {sum(c.unverifiable for c in checks)}")
+    return "\n".join(out)
+
+
+def _table(title: str, rows: Sequence[str], cols: Sequence[str], counts: Counter) -> str:
+    width = max(len(r) for r in rows) + 2
+    head = title.ljust(width) + "".join(c.rjust(max(len(c), 5) + 2) for c in cols) + "    total"
+    lines = [head]
+    for r in rows:
+        vals = [counts.get((r, c), 0) for c in cols]
+        lines.append(r.ljust(width) + "".join(str(v).rjust(max(len(c), 5) + 2) for v, c in zip(vals, cols))
+                     + str(sum(vals)).rjust(9))
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""Issue 11's differential test, fast subset: `porttrack.converge.decide` against an independent
+oracle on 30 seeded random scenarios and a few pinned ones (real repositories; `testing/convergence_scenarios.py`
+defines the scenarios, the oracle and the checks). The full run, 200+ scenarios with the
+confusion tables, is `benchmarks/converge_differential.py`.
+
+Written to fail until converge.py proves presence (issue 11): on main before that work it finds
+false "converged" verdicts, unported hunks called churn, and first/last-line deletions reported
+present. Do not weaken it to pass; a failing seed reproduces with
+`python benchmarks/converge_differential.py --seed S --scenarios 1 --verbose --keep /tmp/s`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from porttrack.converge import MergedPR, decide, summary
+from porttrack.gitrepo import GitRepo
+from testing.convergence_scenarios import (
+    PatchHunk, ScratchIndex, Scenario, apply_state, build_scenario, check_scenario, confusion_tables,
+    oracle_states, split_diff,
+)
+from testing.gitfixtures import Upstream, git_bytes
+
+# 30 random seeds, plus seeds that once found a defect (they name a scenario only as long as the
+# generator in testing/convergence_scenarios.py draws the same way: re-check them if it changes)
+REGRESSION_SEEDS = (
+    1461,  # fork reverts a hunk, then cherry-picks later churn of its context only: not converged
+)
+FAST_SEEDS = (*range(1000, 1030), *REGRESSION_SEEDS)
+
+
+def ask_porttrack(s: Scenario) -> tuple[str, list[tuple[str, str]], dict[str, int]]:
+    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded"),
+               fork_ref=s.fork_ref, upstream_base=s.upstream_base)
+    return v.verdict, [(h.path, h.state) for h in v.hunks], summary(v.hunks)
+
+
+# ------------------------------------------------------------------- the oracle on its own
+
+
+def _lines(n: int, tag: str = "l") -> str:
+    return "".join(f"{tag}{i} = {i}\n" for i in range(n))
+
+
+def test_split_diff_gives_one_applicable_patch_per_hunk(tmp_path):
+    up = Upstream(tmp_path / "up", initial_files={"a.py": _lines(30), "b.py": _lines(10, "b"), "gone.py": "x\n"})
+    a = _lines(30).replace("l2 = 2\n", "l2 = 20\n").replace("l25 = 25\n", "")
+    after = up.commit({"a.py": a, "new.py": "n = 1\n", "gone.py": None}, "change")
+    hunks = split_diff(git_bytes(up.path, "diff", "-M", f"{after}^", after))
+    assert [(h.path, h.position) for h in hunks] == [("a.py", 1), ("a.py", 2), ("gone.py", 1), ("new.py", 1)]
+    assert hunks[0].lines("-") == ["l2 = 2\n"] and hunks[0].lines("+") == ["l2 = 20\n"]
+    assert hunks[1].lines("-") == ["l25 = 25\n"] and hunks[1].lines("+") == []
+    assert [h.creates_file for h in hunks] == [False, False, False, True]
+    index = ScratchIndex(up.path)
+    try:
+        assert [apply_state(index, after, h) for h in hunks] == ["applied"] * 4
+        assert [apply_state(index, f"{after}^", h) for h in hunks] == ["not-applied"] * 4
+    finally:
+        index.close()
+
+
+def test_oracle_anchors_a_first_line_deletion_at_the_start_of_the_file(tmp_path):
+    """The defect issue 11 names: a PR deleting a file's first line is not present in a fork that
+    still has that line, even though the hunk's context lines are all there."""
+    up = Upstream(tmp_path / "up", initial_files={"a.py": _lines(20)})
+    pr = up.commit({"a.py": _lines(20).replace("l0 = 0\n", "")}, "delete the first line")
+    (hunk,) = split_diff(git_bytes(up.path, "diff", f"{pr}^", pr))
+    other = up.commit({"a.py": "header = 1\n" + _lines(20).replace("l0 = 0\n", "")}, "a new first line")
+    index = ScratchIndex(up.path)
+    try:
+        assert apply_state(index, pr, hunk) == "applied"
+        assert apply_state(index, f"{pr}^", hunk) == "not-applied"
+        # its context (l1..l3) is there, but not at the start of the file
+        assert apply_state(index, other, hunk) == "neither"
+        moved = hunk.at("b.py")
+        assert isinstance(moved, PatchHunk) and b"a/b.py" in moved.header and b"a/a.py" not in moved.header
+    finally:
+        index.close()
+
+
+def test_a_seed_builds_the_same_scenario_twice(tmp_path):
+    one, two = build_scenario(1234, tmp_path / "one"), build_scenario(1234, tmp_path / "two")
+    assert (one.merge, one.story, one.ported, [h.patch for h in one.hunks]) == \
+        (two.merge, two.story, two.ported, [h.patch for h in two.hunks])
+    assert oracle_states(one) == oracle_states(two)
+
+
+# -------------------------------------------------------------------- porttrack vs oracle
+
+
+def test_differential_fast_subset(tmp_path):
+    checks, cuts, kinds = [], Counter(), Counter()
+    for seed in FAST_SEEDS:
+        s = build_scenario(seed, tmp_path / f"s{seed}")
+        cuts[s.cut.split("-")[0]] += 1
+        kinds[s.merge_kind] += 1
+        checks.append(check_scenario(s, oracle_states(s), *ask_porttrack(s)))
+    table = confusion_tables(checks)
+    oracle = Counter(o for c in checks for o, _ in c.cells)
+    # the subset must exercise what the test is for, or passing would prove nothing
+    assert all(oracle[k] for k in ("applied", "not-applied", "churned")), table
+    assert all(cuts[k] for k in ("before", "pr", "merge", "after")), cuts
+    assert kinds["squash"] and kinds["merge"], kinds
+    failures = [f"seed {c.seed}: {v}" for c in checks for v in c.violations]
+    assert not failures, "\n".join([*failures, "", table])
