@@ -872,6 +872,32 @@ def pre_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
     return _image_present(hunk, file_bytes, post=False)
 
 
+def change_undone(hunk: Hunk, file_bytes: bytes) -> bool:
+    """Are the lines a text hunk removes back in the file, and the lines it adds gone?
+
+    Each run of consecutive removed (and added) lines is looked for as a block; runs of blank
+    lines prove nothing and are skipped. This sees a revert whose surroundings changed since (so
+    the whole pre-image no longer matches), which `hunk_state` calls neither applied nor not.
+    A hunk that only adds lines, or only blank ones, is never called undone here.
+    """
+    removed, added = _runs(hunk, b"-"), _runs(hunk, b"+")
+    if not removed:
+        return False
+    hay = _file_lines(file_bytes)
+    return all(_find_all(hay, run) for run in removed) and not any(_find_all(hay, run) for run in added)
+
+
+def _runs(hunk: Hunk, marker: bytes) -> list[list[bytes]]:
+    """The hunk's runs of consecutive `marker` lines, normalised, without all-blank runs."""
+    runs: list[list[bytes]] = [[]]
+    for m, content in hunk._lines():
+        if m == marker:
+            runs[-1].append(content)
+        elif runs[-1]:
+            runs.append([])
+    return [_normalise(run) for run in runs if any(line.strip() for line in run)]
+
+
 def hunk_state(hunk: Hunk, file_bytes: bytes | None) -> HunkState:
     """Is `hunk` applied in a file whose content is `file_bytes` (None: no such file)?
 
