@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from porttrack import secrets
 from porttrack import state as state_mod
 from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
+from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
 from porttrack.state import RecordedPR, UpstreamState
 from porttrack.testhooks import checkpoint
@@ -20,6 +22,7 @@ from porttrack.workspace import Workspace, lock
 if TYPE_CHECKING:
     from porttrack.config import Config
     from porttrack.converge import RecordedVerdict
+    from porttrack.github import GitHubClient
 
 JSON_SCHEMA = "porttrack/status/v1"
 
@@ -212,28 +215,22 @@ def refresh(
     ws: Workspace,
     config: "Config",
     *,
-    offline: bool = False,
-    api_url: str | None = None,
-    use_git: bool = True,
+    client: "GitHubClient | None",
+    repo: GitRepo | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
     know: Knowledge | None = None,
 ) -> tuple[StatusReport, PorttrackError | None]:
-    """Poll and record, or show the recorded state saying why. Returns the report and the error
-    that forced an offline view (None when the poll succeeded or offline was asked for)."""
-    from porttrack import secrets
-
+    """Poll and record, or show the recorded state saying why. `client`: the upstream's GitHub
+    client, None for --offline; `repo`: the fork checkout PR heads are fetched into, None to
+    classify with GitHub's compare instead. Returns the report and the error that forced an
+    offline view (None when the poll succeeded or offline was asked for)."""
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
-    if offline:
+    if client is None:
         return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=know), None
     if secrets.resolve_token() is None:
         reason = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)"
         return build_report(config, recorded, mode="offline", offline_reason=reason, know=know), None
-
-    from porttrack.github import client_for
-
-    client = client_for(config.upstream.repo, api_url, ws.cache_dir)
-    repo = _fork_repo(config) if use_git else None
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
     except (UpstreamUnreachable, GitHubAuthError) as exc:
@@ -248,16 +245,3 @@ def refresh(
         build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes, requests=result.requests, know=know),
         None,
     )
-
-
-def _fork_repo(config: "Config"):
-    """The fork checkout when it exists; status works without one (GitHub's compare is used instead)."""
-    from porttrack.gitrepo import GitRepo
-
-    path = config.fork_checkout()
-    if path is None or not path.exists():
-        return None
-    try:
-        return GitRepo.open(path)
-    except PorttrackError:
-        return None

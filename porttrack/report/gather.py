@@ -13,16 +13,17 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from porttrack import eligibility, evidence, gates
 from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.clock import iso_week, parse_moment, stamp
 from porttrack.config import Config
-from porttrack.converge import latest_verdicts
+from porttrack.converge_record import latest_verdicts
 from porttrack.errors import InputError, PorttrackError
 from porttrack.evidence import EvidenceLog
+from porttrack.gitrepo import GitRepo
 from porttrack.knowledge import gather as gather_knowledge
 from porttrack.report.records import (
     Change,
@@ -42,6 +43,9 @@ from porttrack.report.records import (
 )
 from porttrack.status import Knowledge, StatusReport, refresh
 from porttrack.workspace import Workspace
+
+if TYPE_CHECKING:
+    from porttrack.github import GitHubClient
 
 TREND_WEEKS = 12  # how many past weeks the trend charts show
 
@@ -66,18 +70,23 @@ def gather(
     *,
     now: datetime,
     since: Since,
-    offline: bool = False,
-    api_url: str | None = None,
+    client: "GitHubClient | None",
+    fork: GitRepo | None = None,
+    fork_problem: str | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> WeeklyReport:
     """Everything the weekly issue says, as plain records. Never raises for a part it cannot
-    evaluate: that part becomes a problem line instead."""
+    evaluate: that part becomes a problem line instead.
+
+    `client`: the upstream's GitHub client, None for --offline (the recorded state is shown);
+    `fork`: the fork checkout (hand-port coverage, convergence verdicts bound to its branch tip),
+    or None and why (`fork_problem`)."""
     problems = _Problems()
-    know = _knowledge(ws, config, problems)
-    status_report = _status(ws, config, offline, api_url, dry_run, progress, know, problems)
+    know = _knowledge(ws, config, fork, fork_problem, problems)
+    status_report = _status(ws, config, client, dry_run, progress, know, problems)
     upstream_state = _recorded_state(ws, config, problems)
-    verdicts = _convergence(ws, config, problems)
+    verdicts = _convergence(ws, config, fork, fork_problem, problems)
     queue = _queue(ws, problems)
     log = _evidence(ws, problems)
     proofs = _proofs(ws, config, problems)
@@ -122,16 +131,16 @@ def report_file(ws: Workspace, config: "Config", week: str) -> str:
     return f"{config.report.output_dir.rstrip('/')}/weekly-{week}.md"
 
 
-def _knowledge(ws: Workspace, config: "Config", problems: _Problems):
+def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None, problems: _Problems):
     try:
-        return gather_knowledge(ws, config)
+        return gather_knowledge(ws, config, fork, fork_problem)
     except PorttrackError as exc:
         problems.add("coverage", str(exc))
         return Knowledge()
 
 
-def _status(ws, config, offline, api_url, dry_run, progress, know, problems) -> "StatusReport":
-    report, problem = refresh(ws, config, offline=offline, api_url=api_url, dry_run=dry_run, progress=progress, know=know, use_git=False)
+def _status(ws, config, client, dry_run, progress, know, problems) -> "StatusReport":
+    report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
     return report
@@ -145,11 +154,12 @@ def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
         return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
 
 
-def _convergence(ws: Workspace, config: "Config", problems: _Problems) -> dict[int, str]:
+def _convergence(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None,
+                 problems: _Problems) -> dict[int, str]:
     """PR -> its last convergence verdict in words; one not for fork.branch at its tip now says
     so (stale, for another ref, or unconfirmed) instead of passing for current."""
     try:
-        return {n: v.words for n, v in latest_verdicts(ws, config).items()}
+        return {n: v.words for n, v in latest_verdicts(ws, config.fork.branch, fork, fork_problem).items()}
     except PorttrackError as exc:
         problems.add("convergence", str(exc))
         return {}
