@@ -10,7 +10,6 @@ silent gap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -437,30 +436,18 @@ def _eligibility(config: "Config", proofs: frozenset[str]):
     tracks = tuple(t.track for t in result.tracks)
     rows = []
     for model in config.models:
-        cells = tuple(EligibilityCell(t.track, c.verdict, tuple(c.reasons), _short_reasons(c.reasons))
+        cells = tuple(EligibilityCell(t.track, c.verdict, tuple(c.reasons), _short_reasons(c.why))
                       for t in result.tracks for c in t.cells if c.model == model)
         rows.append(EligibilityRow(model, cells))
     return tuple(rows), tracks
 
 
-_REASON = re.compile(r"^(drafter|attention|quantization) (\S+) not in|^backend \S+ on|^no backend selected|^pending (proof \S+)")
-
-
-def _short_reasons(reasons: Iterable[str]) -> str:
-    """"attention hybrid not in [...]" -> "attention: hybrid"; the full sentence stays in the JSON."""
+def _short_reasons(reasons: Iterable[eligibility.Reason]) -> str:
+    """"attention: hybrid; proof x" for a table cell; the full sentences stay in the JSON."""
     short: list[str] = []
     for reason in reasons:
-        match = _REASON.match(reason)
-        if match is None:
-            item = reason
-        elif match.group(1):
-            item = f"{match.group(1)}: {match.group(2)}"
-        elif match.group(3):
-            item = match.group(3)
-        else:
-            item = "backend"
-        if item not in short:
-            short.append(item)
+        if reason.summary not in short:
+            short.append(reason.summary)
     return "; ".join(short)
 
 
