@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from porttrack import queue as queue_mod
 from porttrack.converge_record import latest_verdicts
-from porttrack.coverage import track_coverage
+from porttrack.coverage import Coverage, track_coverage
 from porttrack.errors import PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.status import Knowledge
@@ -27,10 +27,12 @@ def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_pr
     if fork is None and fork_problem is None:
         fork, fork_problem = open_configured_fork(config)
     live = _live_patches(ws)
+    coverage = _coverage(ws, config, fork)
     return Knowledge(
         queued={p.pr: p.state for p in live},
         converged=_converged(ws, config, fork, fork_problem),
-        coverage=_coverage(ws, config, fork),
+        coverage={c.pr: c.text for c in coverage},
+        coverage_unknown=frozenset(c.pr for c in coverage if c.problem),
         queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
     )
 
@@ -61,8 +63,8 @@ def _converged(ws: Workspace, config: "Config", fork: GitRepo | None, problem: s
         return {}
 
 
-def _coverage(ws: Workspace, config: "Config", fork: GitRepo | None) -> dict[int, str]:
+def _coverage(ws: Workspace, config: "Config", fork: GitRepo | None) -> tuple[Coverage, ...]:
     try:
-        return {c.pr: c.text for c in track_coverage(ws, config, fork)}
+        return track_coverage(ws, config, fork)
     except PorttrackError:
-        return {}
+        return ()

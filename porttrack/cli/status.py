@@ -55,6 +55,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
 
 def render(report: "StatusReport") -> str:
+    from porttrack.status import change_words
+
     lines = []
     when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" if report.mode == "live" else "OFFLINE (recorded state)"
     lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
@@ -84,9 +86,9 @@ def render(report: "StatusReport") -> str:
             for link in pr.stacked_on:
                 lines.append(f"           stacked on #{link['number']} ({link['state']}, from {link['via']})")
             for change in pr.changes:
-                lines.append(f"           changed: {for_terminal(change, 110)}")
+                lines.append(f"           changed: {for_terminal(change_words(change), 110)}")
             for note in pr.notes:
-                lines.append(f"           {for_terminal(note, 110)}")
+                lines.append(f"           {for_terminal(note.text, 110)}")
             if pr.updated_at:
                 lines.append(f"           last updated {pr.updated_at}")
         action = track.next_action

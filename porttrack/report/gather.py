@@ -40,7 +40,7 @@ from porttrack.report.records import (
     TrendSeries,
     WeeklyReport,
 )
-from porttrack.status import Knowledge, StatusReport, refresh
+from porttrack.status import Knowledge, PRStatus, StatusReport, refresh
 from porttrack.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -118,9 +118,9 @@ def gather(
         for pr in track.prs:
             if pr.state == "unobserved":
                 problems.add(f"#{pr.number}", "never observed: run a live `porttrack status` (needs a token)")
-            for note in pr.notes:
-                if note.startswith("coverage unknown:"):
-                    problems.add(f"#{pr.number}", note)
+            for note in pr.status.notes:
+                if note.kind == "coverage-unknown":
+                    problems.add(f"#{pr.number}", note.text)
     if status_report.mode == "offline":
         problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'}: {status_report.offline_reason}")
     return replace(report, problems=tuple(problems.items))
@@ -219,7 +219,8 @@ def _tracks(config, status_report, upstream_state, since: str, now: str, verdict
     return tuple(sections)
 
 
-def _pr_section(pr, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str], observed_at: str | None) -> PRSection:
+def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str],
+                observed_at: str | None) -> PRSection:
     recorded = upstream_state.prs.get(pr.number)
     changes: list[Change] = []
     for event in recorded.events if recorded else ():
@@ -227,29 +228,11 @@ def _pr_section(pr, tracked: bool, upstream_state, since: str, now: str, verdict
             changes.append(Change(event.at, event.kind, event.detail))
     # A dry run does not record the poll, so its fresh events are only in the status report.
     seen = {(c.kind, c.detail) for c in changes}
-    for text in pr.changes:
-        kind, _, detail = text.partition(": ")
-        if (kind, detail) not in seen:
-            changes.append(Change(observed_at, kind, detail))
+    for event in pr.changes:
+        if (event.kind, event.detail) not in seen:
+            changes.append(Change(observed_at, event.kind, event.detail))
     changes.sort(key=lambda c: c.at or "")
-    return PRSection(
-        number=pr.number,
-        title=pr.title,
-        author=pr.author,
-        state=pr.state,
-        url=pr.url,
-        tracked=tracked,
-        merged_at=pr.merged_at,
-        closed_at=pr.closed_at,
-        merge_commit_sha=pr.merge_commit_sha,
-        head_sha=pr.head_sha,
-        base_ref=pr.base_ref,
-        stacked_on=tuple(dict(s) for s in pr.stacked_on),
-        changes=tuple(changes),
-        convergence=verdicts.get(pr.number),
-        notes=tuple(pr.notes),
-        next_action=asdict(pr.next_action),
-    )
+    return PRSection(pr, tracked, tuple(changes), verdicts.get(pr.number))
 
 
 # -- the queue --------------------------------------------------------------------------------
