@@ -61,9 +61,9 @@ from porttrack.errors import (
 from porttrack.gitrepo import GitRepo, upstream_ref
 from porttrack.jobs.runner import run_job
 from porttrack.workspace import Workspace
+from porttrack.config import Config, Job
 
 if TYPE_CHECKING:
-    from porttrack.config import Config, Job
     from porttrack.github import GitHubClient
 
 OUTPUT_TAIL_LINES = 40
@@ -78,7 +78,7 @@ _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 def verify_converged(
     ws: Workspace,
-    config: "Config",
+    config: Config,
     number: int,
     *,
     repo: GitRepo,
@@ -125,7 +125,7 @@ def _default_fork_ref(repo: GitRepo, branch: str) -> str:
     return branch if repo.rev_parse(f"refs/heads/{branch}") else "HEAD"
 
 
-def _regression_job(config: "Config", track_id: str | None, number: int) -> "Job":
+def _regression_job(config: Config, track_id: str | None, number: int) -> Job:
     if track_id is None:
         raise ConfigError(f"#{number} belongs to no track in tracks.yaml, so it has no regression command")
     job = config.tracks[track_id].regression
@@ -140,7 +140,7 @@ def _regression_job(config: "Config", track_id: str | None, number: int) -> "Job
 # 1. The merge commit
 
 
-def resolve_merged_pr(ws: Workspace, config: "Config", number: int, github: Callable[[], "GitHubClient"]) -> MergedPR:
+def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callable[[], "GitHubClient"]) -> MergedPR:
     """The PR's merge commit, as GitHub reported it.
 
     A merge is final: once the recorded state (written by `status`, from GitHub) has the PR merged
@@ -254,7 +254,6 @@ def _not_for_branch(v: Verdict, fork_branch: str | None) -> str | None:
     return f"this verdict is for {v.commits.fork_ref}, not the fork branch {fork_branch}: verify-converged {v.pr} on {fork_branch} first"
 
 
-
 def _unproven_words(unproven: Sequence[str], by_id: Mapping[str, HunkResult]) -> str | None:
     if not unproven:
         return None
@@ -294,7 +293,7 @@ def _duplicates(repo: GitRepo, sha: str, change_pid: str | None, merged_ids: set
 # 6. Regression
 
 
-def regression(repo: GitRepo, job: "Job", fork_sha: str) -> Regression:
+def regression(repo: GitRepo, job: Job, fork_sha: str) -> Regression:
     """Run the track's regression command on the fork ref through the one job runner
     (`porttrack.jobs.runner`: split into arguments, placeholders filled per argument, no shell):
     in the checkout when it is exactly that commit and clean, else in a temporary worktree (the
@@ -307,7 +306,7 @@ def regression(repo: GitRepo, job: "Job", fork_sha: str) -> Regression:
         return _run_regression(job, fork_sha, tree.path, "temporary worktree")
 
 
-def _run_regression(job: "Job", fork_sha: str, workdir: Path, where: str) -> Regression:
+def _run_regression(job: Job, fork_sha: str, workdir: Path, where: str) -> Regression:
     assert job.command is not None
     with tempfile.TemporaryDirectory(prefix="porttrack-results-") as results:
         values = {"ref": fork_sha, "workdir": str(workdir), "results": str(Path(results) / "results.json"), "target": ""}

@@ -20,12 +20,11 @@ This module only reads the typed config; it imports neither pydantic nor click.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from porttrack.config import Config, Model, Track
 from porttrack.errors import NotFound
 
-if TYPE_CHECKING:
-    from porttrack.config import Config, Model, Track
 
 ELIGIBLE = "eligible"
 INELIGIBLE = "ineligible"
@@ -121,13 +120,13 @@ class Eligibility:
         return tuple(t.track for t in self.tracks for c in t.cells if c.model == model and c.verdict == verdict)
 
 
-def requirement_failures(model: "Model", track: "Track") -> list[str]:
+def requirement_failures(model: Model, track: Track) -> list[str]:
     """Why `model` does not match `track`'s requirements, one sentence per failed requirement
     (`unmet_requirements` as text). An empty list means every requirement matches."""
     return [r.text for r in unmet_requirements(model, track)]
 
 
-def unmet_requirements(model: "Model", track: "Track") -> list[Reason]:
+def unmet_requirements(model: Model, track: Track) -> list[Reason]:
     """Why `model` does not match `track`'s requirements: one reason per failed requirement.
 
     An empty list means every requirement matches (proofs are not considered here).
@@ -153,7 +152,7 @@ def unmet_requirements(model: "Model", track: "Track") -> list[Reason]:
     return reasons
 
 
-def evaluate(config: "Config", proofs_passed: Iterable[str] = frozenset()) -> Eligibility:
+def evaluate(config: Config, proofs_passed: Iterable[str] = frozenset()) -> Eligibility:
     """The verdict of every (model, track) pair, given the proofs that have passed."""
     passed = frozenset(proofs_passed)
     tracks = []
@@ -163,7 +162,7 @@ def evaluate(config: "Config", proofs_passed: Iterable[str] = frozenset()) -> El
     return Eligibility(tuple(tracks), passed)
 
 
-def _cell(model_id: str, model: "Model", track_id: str, track: "Track", passed: frozenset[str]) -> Cell:
+def _cell(model_id: str, model: Model, track_id: str, track: Track, passed: frozenset[str]) -> Cell:
     conditions = tuple(
         ProofCondition(cond.proof, cond.proof in passed, cond.reason)
         for cond in model.conditional
@@ -178,7 +177,7 @@ def _cell(model_id: str, model: "Model", track_id: str, track: "Track", passed: 
     return Cell(model_id, track_id, ELIGIBLE, (), conditions)
 
 
-def required_models(config: "Config", track_id: str, proofs_passed: Iterable[str] = frozenset()) -> list[str]:
+def required_models(config: Config, track_id: str, proofs_passed: Iterable[str] = frozenset()) -> list[str]:
     """The models a track's gate must cover now.
 
     With `matrix.models: eligible` (or no gate): every eligible model, in tracks.yaml order. With

@@ -6,9 +6,8 @@ malformed record) is simply left out of the `Knowledge` it returns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from porttrack import queue as queue_mod
+from porttrack.config import Config
 from porttrack.converge_record import latest_verdicts
 from porttrack.coverage import Coverage, track_coverage
 from porttrack.errors import PorttrackError
@@ -16,11 +15,8 @@ from porttrack.gitrepo import GitRepo
 from porttrack.status import Knowledge
 from porttrack.workspace import Workspace
 
-if TYPE_CHECKING:
-    from porttrack.config import Config
 
-
-def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
+def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
     """`fork`: the fork checkout (coverage is looked for in it, recorded verdicts are bound to its
     branch tip), or None and why (`fork_problem`); neither given: the configured checkout, opened
     here, for callers that hold no door (the command layer hands in `Context.fork_or_problem`)."""
@@ -37,7 +33,7 @@ def gather(ws: Workspace, config: "Config", fork: GitRepo | None = None, fork_pr
     )
 
 
-def open_configured_fork(config: "Config") -> tuple[GitRepo | None, str | None]:
+def open_configured_fork(config: Config) -> tuple[GitRepo | None, str | None]:
     """`Context.fork_or_problem` for a caller that holds no door (a library caller, a test)."""
     path = config.fork_checkout()
     if path is None or not path.exists():
@@ -55,7 +51,7 @@ def _live_patches(ws: Workspace):
         return ()
 
 
-def _converged(ws: Workspace, config: "Config", fork: GitRepo | None, problem: str | None):
+def _converged(ws: Workspace, config: Config, fork: GitRepo | None, problem: str | None):
     """PR -> its recorded verdict, bound to fork.branch's tip (`converge_record.RecordedVerdict`)."""
     try:
         return latest_verdicts(ws, config.fork.branch, fork, problem)
@@ -63,7 +59,7 @@ def _converged(ws: Workspace, config: "Config", fork: GitRepo | None, problem: s
         return {}
 
 
-def _coverage(ws: Workspace, config: "Config", fork: GitRepo | None) -> tuple[Coverage, ...]:
+def _coverage(ws: Workspace, config: Config, fork: GitRepo | None) -> tuple[Coverage, ...]:
     try:
         return track_coverage(ws, config, fork)
     except PorttrackError:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from porttrack import secrets
 from porttrack import state as state_mod
+from porttrack.config import Config
+from porttrack.converge_record import RecordedVerdict
 from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
 from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
@@ -20,8 +22,6 @@ from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, lock
 
 if TYPE_CHECKING:
-    from porttrack.config import Config
-    from porttrack.converge import RecordedVerdict
     from porttrack.github import GitHubClient
 
 JSON_SCHEMA = "porttrack/status/v1"
@@ -152,8 +152,8 @@ class Knowledge:
     """What other parts of porttrack know about a PR, folded into its next action."""
 
     queued: Mapping[int, str] = field(default_factory=dict)  # PR -> "queued" | "gated" | "default-enabled" | ...
-    # PR -> its last verify-converged verdict, bound to fork.branch's tip (`converge.latest_verdicts`)
-    converged: Mapping[int, "RecordedVerdict"] = field(default_factory=dict)
+    # PR -> its last verify-converged verdict, bound to fork.branch's tip (`converge_record.latest_verdicts`)
+    converged: Mapping[int, RecordedVerdict] = field(default_factory=dict)
     coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
     coverage_unknown: frozenset[int] = frozenset()  # PRs whose coverage could not be evaluated (`Coverage.problem`)
     queued_heads: Mapping[int, str] = field(default_factory=dict)  # PR -> upstream head its live patch was made from
@@ -203,7 +203,7 @@ _PRIORITY = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port
 
 
 def build_report(
-    config: "Config",
+    config: Config,
     state: UpstreamState,
     *,
     mode: str,
@@ -272,13 +272,13 @@ def report_to_json(report: StatusReport) -> dict[str, Any]:
     return data
 
 
-def tracked_numbers(config: "Config") -> list[int]:
+def tracked_numbers(config: Config) -> list[int]:
     return sorted({n for track in config.tracks.values() for n in track.prs})
 
 
 def refresh(
     ws: Workspace,
-    config: "Config",
+    config: Config,
     *,
     client: "GitHubClient | None",
     repo: GitRepo | None = None,
