@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,14 +20,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from porttrack import __version__
-from porttrack.config import Config
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.secrets import redact
-from porttrack.tracks_file import load_config
 from porttrack.workspace import Workspace, dump_json
 
 if TYPE_CHECKING:
+    from porttrack.config import Config
     from porttrack.github import GitHubClient
 
 
@@ -53,8 +51,10 @@ class Context:
         return self._cache["ws"]
 
     @property
-    def config(self) -> Config:
+    def config(self) -> "Config":
         if "config" not in self._cache:
+            from porttrack.tracks_file import load_config  # here, not at the top: ~20 ms of `--help`
+
             ws = self.workspace
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
         return self._cache["config"]
@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_internal_error(exc: BaseException) -> int:
+    import traceback  # only for a crash: ~10 ms that `--help` need not pay
+
     log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
     try:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,14 @@
 """`porttrack eligibility` (`porttrack.eligibility`: which models each track must be proven on).
 
-`porttrack.gates` is imported inside the command, not here: it loads the evidence log and the gate
-judge, and every command module is loaded for `porttrack --help`.
+`porttrack.eligibility` and `porttrack.gates` are imported inside the command, not here: every
+command module is loaded for `porttrack --help`, and they load the typed config, the evidence log
+and the gate judge.
 """
 
 from __future__ import annotations
 
 import click
 
-from porttrack import eligibility as elig
 from porttrack.cli import Context, cli, emit_json, pass_ctx
 
 
@@ -17,6 +17,7 @@ from porttrack.cli import Context, cli, emit_json, pass_ctx
 @pass_ctx
 def eligibility(ctx: Context, as_json: bool) -> int:
     """Models × tracks: eligible, not (which requirement failed), or conditional (which proof is pending)."""
+    from porttrack import eligibility as elig
     from porttrack.gates import proofs_passed
 
     result = elig.evaluate(ctx.config, proofs_passed(ctx.workspace, ctx.config))
