@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from porttrack import apply as apply_mod  # noqa: E402
 from porttrack import queue as queue_mod  # noqa: E402
 from porttrack.tracks_file import load_config  # noqa: E402
+from porttrack.gitrepo import GitRepo  # noqa: E402
 from porttrack.hunks import parse_diff  # noqa: E402
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from porttrack.workspace import Workspace  # noqa: E402
@@ -108,7 +109,7 @@ def bench(fork: Path, ws: Workspace, base: str, repeat: int) -> dict[str, object
     for _ in range(repeat):
         git(fork, "update-ref", "-d", STAGING, check=False)
         t0 = time.perf_counter()
-        run = apply_mod.apply(ws, config, target="staging")
+        run = apply_mod.apply(ws, config, GitRepo.open(fork), target="staging")
         core.append(time.perf_counter() - t0)
     env = {**os.environ, "PORTTRACK_WORKSPACE": str(ws.root), "PORTTRACK_FORK": str(fork),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

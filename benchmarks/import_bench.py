@@ -127,8 +127,8 @@ def main() -> int:
 
         from porttrack.tracks_file import load_config
         from porttrack.gitrepo import GitRepo
-        from porttrack.queue import HunkRef
-        from porttrack.take import import_pr, reason_counts
+        from porttrack.queue import reason_counts
+        from porttrack.take import import_pr
         from porttrack.workspace import Workspace
 
         ws = Workspace(handle.root)
@@ -141,7 +141,7 @@ def main() -> int:
         for run in range(args.runs + 1):
             shutil.rmtree(ws.patches_dir, ignore_errors=True)
             t0 = time.perf_counter()
-            outcome = import_pr(ws, config, PR, offline=True)
+            outcome = import_pr(ws, config, PR, repo=GitRepo.open(built["fork"]), client=None)  # offline
             wall = time.perf_counter() - t0
             assert outcome.written, "the import wrote nothing"
             if run == 0:
@@ -153,7 +153,7 @@ def main() -> int:
         excl = [w - f for w, f in zip(walls, fetches)]
         commits = git(built["fork"], "rev-list", "--count", "upstream/main")
         tracked = len(git(built["fork"], "ls-files").splitlines())
-        by_reason = reason_counts(HunkRef(h.id, h.path, h.kind, h.reason) for h in plan.left_out)
+        by_reason = reason_counts(h.ref() for h in plan.left_out)
         print(f"repository: {commits} commits on upstream main, {tracked} files in the fork checkout")
         print(f"generate_history: {built['generate_s']:.1f} s; whole fixture build: {built['build_s']:.1f} s")
         print(f"PR #{PR}: {len({h.path for h in plan.hunks})} files, {len(plan.hunks)} hunks, "

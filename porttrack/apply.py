@@ -38,37 +38,29 @@ Each run is recorded in `state/apply/<branch>.json` (the last `KEEP_RUNS`), `--d
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import shutil
-import signal
-import threading
 import time
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from porttrack import queue as queue_mod
+from porttrack.clock import utcnow
+from porttrack.config import Config
 from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError, UnsafeInput
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import GitRepo, ScratchIndex
 from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.paths import check_diff_paths, check_symlink_targets
-from porttrack.state import utcnow
+from porttrack.queue import Patch
 from porttrack.testhooks import checkpoint
-from porttrack.workspace import Workspace, lock, write_json
-
-if TYPE_CHECKING:
-    from porttrack.config import Config
-    from porttrack.queue import Patch
+from porttrack.workspace import Workspace, append_run, commit_point, load_runs as _load_runs, lock, sigterm_as_interrupt
 
 SCHEMA = "porttrack/apply/v1"
 RECORD_SCHEMA = "porttrack/apply-runs/v1"
 KEEP_RUNS = 20
 TARGETS = ("staging", "default")
 COMMITTER = ("porttrack", "porttrack@localhost")
-PAUSE_ENV = "PORTTRACK_TEST_PAUSE_AFTER_PATCH"  # tests only: seconds to sleep after each patch
 FUZZ_CONTEXT = "-C1"  # at least one context line must match: patch(1)'s fuzz 2 for 3-line context
 
 # Outcomes, best first. A patch's outcome is the worst of its hunks'.
@@ -165,6 +157,7 @@ class ApplyConflict(ConflictError):
 def apply(
     ws: Workspace,
     config: Config,
+    repo: GitRepo,
     *,
     target: str = "staging",
     force: bool = False,
@@ -180,14 +173,10 @@ def apply(
         raise ValueError(f"unknown target {target!r}")
     say = progress or (lambda _line: None)
     started, t0 = utcnow(), time.monotonic()
-    checkout = config.fork_checkout()
-    if checkout is None:
-        raise ConfigError("no fork checkout: set fork.checkout in tracks.yaml, --fork or PORTTRACK_FORK")
-    repo = GitRepo.open(checkout)
     fork = config.fork
     branch = fork.staging_branch if target == "staging" else fork.default_build_branch
     ref = f"refs/heads/{branch}"
-    with _sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
+    with sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
         base_ref = fork.build_from()
         base_sha = repo.rev_parse(base_ref)
         if base_sha is None:
@@ -202,7 +191,7 @@ def apply(
         patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
         say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
-        with _Scratch(repo) as scratch:
+        with repo.scratch_index("apply") as scratch:
             results, new = _build(scratch, base_sha, patches, contents, say)
 
         def run(outcome: str) -> ApplyRun:
@@ -224,13 +213,11 @@ def apply(
         if dry_run:
             return result
         checkpoint("apply:built")
-        with _commit_point() as pending:
+        with commit_point("the branch was being updated"):
             if result.moved:
                 _move(repo, ref, new, old, holders)
                 checkpoint("apply:moved")
             _record(ws, result)
-        if pending:
-            say("interrupt received while the branch was being updated; the update completed")
         return result
 
 
@@ -241,7 +228,7 @@ def build_series(repo: GitRepo, base_sha: str, patches: Sequence[Patch], content
     Returns the per-patch results and the new commit (None when a patch conflicts). Gates use it
     to build the baseline (the queue without the patch under test).
     """
-    with _Scratch(repo) as scratch:
+    with repo.scratch_index("apply") as scratch:
         results, sha = _build(scratch, base_sha, patches, contents, progress or (lambda _line: None))
     return tuple(results), sha
 
@@ -300,37 +287,13 @@ def _move(repo: GitRepo, ref: str, new: str, old: str | None, holders: list[Path
 # -- building ------------------------------------------------------------------------------------
 
 
-class _Scratch:
-    """A scratch folder under `.git/porttrack/apply/<pid>-*` holding the build's temporary index."""
-
-    def __init__(self, repo: GitRepo):
-        self.repo = repo
-        self.dir: Path | None = None
-
-    def __enter__(self) -> "_Scratch":
-        self.dir = self.repo.scratch_dir("apply")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name: str) -> Path:
-        assert self.dir is not None
-        return self.dir / name
-
-    def env(self, index: str = "index") -> dict[str, str]:
-        return {"GIT_INDEX_FILE": str(self.path(index))}
-
-
-def _build(scratch: _Scratch, base: str, patches: Sequence[Patch], contents: dict[str, bytes],
+def _build(scratch: ScratchIndex, base: str, patches: Sequence[Patch], contents: dict[str, bytes],
            say: Callable[[str], None]) -> tuple[list[PatchResult], str | None]:
     """Apply and commit each patch on the base in the scratch index; the tip, or None on a conflict."""
     repo = scratch.repo
     tree, when = repo.text("show", "-s", "--format=%T %ct", base).split()
     parent, parent_time = base, int(when)
-    repo.run("read-tree", base, env=scratch.env())
-    pause = _pause_seconds()
+    scratch.read_tree(base)
     results: list[PatchResult] = []
     for n, patch in enumerate(patches):
         data = contents[patch.name]
@@ -351,17 +314,8 @@ def _build(scratch: _Scratch, base: str, patches: Sequence[Patch], contents: dic
         results.append(replace(result, commit=commit, empty=new_tree == tree))
         say(f"applied {patch.name}: {result.outcome} -> {commit[:12]}")
         parent, tree = commit, new_tree
-        if pause:
-            time.sleep(pause)
+        checkpoint("apply:patch")
     return results, parent
-
-
-def _pause_seconds() -> float:
-    """Tests set PAUSE_ENV to interrupt a build between two patches; unset, it costs nothing."""
-    try:
-        return max(float(os.environ.get(PAUSE_ENV) or 0), 0.0)
-    except ValueError:
-        return 0.0
 
 
 def _parse(patch: Patch, data: bytes) -> tuple[FileDiff, ...]:
@@ -394,7 +348,7 @@ def _not_tried(patch: Patch, files: tuple[FileDiff, ...]) -> PatchResult:
     return PatchResult(patch.name, patch.file, patch.pr, patch.track, patch.state, NOT_TRIED, hunks=hunks)
 
 
-def _commit(scratch: _Scratch, data: bytes, tree: str, parent: str, parent_time: int) -> tuple[str, int]:
+def _commit(scratch: ScratchIndex, data: bytes, tree: str, parent: str, parent_time: int) -> tuple[str, int]:
     """Commit `tree` with the patch's message and author, as `git am` would; committer porttrack."""
     repo = scratch.repo
     msg, body = scratch.path("msg"), scratch.path("body")
@@ -454,11 +408,9 @@ class _Attempt:
         return self.whole_entry_failed(entry) or (entry, h.old_start) in self.failed_at
 
 
-def _run_apply(scratch: _Scratch, file: Path | None, *flags: str, index: str = "index", patch: bytes | None = None) -> _Attempt:
+def _run_apply(scratch: ScratchIndex, file: Path | None, *flags: str, index: str = "index", patch: bytes | None = None) -> _Attempt:
     """`git apply --cached -v` of `file` (or of `patch` bytes) to a scratch index."""
-    args = ["apply", "--cached", "-v", "--whitespace=nowarn", *flags]
-    args += [str(file)] if file is not None else []
-    proc = scratch.repo.run(*args, env=scratch.env(index), input=patch, check=False)
+    proc = scratch.apply(file if file is not None else patch, "-v", *flags, index=index)
     stderr = proc.stderr.decode("utf-8", "surrogateescape")
     return _parse_verbose(proc.returncode, stderr)
 
@@ -489,7 +441,7 @@ def _parse_verbose(rc: int, stderr: str) -> _Attempt:
     return attempt
 
 
-def _apply_one(scratch: _Scratch, file: Path, files: tuple[FileDiff, ...], tree: str, patch: Patch) -> PatchResult:
+def _apply_one(scratch: ScratchIndex, file: Path, files: tuple[FileDiff, ...], tree: str, patch: Patch) -> PatchResult:
     plain = _run_apply(scratch, file)
     if plain.rc == 0:
         return _result(patch, tuple(_plain_hunk(h, e, plain) for e, fd in enumerate(files) for h in fd.hunks))
@@ -508,7 +460,7 @@ def _apply_one(scratch: _Scratch, file: Path, files: tuple[FileDiff, ...], tree:
                    errors=tuple(_display(e) for e in errors))
 
 
-def _classify(scratch: _Scratch, files: tuple[FileDiff, ...], tree: str, plain: _Attempt, outcome: str,
+def _classify(scratch: ScratchIndex, files: tuple[FileDiff, ...], tree: str, plain: _Attempt, outcome: str,
               conflicted: set[int]) -> tuple[HunkResult, ...]:
     """Per hunk, once the whole patch went in by `outcome` (3-way or fuzz) or conflicted in the
     `conflicted` entries (-1: all).
@@ -558,13 +510,11 @@ def _hunk_result(h: Hunk, outcome: str, offset: int | None = None, fuzz: int | N
     return HunkResult(h.id, _display(h.path), h.kind, h.index, header, outcome, offset, fuzz)
 
 
-def _unmerged(scratch: _Scratch, index: str = "index") -> list[str]:
-    out = scratch.repo.run("ls-files", "-u", "-z", env=scratch.env(index)).stdout
-    paths = {entry.split(b"\t", 1)[1] for entry in out.split(b"\0") if b"\t" in entry}
-    return sorted(_display(p.decode("utf-8", "surrogateescape")) for p in paths)
+def _unmerged(scratch: ScratchIndex, index: str = "index") -> list[str]:
+    return [_display(p) for p in scratch.unmerged(index)]
 
 
-def _probe_index(scratch: _Scratch, tree: str, fd: FileDiff) -> None:
+def _probe_index(scratch: ScratchIndex, tree: str, fd: FileDiff) -> None:
     paths = sorted({p for p in (fd.old_path, fd.new_path) if p})
     listing = scratch.repo.run("ls-tree", "-z", tree, "--", *paths).stdout
     probe = scratch.path("probe")
@@ -574,14 +524,13 @@ def _probe_index(scratch: _Scratch, tree: str, fd: FileDiff) -> None:
         scratch.repo.run("read-tree", "--empty", env=scratch.env("probe"))
 
 
-def _probe_one(scratch: _Scratch, fd: FileDiff, h: Hunk) -> HunkResult:
+def _probe_one(scratch: ScratchIndex, fd: FileDiff, h: Hunk) -> HunkResult:
     """A hunk that did not apply as it is, alone on the file: 3-way, else fuzz, else conflict."""
     single = build_patch([(fd, [h])])
-    shutil.copyfile(scratch.path("probe"), scratch.path("probe3"))
-    merged = _run_apply(scratch, None, "--3way", index="probe3", patch=single)
+    merged = scratch.threeway(single, "-v", source="probe", into="probe3")
     if merged.rc == 0:
         return _hunk_result(h, "3-way")
-    if not _unmerged(scratch, "probe3"):
+    if not merged.unmerged:
         fuzzy = _run_apply(scratch, None, "--check", FUZZ_CONTEXT, index="probe", patch=single)
         if fuzzy.rc == 0:
             return _hunk_result(h, "fuzz", fuzz=_fuzz(fuzzy.stderr, h))
@@ -605,41 +554,6 @@ def _display(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-# -- signals -------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so every `finally` (scratch removal, lock) runs on both."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum, _frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _commit_point() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM while the ref moves and the run is recorded: both or neither."""
-    pending: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield pending
-        return
-    previous = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield pending
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
 # -- the run record ------------------------------------------------------------------------------
 
 
@@ -652,23 +566,11 @@ def record_path(ws: Workspace, branch: str) -> Path:
 
 
 def load_runs(ws: Workspace, branch: str) -> list[dict[str, Any]]:
-    import json
-
-    path = record_path(ws, branch)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except ValueError as exc:
-        raise InputError(f"{path}: malformed apply record ({exc}); restore it from git") from None
-    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("runs"), list):
-        raise InputError(f"{path}: not a {RECORD_SCHEMA} record; restore it from git")
-    return data["runs"]
+    return _load_runs(record_path(ws, branch), RECORD_SCHEMA)
 
 
 def _record(ws: Workspace, run: ApplyRun) -> None:
-    runs = (load_runs(ws, run.branch) + [run_to_json(run)])[-KEEP_RUNS:]
-    write_json(record_path(ws, run.branch), {"schema": RECORD_SCHEMA, "branch": run.branch, "runs": runs})
+    append_run(record_path(ws, run.branch), RECORD_SCHEMA, run_to_json(run), KEEP_RUNS, branch=run.branch)
 
 
 def run_to_json(run: ApplyRun) -> dict[str, Any]:

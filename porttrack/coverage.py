@@ -15,18 +15,16 @@ anything missing becomes `Coverage.problem`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 from porttrack import state as state_mod
+from porttrack.config import Config
 from porttrack.errors import PorttrackError
-from porttrack.gitrepo import GitRepo, pull_ref, upstream_ref
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.hunks import SYMLINK_MODE, FileDiff, hunk_state, parse_diff
 from porttrack.state import UpstreamState
 from porttrack.workspace import Workspace
-
-if TYPE_CHECKING:
-    from porttrack.config import Config
 
 
 @dataclass(frozen=True)
@@ -81,26 +79,21 @@ class Coverage:
         }
 
 
-def track_coverage(ws: Workspace, config: "Config", repo: GitRepo | None = None) -> tuple[Coverage, ...]:
-    """Coverage of every PR of every track that lists fork commits (hand ports)."""
+def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem: str | None = None) -> tuple[Coverage, ...]:
+    """Coverage of every PR of every track that lists fork commits (hand ports), looked for in the
+    fork checkout `repo`; None: every such PR's coverage is unknown, for `problem` (default:
+    `gitrepo.NO_FORK_CHECKOUT_BRIEF`)."""
     wanted = [(tid, n, tuple(t.fork_commits)) for tid, t in config.tracks.items() if t.fork_commits for n in t.prs]
     if not wanted:
         return ()
     state = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     if repo is None:
-        path = config.fork_checkout()
-        problem = None
-        try:
-            repo = GitRepo.open(path) if path is not None and path.exists() else None
-        except PorttrackError as exc:
-            problem = str(exc)
-        if repo is None:
-            problem = problem or "no fork checkout (set fork.checkout, --fork or PORTTRACK_FORK)"
-            return tuple(Coverage(n, tid, commits, (), config.fork.branch, None, None, problem=problem) for tid, n, commits in wanted)
+        why = problem or NO_FORK_CHECKOUT_BRIEF
+        return tuple(Coverage(n, tid, commits, (), config.fork.branch, None, None, problem=why) for tid, n, commits in wanted)
     return tuple(pr_coverage(repo, config, state, n, tid, commits) for tid, n, commits in wanted)
 
 
-def pr_coverage(repo: GitRepo, config: "Config", state: UpstreamState, number: int, track: str,
+def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
                 fork_commits: Sequence[str] = ()) -> Coverage:
     branch = config.fork.branch
     tip = repo.rev_parse(f"refs/heads/{branch}") or repo.rev_parse(branch)
@@ -120,12 +113,10 @@ def pr_coverage(repo: GitRepo, config: "Config", state: UpstreamState, number: i
 
 
 def _with(c: Coverage, **changes: Any) -> Coverage:
-    from dataclasses import replace
-
     return replace(c, **changes)
 
 
-def _pr_diff(repo: GitRepo, config: "Config", state: UpstreamState, number: int) -> tuple[str, tuple[FileDiff, ...]] | str:
+def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int) -> tuple[str, tuple[FileDiff, ...]] | str:
     """The PR's upstream diff from local objects, or why it cannot be had."""
     pr = state.prs.get(number)
     if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):

@@ -172,7 +172,7 @@ def build_ref(ws: Workspace, config: "Config", queue: "Queue", subject: GateSubj
     if subject.kind == "patch" and subject.name not in {p.name for p in series}:
         raise PreconditionError(f"patch {subject.name} is {subject.state}, not in the staging build; only a live patch can be gated")
     if role == "candidate":
-        staged = apply_mod.apply(ws, config, target="staging", force=force, dry_run=dry_run, progress=say)
+        staged = apply_mod.apply(ws, config, repo, target="staging", force=force, dry_run=dry_run, progress=say)
         assert staged.new is not None
         patch_set = tuple((p.name, p.sha256) for p in series)
         return BuiltRef(staged.new, _upstream_base_sha(config, repo), staged.base_sha, patch_set,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from porttrack.errors import ConfigError, GitError
+from porttrack.workspace import sweep_dead_scratch
 
 REF_NS = "refs/porttrack"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
@@ -114,6 +115,8 @@ NO_FORK_CHECKOUT = (
     "(to make one: `porttrack init --fork-checkout DIR` for an existing clone, or `porttrack init` to clone it; "
     "by hand: git clone --filter=blob:none <fork URL> DIR && git -C DIR remote add upstream <upstream URL>)"
 )
+# The same, as a reason inside one line of a listing or report ("coverage unknown: ...").
+NO_FORK_CHECKOUT_BRIEF = "no fork checkout (set fork.checkout, --fork or PORTTRACK_FORK)"
 
 
 def clone(url: str, dest: Path, *, blobless: bool = True) -> "GitRepo":
@@ -250,15 +253,15 @@ class GitRepo:
     def scratch_dir(self, purpose: str) -> Path:
         """A fresh `<pid>-…` folder under .git/porttrack/<purpose>/ for scratch indexes; folders of
         runs that died (SIGKILL) are swept first. The caller removes its own folder."""
-        import tempfile
-
-        from porttrack.workspace import sweep_dead_scratch
-
         common = Path(self.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
         parent = common / "porttrack" / purpose
         parent.mkdir(parents=True, exist_ok=True)
         sweep_dead_scratch(parent)
         return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+
+    def scratch_index(self, purpose: str) -> "ScratchIndex":
+        """A scratch index folder for `purpose` (use with `with`): see `ScratchIndex`."""
+        return ScratchIndex(self, purpose)
 
     @contextlib.contextmanager
     def temporary_worktree(self, sha: str, path: Path | None = None) -> Iterator["GitRepo"]:
@@ -368,3 +371,72 @@ class GitRepo:
         if self.is_ancestor(old, new):
             return HeadChange("appended", self.count(f"{old}..{new}"))
         return HeadChange("force-pushed", self.count(f"{old}..{new}"))
+
+
+@dataclass(frozen=True)
+class ThreeWay:
+    """What a real `git apply --cached --3way` into a copy of a scratch index did."""
+
+    rc: int
+    stderr: str
+    unmerged: tuple[str, ...]  # paths it left unmerged, sorted
+
+    @property
+    def clean(self) -> bool:
+        """Merged without conflict: exit 0 AND no unmerged entry (`apply --check --3way` exits 0 on
+        conflicts, library notes §2.4, so only a real apply into a copy can tell)."""
+        return self.rc == 0 and not self.unmerged
+
+
+class ScratchIndex:
+    """Index files (`GIT_INDEX_FILE`) in a `<pid>-…` folder under `.git/porttrack/<purpose>/`: a
+    worktree without files. `git apply --cached`, `write-tree` and `commit-tree` work there on blobs
+    as `git am` would, so the fork's work tree, index, HEAD and branches are never touched. The
+    folder is removed on leaving; one left by a SIGKILL is swept by the next run (`scratch_dir`).
+    Several index files may live side by side, named by the caller (default "index")."""
+
+    def __init__(self, repo: GitRepo, purpose: str):
+        self.repo, self.purpose = repo, purpose
+        self.dir: Path | None = None
+
+    def __enter__(self) -> "ScratchIndex":
+        self.dir = self.repo.scratch_dir(self.purpose)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name: str) -> Path:
+        assert self.dir is not None, "use ScratchIndex inside `with`"
+        return self.dir / name
+
+    def env(self, index: str = "index") -> dict[str, str]:
+        return {"GIT_INDEX_FILE": str(self.path(index))}
+
+    def copy(self, source: str, into: str) -> None:
+        """Index file `into` becomes a copy of `source` (e.g. to keep a probe's merge)."""
+        shutil.copyfile(self.path(source), self.path(into))
+
+    def read_tree(self, tree: str, index: str = "index") -> None:
+        self.repo.run("read-tree", tree, env=self.env(index))
+
+    def apply(self, patch: bytes | Path, *flags: str, index: str = "index") -> subprocess.CompletedProcess[bytes]:
+        """`git apply --cached --whitespace=nowarn FLAGS` of `patch` (bytes, or a file) to `index`;
+        never raises on a patch that does not apply (a failed `git apply` changes nothing)."""
+        args = ["apply", "--cached", "--whitespace=nowarn", *flags]
+        if isinstance(patch, Path):
+            return self.repo.run(*args, str(patch), env=self.env(index), check=False)
+        return self.repo.run(*args, input=patch, env=self.env(index), check=False)
+
+    def unmerged(self, index: str = "index") -> tuple[str, ...]:
+        out = self.repo.run("ls-files", "-u", "-z", env=self.env(index)).stdout
+        paths = {entry.split(b"\t", 1)[1] for entry in out.split(b"\0") if b"\t" in entry}
+        return tuple(sorted(p.decode("utf-8", "surrogateescape") for p in paths))
+
+    def threeway(self, patch: bytes, *flags: str, source: str = "index", into: str = "index3") -> ThreeWay:
+        """The one three-way probe: `index` `source` copied to `into`, then a real 3-way apply
+        there (`source` is left as it was; `into` keeps the merge for a caller that wants it)."""
+        self.copy(source, into)
+        proc = self.apply(patch, "--3way", *flags, index=into)
+        return ThreeWay(proc.returncode, proc.stderr.decode("utf-8", "surrogateescape"), self.unmerged(into))

@@ -23,7 +23,7 @@ def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_prob
     if fork is None and fork_problem is None:
         fork, fork_problem = open_configured_fork(config)
     live = _live_patches(ws)
-    coverage = _coverage(ws, config, fork)
+    coverage = _coverage(ws, config, fork, fork_problem)
     return Knowledge(
         queued={p.pr: p.state for p in live},
         converged=_converged(ws, config, fork, fork_problem),
@@ -59,8 +59,8 @@ def _converged(ws: Workspace, config: Config, fork: GitRepo | None, problem: str
         return {}
 
 
-def _coverage(ws: Workspace, config: Config, fork: GitRepo | None) -> tuple[Coverage, ...]:
+def _coverage(ws: Workspace, config: Config, fork: GitRepo | None, problem: str | None) -> tuple[Coverage, ...]:
     try:
-        return track_coverage(ws, config, fork)
+        return track_coverage(ws, config, fork, problem)
     except PorttrackError:
         return ()

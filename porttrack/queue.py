@@ -31,21 +31,25 @@ again until `refresh --update` regenerates it; quilt cannot read git's binary pa
 
 Lifecycle (DESIGN.md): queued -> gated-pass | gated-fail -> default-enabled; ungated (no gate on
 the track: can never be promoted); dropped (reason); converged (upstream has it; evidence kept).
+
+The queue's own verbs live here too: `queue_entries` (`porttrack queue`) and `drop_patch`
+(`porttrack drop`); `porttrack.take` adds and refreshes patches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from porttrack.clock import utcnow
 from porttrack.errors import InputError, NotFound, PreconditionError
-from porttrack.state import utcnow
-from porttrack.workspace import Workspace, atomic_write_bytes, atomic_write_text, dump_json
+from porttrack.workspace import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock
 
 SCHEMA = "porttrack/queue/v1"
 LIVE_STATES = frozenset({"queued", "ungated", "gated-pass", "gated-fail", "default-enabled"})
@@ -53,6 +57,38 @@ RETIRED_STATES = frozenset({"dropped", "converged"})
 STATES = LIVE_STATES | RETIRED_STATES
 STAGING_STATES = LIVE_STATES  # the staging build carries every live patch
 DEFAULT_STATES = frozenset({"default-enabled"})  # the default build carries promoted patches only
+QUEUE_SCHEMA = "porttrack/queue-list/v1"
+DROP_SCHEMA = "porttrack/drop/v1"
+
+# Why a hunk is left out: the kind, and the prose it is written as ({} takes the detail).
+NOT_SELECTED = "not selected"
+EXCLUDED = "excluded by path rule"
+UNSTABLE = "unstable"
+DEPENDS = "depends on left-out hunk"
+NOT_SEPARABLE = "not separable"
+PRESENT = "already in the fork"
+REASON_KINDS = (NOT_SELECTED, EXCLUDED, UNSTABLE, DEPENDS, NOT_SEPARABLE, PRESENT)
+_REASON_PROSE = {
+    NOT_SELECTED: NOT_SELECTED,
+    EXCLUDED: EXCLUDED + ": {}",
+    UNSTABLE: UNSTABLE + ": changed in revision {}",
+    DEPENDS: DEPENDS + " {}",
+    NOT_SEPARABLE: NOT_SEPARABLE + ": conflicts with fork at {}",
+    PRESENT: PRESENT + ": {} already has this change",
+}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a hunk is left out: one of `REASON_KINDS` and its detail (a path rule, a revision, the
+    left-out hunk it depends on, the files)."""
+
+    kind: str
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        return _REASON_PROSE[self.kind].format(self.detail)
 
 
 @dataclass(frozen=True)
@@ -60,7 +96,22 @@ class HunkRef:
     id: str
     path: str
     kind: str = "text"  # text | binary | meta
-    reason: str | None = None  # for hunks left out: why
+    reason: str | None = None  # for hunks left out: why, as prose (`Reason.text`)
+    reason_kind: str | None = None  # ... and its kind (one of REASON_KINDS)
+
+    @classmethod
+    def left_out(cls, id: str, path: str, kind: str, reason: Reason) -> "HunkRef":
+        return cls(id, path, kind, reason.text, reason.kind)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "HunkRef":
+        ref = cls(**data)
+        if ref.reason and not ref.reason_kind:
+            # Manifests written before `reason_kind` existed hold the prose only; it always began
+            # with its kind, so the kind is recovered once, here, where the record is read.
+            kind = next((k for k in REASON_KINDS if ref.reason.startswith(k)), "other")
+            ref = replace(ref, reason_kind=kind)
+        return ref
 
 
 @dataclass(frozen=True)
@@ -116,6 +167,9 @@ class Revision:
     merged: bool = False
     merge_commit: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 @dataclass(frozen=True)
 class Regenerated:
@@ -135,7 +189,7 @@ class Regenerated:
         if not data:
             return None
         return cls(data["how"], data["base"], tuple(data.get("below") or ()),
-                   tuple(HunkRef(**h) for h in data.get("hunks") or ()))
+                   tuple(HunkRef.from_json(h) for h in data.get("hunks") or ()))
 
 
 @dataclass(frozen=True)
@@ -178,8 +232,8 @@ class Patch:
     def from_json(cls, data: Mapping[str, Any]) -> "Patch":
         data = dict(data)
         data["revision"] = Revision(**data["revision"])
-        data["hunks_taken"] = tuple(HunkRef(**h) for h in data.get("hunks_taken") or ())
-        data["hunks_left_out"] = tuple(HunkRef(**h) for h in data.get("hunks_left_out") or ())
+        data["hunks_taken"] = tuple(HunkRef.from_json(h) for h in data.get("hunks_taken") or ())
+        data["hunks_left_out"] = tuple(HunkRef.from_json(h) for h in data.get("hunks_left_out") or ())
         data["depends_on"] = tuple(data.get("depends_on") or ())
         data["history"] = tuple(Transition.from_json(t) for t in data.get("history") or ())
         data["fork_commits"] = tuple(data.get("fork_commits") or ())
@@ -364,3 +418,54 @@ def _sweep(ws: Workspace, queue: Queue) -> None:
         for path in retired_dir(ws).glob("*.patch"):
             if path.name not in retired:
                 path.unlink(missing_ok=True)
+
+
+# -- the queue's verbs: list and drop -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    patch: Patch
+    left_out_by_reason: Mapping[str, int]
+
+
+def queue_entries(ws: Workspace, include_retired: bool = False) -> tuple[tuple[QueueEntry, ...], bool]:
+    """The patches to list (live ones, or all) and whether `series` is stale."""
+    queue = load(ws)
+    entries = tuple(QueueEntry(p, reason_counts(p.hunks_left_out)) for p in queue.patches if include_retired or p.live)
+    return entries, queue.series_stale
+
+
+def reason_counts(refs: Iterable[HunkRef]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for ref in refs:
+        kind = ref.reason_kind or "other"
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class DropResult:
+    before: Patch
+    after: Patch
+    written: bool
+
+
+def drop_patch(ws: Workspace, name: str, reason: str, *, dry_run: bool = False, force: bool = False) -> DropResult:
+    """Retire a live patch with a reason; its file moves to patches/retired/, its record stays."""
+    reason = " ".join((reason or "").split())
+    if not reason:
+        raise InputError("--reason must say why the patch is dropped")
+    with contextlib.nullcontext() if dry_run else lock(ws, f"drop {name}"):
+        queue = load(ws, repair=not dry_run)
+        patch = queue.get(name)
+        if not patch.live:
+            raise PreconditionError(f"{patch.name} is already {patch.state}")
+        dependents = [p.name for p in queue.live() if patch.name in p.depends_on]
+        if dependents and not force:
+            raise PreconditionError(f"{', '.join(dependents)} depend(s) on {patch.name}; drop them first or pass --force")
+        after = patch.transition("dropped", reason)
+        if not dry_run:
+            with commit_point("the queue was being written"):
+                save(ws, queue.replace_patch(after))
+    return DropResult(patch, after, not dry_run)

@@ -3,12 +3,14 @@
 `PORTTRACK_TEST_PAUSE_AT=name[,name...]` makes `checkpoint(name)` say `porttrack-test: paused at
 <name>` on stderr and sleep `PORTTRACK_TEST_PAUSE_S` seconds (default 60), so a test can SIGKILL
 the process at exactly that moment. A wanted name ending in `*` matches every checkpoint it
-prefixes (`write:weekly-*`). Unset, a checkpoint costs one environment lookup.
+prefixes (`write:weekly-*`); `name=SECONDS` sets that name's own pause (`apply:patch=0.05` slows
+a build so that a kill at a random moment lands inside it). Unset, a checkpoint costs one
+environment lookup.
 
 Checkpoints: `write:<file name>` (an atomic write has its temp file on disk and has not renamed
 it yet), the import's `fetched|classified|planned|locked|saved`, `status:polled`,
-`apply:built|moved`, `evidence:tmp|linked`, `gate:job-done|recorded`, `report:written|posted`,
-`converge:recorded`.
+`apply:patch|built|moved` (`apply:patch`: after each patch of a build), `evidence:tmp|linked`,
+`gate:job-done|recorded`, `report:written|posted`, `converge:recorded`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,20 @@ PAUSE_SECONDS_ENV = "PORTTRACK_TEST_PAUSE_S"
 
 def checkpoint(name: str) -> None:
     wanted = os.environ.get(PAUSE_ENV)
-    if not wanted or not any(w == name or (w.endswith("*") and name.startswith(w[:-1])) for w in wanted.split(",")):
+    if not wanted:
+        return
+    seconds = _pause_for(name, wanted)
+    if seconds is None:
         return
     sys.stderr.write(f"porttrack-test: paused at {name}\n")
     sys.stderr.flush()
-    time.sleep(float(os.environ.get(PAUSE_SECONDS_ENV) or 60))
+    time.sleep(seconds)
+
+
+def _pause_for(name: str, wanted: str) -> float | None:
+    """Seconds to pause at `name`, or None when no wanted name matches it."""
+    for item in wanted.split(","):
+        want, _, seconds = item.partition("=")
+        if want == name or (want.endswith("*") and name.startswith(want[:-1])):
+            return float(seconds or os.environ.get(PAUSE_SECONDS_ENV) or 60)
+    return None

@@ -4,7 +4,10 @@ Invariants kept here:
 - every machine-written file is replaced atomically (write a sibling temp file, fsync, rename),
   so a reader sees the old content or the new one, never half of either;
 - JSON is written with sorted keys, two-space indent and a trailing newline, so diffs stay small;
-- one porttrack process at a time mutates a workspace (`lock`); a second one waits, then refuses.
+- one porttrack process at a time mutates a workspace (`lock`); a second one waits, then refuses;
+- a commit (files written, a ref moved) under that lock is not cut short by Ctrl-C or SIGTERM
+  (`commit_point`); SIGKILL cannot be held, and each writer's ordering covers it;
+- a command's run history is one JSON file per subject holding its last runs (`append_run`).
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ import fcntl
 import json
 import os
 import re
+import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from porttrack.errors import ConfigError, WorkspaceBusy
+from porttrack.errors import ConfigError, InputError, WorkspaceBusy
 from porttrack.testhooks import checkpoint
 
 TRACKS_FILE = "tracks.yaml"
@@ -124,8 +131,6 @@ def _sweep_dead_temps(path: Path) -> None:
 
 def sweep_dead_scratch(parent: Path) -> None:
     """Remove scratch folders named `<pid>-…` whose process is gone (killed before cleaning up)."""
-    import shutil
-
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
             pid = entry.name.split("-", 1)[0]
@@ -218,3 +223,68 @@ def _read_holder(path: Path) -> str:
         return path.read_text(errors="replace").strip() or "unknown holder"
     except OSError:
         return "unknown holder"
+
+
+# -- the commit point ---------------------------------------------------------------------------
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()  # signal handlers live only there
+
+
+@contextlib.contextmanager
+def commit_point(what: str) -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM while a commit completes (call it with the workspace `lock` held): once
+    begun, it finishes; a signal that arrived meanwhile is reported after it, not acted on.
+    `what` finishes "interrupt received while …"; yields the signals received so far."""
+    pending: list[int] = []
+    if not _in_main_thread():
+        yield pending
+        return
+    held = {s: signal.signal(s, lambda signum, _frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield pending
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+    if pending:
+        sys.stderr.write(f"porttrack: interrupt received while {what}; it completed\n")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so every `finally` (scratch removal, lock) runs on both."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# -- run history ----------------------------------------------------------------------------------
+
+
+def load_runs(path: Path, schema: str) -> list[dict[str, Any]]:
+    """The runs recorded in `path` (oldest first); none when the file does not exist yet."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise InputError(f"{path}: malformed run record ({exc}); restore it from git") from None
+    if not isinstance(data, dict) or data.get("schema") != schema or not isinstance(data.get("runs"), list):
+        raise InputError(f"{path}: not a {schema} record; restore it from git")
+    return data["runs"]
+
+
+def append_run(path: Path, schema: str, run: Mapping[str, Any], keep: int, **fields: Any) -> None:
+    """Add `run` to the record at `path`, keeping the last `keep` runs; `fields` go beside them."""
+    runs = (load_runs(path, schema) + [dict(run)])[-keep:]
+    write_json(path, {"schema": schema, **fields, "runs": runs})

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from porttrack import apply as apply_mod
+from porttrack import testhooks
 from porttrack import queue as queue_mod
 from porttrack.hunks import parse_diff
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
@@ -34,7 +35,7 @@ UPSTREAM_DEV = {"GIT_AUTHOR_NAME": "Upstream Dev", "GIT_AUTHOR_EMAIL": "dev@upst
 @pytest.fixture(autouse=True)
 def no_pause(monkeypatch):
     """Git isolation comes from conftest's autouse `git_env`; builds never pause unless asked."""
-    monkeypatch.delenv(apply_mod.PAUSE_ENV, raising=False)
+    monkeypatch.delenv(testhooks.PAUSE_ENV, raising=False)
 
 
 def numbered(prefix: str, n: int) -> str:
@@ -450,7 +451,7 @@ def test_a_branch_moved_during_the_build_is_left_alone(aw, monkeypatch):
 
 
 def _start_paused_apply(aw: ApplyWorld) -> subprocess.Popen:
-    proc = aw.popen("apply", "--staging", **{apply_mod.PAUSE_ENV: "60"})
+    proc = aw.popen("apply", "--staging", **{testhooks.PAUSE_ENV: "apply:patch=60"})
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

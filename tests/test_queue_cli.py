@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from porttrack import queue as queue_mod
-from porttrack.take import PAUSE_ENV
+from porttrack.testhooks import PAUSE_ENV
 from porttrack.workspace import Workspace
 from testing.gitfixtures import Symlink, git
 from testing.workspace import make_workspace, track
@@ -74,7 +74,8 @@ def test_import_json_shape_and_queue_listing(cli: Cli) -> None:
     assert data["schema"] == "porttrack/import/v1" and data["written"] and not data["dry_run"]
     assert data["title"] == "Warm the kernels second line"  # one line, escape sequences gone
     assert (data["taken"], data["left_out"], data["patch"]["state"], data["patch"]["gate"]) == (3, 0, "queued", "spec")
-    assert set(data["hunks"][0]) == {"id", "path", "kind", "where", "group", "stable", "changed_in", "applies", "taken", "reason"}
+    assert set(data["hunks"][0]) == {"id", "path", "kind", "where", "group", "stable", "changed_in", "applies", "taken", "reason",
+                                     "reason_kind"}
     assert set(data["revision"]) == {"head", "base", "through", "merged", "merge_commit"}
 
     listing = json.loads(cli.cli("queue", "--json").stdout)

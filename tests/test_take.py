@@ -18,7 +18,11 @@ from porttrack.coverage import track_coverage
 from porttrack.errors import InputError, NotFound, PreconditionError, UnsafeInput
 from porttrack.knowledge import gather
 from porttrack.queue import Selection
-from porttrack.take import drop_patch, import_pr, refresh_pr
+from porttrack.github import client_for
+from porttrack.gitrepo import GitRepo
+from porttrack.queue import drop_patch
+from porttrack.refresh import refresh_pr
+from porttrack.take import import_pr
 from porttrack.workspace import Workspace
 from testing.gitfixtures import Executable, Symlink, git, git_bytes
 from testing.workspace import make_workspace, track, tracks_document
@@ -67,8 +71,16 @@ class Env:
         out = self.cli("status", "--json")
         assert out.returncode == 0, out.stderr
 
+    @property
+    def repo(self) -> GitRepo:
+        return GitRepo.open(self.world.fork)
+
+    @property
+    def client(self):
+        return client_for(self.config.upstream.repo, self.world.fake.base_url, self.ws.cache_dir)
+
     def import_(self, number: int, **kw):
-        return import_pr(self.ws, self.config, number, api_url=self.world.fake.base_url, **kw)
+        return import_pr(self.ws, self.config, number, repo=self.repo, client=self.client, **kw)
 
     def queue(self):
         return queue_mod.load(self.ws)
@@ -444,22 +456,22 @@ def test_refresh_reports_per_hunk_changes_and_updates_only_when_asked(env: Env) 
     assert len(patch.hunks_taken) == 3
     w.force_push(101, {"a.py": edit(A, {10: "a_10 = 'ten'", 50: "a_50 = 'FIFTY'", 90: "a_90 = 'ninety'"}), "b.py": B})
     before = env.files_state()
-    result = refresh_pr(env.ws, env.config, 101, api_url=w.fake.base_url)
+    result = refresh_pr(env.ws, env.config, 101, repo=env.repo, client=env.client)
     assert result.moved and result.counts() == {"new": 1, "removed": 1, "changed": 1, "unchanged": 1}
     rows = {(h.change, h.path): (h.was_taken, h.now_taken) for h in result.hunks}
     assert rows == {("unchanged", "a.py"): (True, True), ("changed", "a.py"): (True, False),
                     ("new", "a.py"): (None, False), ("removed", "b.py"): (True, None)}
     assert env.files_state() == before  # no --update: nothing written
-    updated = refresh_pr(env.ws, env.config, 101, update=True, api_url=w.fake.base_url)
+    updated = refresh_pr(env.ws, env.config, 101, update=True, repo=env.repo, client=env.client)
     after = env.queue().get(patch.name)
     assert updated.written and after == updated.patch_after
     assert after.revision.head == w.head(101) and [h.id for h in after.hunks_taken] == [patch.hunks_taken[0].id]
     assert after.state == "queued" and "gate evidence must be earned again" in after.history[-1].why
     assert not (env.ws.patches_dir / patch.file).exists() and (env.ws.patches_dir / after.file).exists()
-    again = refresh_pr(env.ws, env.config, 101, update=True, api_url=w.fake.base_url)
+    again = refresh_pr(env.ws, env.config, 101, update=True, repo=env.repo, client=env.client)
     assert not again.moved and not again.written
     with pytest.raises(NotFound):
-        refresh_pr(env.ws, env.config, 555, api_url=w.fake.base_url)
+        refresh_pr(env.ws, env.config, 555, repo=env.repo, client=env.client)
 
 
 # --------------------------------------------------------------------------------------- drop
@@ -494,11 +506,11 @@ def test_coverage_of_a_hand_port_shows_in_queue_and_status(env: Env) -> None:
     port = w.fork_commit({"a.py": edit(A, {10: "a_10 = 'ten'", 50: "a_50 = 'fifty'"})}, "fork: port warmup (partial)")
     env.tracks({"warmup": env.spec([106], fork_commits=[port[:9]])})
     env.status()
-    (cov,) = track_coverage(env.ws, env.config)
+    (cov,) = track_coverage(env.ws, env.config, env.repo)
     assert (cov.pr, cov.present, cov.total, cov.fork_commits_missing) == (106, 2, 3, ())
     assert [h.state for h in cov.hunks] == ["applied", "applied", "not-applied"]
     assert cov.text == f"coverage 2/3 hunks present in the fork (fork carries {port[:9]})"
-    assert gather(env.ws, env.config).coverage == {106: cov.text}
+    assert gather(env.ws, env.config, env.repo).coverage == {106: cov.text}
     status = json.loads(env.cli("status", "--offline", "--json").stdout)
     assert cov.text in status["tracks"][0]["prs"][0]["notes"]
     listing = json.loads(env.cli("queue", "--json").stdout)
@@ -508,7 +520,7 @@ def test_coverage_of_a_hand_port_shows_in_queue_and_status(env: Env) -> None:
 def test_coverage_says_why_it_is_unknown(env: Env) -> None:
     env.world.open_pr(106, {"a.py": edit(A, {10: "a_10 = 'ten'"})}, title="never fetched")
     env.tracks({"warmup": env.spec([106], fork_commits=["abcdef1"])})
-    (cov,) = track_coverage(env.ws, env.config)
+    (cov,) = track_coverage(env.ws, env.config, env.repo)
     assert cov.problem and "not in the fork checkout" in cov.problem and cov.fork_commits_missing == ("abcdef1",)
     assert cov.text.startswith("coverage unknown: ")
 
@@ -517,7 +529,7 @@ def test_knowledge_lists_queued_prs_for_status(env: Env) -> None:
     env.world.open_pr(101, {"a.py": edit(A, {10: "a_10 = 'ten'"})}, title="queued one")
     env.status()
     env.import_(101)
-    know = gather(env.ws, env.config)
+    know = gather(env.ws, env.config, env.repo)
     assert know.queued == {101: "queued"}
     status = json.loads(env.cli("status", "--offline", "--json").stdout)
     assert status["tracks"][0]["next_action"]["kind"] == "queued"
@@ -530,7 +542,7 @@ def test_refresh_keeps_the_hunk_selection_of_the_import(env: Env) -> None:
     first = env.import_(101, dry_run=True).plan.hunks[0].id
     patch = env.import_(101, selection=Selection(hunks=(first,))).patch
     w.append(101, {"b.py": edit(B, {40: "b_40 = 'forty'"})})
-    result = refresh_pr(env.ws, env.config, 101, update=True, api_url=w.fake.base_url)
+    result = refresh_pr(env.ws, env.config, 101, update=True, repo=env.repo, client=env.client)
     after = result.patch_after
     assert result.written and [h.id for h in after.hunks_taken] == [first]
     assert {h.path: h.reason for h in after.hunks_left_out} == {"a.py": "not selected", "b.py": "not selected"}

@@ -1,12 +1,24 @@
 import json
 import multiprocessing
 import os
+import signal
 import time
 
 import pytest
 
-from porttrack.errors import ConfigError, WorkspaceBusy
-from porttrack.workspace import Workspace, atomic_write_text, dump_json, lock, write_json
+from porttrack import testhooks
+from porttrack.errors import ConfigError, InputError, WorkspaceBusy
+from porttrack.workspace import (
+    Workspace,
+    append_run,
+    atomic_write_text,
+    commit_point,
+    dump_json,
+    load_runs,
+    lock,
+    sigterm_as_interrupt,
+    write_json,
+)
 
 
 def test_locate_walks_up_to_tracks_yaml(tmp_path):
@@ -75,3 +87,59 @@ def test_lock_released_when_holder_is_killed(tmp_path):
     holder.join()
     with lock(Workspace(tmp_path), "after kill", wait_s=1):
         pass
+
+
+def test_commit_point_holds_sigint_and_sigterm_until_the_commit_is_done(tmp_path, capfd):
+    target = tmp_path / "f.txt"
+    with commit_point("the test file was being written") as pending:
+        os.kill(os.getpid(), signal.SIGINT)  # would raise KeyboardInterrupt here without the hold
+        os.kill(os.getpid(), signal.SIGTERM)
+        atomic_write_text(target, "done\n")
+    assert pending == [signal.SIGINT, signal.SIGTERM]
+    assert target.read_text() == "done\n"
+    assert "interrupt received while the test file was being written; it completed" in capfd.readouterr().err
+    with pytest.raises(KeyboardInterrupt):  # the handlers are back once it is over
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+
+def test_sigterm_unwinds_like_ctrl_c(tmp_path):
+    cleaned = []
+    with pytest.raises(KeyboardInterrupt):
+        with sigterm_as_interrupt():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+            finally:
+                cleaned.append(True)
+    assert cleaned == [True]
+
+
+def test_run_log_keeps_the_last_runs_and_refuses_a_foreign_file(tmp_path):
+    path = tmp_path / "state" / "runs.json"
+    assert load_runs(path, "test/runs/v1") == []
+    for n in range(5):
+        append_run(path, "test/runs/v1", {"n": n}, keep=3, branch="b")
+    assert load_runs(path, "test/runs/v1") == [{"n": 2}, {"n": 3}, {"n": 4}]
+    assert json.loads(path.read_text())["branch"] == "b"
+    with pytest.raises(InputError, match="not a other/v1 record"):
+        load_runs(path, "other/v1")
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="malformed run record"):
+        load_runs(path, "test/runs/v1")
+
+
+def test_a_checkpoint_pauses_only_where_asked_and_for_its_own_seconds(monkeypatch, capfd):
+    monkeypatch.setenv(testhooks.PAUSE_ENV, "apply:patch=0.2,write:weekly-*")
+    monkeypatch.setenv(testhooks.PAUSE_SECONDS_ENV, "0.05")
+    started = time.monotonic()
+    testhooks.checkpoint("apply:built")  # not asked for: no pause, nothing said
+    assert time.monotonic() - started < 0.05 and capfd.readouterr().err == ""
+    started = time.monotonic()
+    testhooks.checkpoint("apply:patch")
+    assert time.monotonic() - started >= 0.2
+    started = time.monotonic()
+    testhooks.checkpoint("write:weekly-2026-W49.md")  # a prefix: PORTTRACK_TEST_PAUSE_S seconds
+    assert 0.05 <= time.monotonic() - started < 0.2
+    assert capfd.readouterr().err.splitlines() == ["porttrack-test: paused at apply:patch",
+                                                    "porttrack-test: paused at write:weekly-2026-W49.md"]

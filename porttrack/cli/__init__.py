@@ -131,6 +131,7 @@ def say(message: str) -> None:
 # Command modules register themselves on `cli`. Keep this list in the README's order.
 from porttrack.cli import status as _status  # noqa: E402,F401
 from porttrack.cli import eligibility as _eligibility  # noqa: E402,F401
+from porttrack.cli import take as _take  # noqa: E402,F401
 from porttrack.cli import queue as _queue  # noqa: E402,F401
 from porttrack.cli import gates as _gates  # noqa: E402,F401
 from porttrack.cli import report as _report  # noqa: E402,F401

@@ -25,7 +25,7 @@ def apply_command(ctx: Context, target: str, force: bool, dry_run: bool, as_json
     from porttrack.apply import ApplyConflict, apply, run_to_json
 
     try:
-        run = apply(ctx.workspace, ctx.config, target=target, force=force, dry_run=dry_run,
+        run = apply(ctx.workspace, ctx.config, ctx.fork, target=target, force=force, dry_run=dry_run,
                     progress=None if as_json else (lambda line: say(f"  {line}")))
     except ApplyConflict as exc:
         _show(exc.run, as_json, run_to_json)

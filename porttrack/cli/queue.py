@@ -1,83 +1,11 @@
-"""`porttrack import`, `queue`, `drop` and `refresh`: the patch queue's commands."""
+"""`porttrack queue` and `drop`: list the patch queue and retire a patch from it (`porttrack.queue`).
+Patches enter the queue with `porttrack import` (`porttrack.cli.take`)."""
 
 from __future__ import annotations
 
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
-
-
-def _pr_number(value: str) -> int:
-    text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) <= 0:
-        raise click.BadParameter(f"{value!r} is not a pull request number")
-    return int(text)
-
-
-@cli.command("import")
-@click.argument("pr")
-@click.option("--through", metavar="SHA", help="Take the PR only up to this commit of it.")
-@click.option("--paths", "paths", multiple=True, metavar="GLOB", help="Only files matching a glob (repeatable).")
-@click.option("--exclude", "exclude", multiple=True, metavar="GLOB", help="Never files matching a glob (repeatable).")
-@click.option("--hunk", "hunks", multiple=True, metavar="ID", help="Only these hunks (ids from --dry-run; repeatable).")
-@click.option("--force-unstable", is_flag=True, help="Also take hunks that changed in the PR's recent revisions.")
-@click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub (git is still fetched).")
-@click.option("--dry-run", is_flag=True, help="Show what would be taken and written; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/import/v1).")
-@pass_ctx
-def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], exclude: tuple[str, ...],
-            hunks: tuple[str, ...], force_unstable: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
-    """Take the stable, separable hunks of upstream PR into the patch queue.
-
-    Every hunk left out is recorded with its reason: not selected, excluded by path rule,
-    unstable, depends on a left-out hunk, not separable, or already in the fork.
-    """
-    from porttrack.queue import Selection
-    from porttrack.take import import_pr, plan_to_json
-
-    number = _pr_number(pr)
-    selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
-    outcome = import_pr(ctx.workspace, ctx.config, number, through=through, selection=selection, dry_run=dry_run,
-                        offline=offline, api_url=ctx.api_url_arg, say=say)
-    if as_json:
-        emit_json(plan_to_json(outcome, dry_run))
-    else:
-        click.echo(render_import(outcome))
-    plan = outcome.plan
-    if not plan.taken:
-        say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
-        return 1
-    if dry_run:
-        say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
-    return 0
-
-
-def render_import(outcome) -> str:
-    from porttrack.text import for_terminal, short_sha
-
-    plan = outcome.plan
-    rev = plan.revision
-    lines = [f"#{plan.pr} {for_terminal(plan.title, 100)}  (track {plan.track}, {plan.pr_state})"]
-    what = f"merge commit {short_sha(rev.merge_commit)}" if rev.merged else f"head {short_sha(rev.head)}"
-    if rev.through:
-        what += f" through {short_sha(rev.through)}"
-    lines.append(f"revision: {what}, diff from {short_sha(rev.base)}; fork {plan.fork_branch} at {short_sha(plan.fork_tip)}")
-    if len(plan.revisions_compared) > 1:
-        lines.append("stability compared across: " + " -> ".join(short_sha(s) for s in plan.revisions_compared))
-    for note in plan.notes:
-        lines.append(f"note: {for_terminal(note, 200)}")
-    for h in plan.hunks:
-        mark = "take" if h.taken else "out "
-        how = f" [{h.applies}]" if h.taken and h.applies not in ("clean", "unchecked") else ""
-        why = f"  {for_terminal(h.reason, 160)}" if h.reason else ""
-        lines.append(f"  {mark} {h.id}  {for_terminal(h.path, 70)} {h.where}{how}{why}")
-    summary = f"{len(plan.taken)} of {len(plan.hunks)} hunks taken, {len(plan.left_out)} left out"
-    if outcome.patch is not None:
-        verb = "wrote" if outcome.written else "would write"
-        gate = f"gate: track {outcome.patch.gate}" if outcome.patch.gate else "ungated: the track has no gate"
-        summary += f"; {verb} patches/{outcome.patch.file} as {outcome.patch.name} ({outcome.patch.state}; {gate})"
-    lines.append(summary)
-    return "\n".join(lines)
 
 
 @cli.command("queue")
@@ -87,10 +15,10 @@ def render_import(outcome) -> str:
 def queue_(ctx: Context, include_retired: bool, as_json: bool) -> int:
     """List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."""
     from porttrack.coverage import track_coverage
-    from porttrack.take import QUEUE_SCHEMA, queue_entries
+    from porttrack.queue import QUEUE_SCHEMA, queue_entries
 
     entries, stale = queue_entries(ctx.workspace, include_retired)
-    coverage = track_coverage(ctx.workspace, ctx.config)
+    coverage = track_coverage(ctx.workspace, ctx.config, *ctx.fork_or_problem)
     if stale:
         say("note: patches/series does not match the manifest; the next write repairs it")
     if as_json:
@@ -167,7 +95,7 @@ def render_queue(entries, coverage) -> str:
 @pass_ctx
 def drop(ctx: Context, patch: str, reason: str, force: bool, dry_run: bool, as_json: bool) -> int:
     """Retire a queued patch (by name, unique prefix, or PR number), recording why."""
-    from porttrack.take import DROP_SCHEMA, drop_patch
+    from porttrack.queue import DROP_SCHEMA, drop_patch
 
     result = drop_patch(ctx.workspace, patch, reason, dry_run=dry_run, force=force)
     if as_json:
@@ -178,52 +106,3 @@ def drop(ctx: Context, patch: str, reason: str, force: bool, dry_run: bool, as_j
         verb = "dropped" if result.written else "would drop"
         click.echo(f"{verb} {result.after.name} (#{result.after.pr}, was {result.before.state}): {result.after.history[-1].why}")
     return 0
-
-
-@cli.command("refresh")
-@click.argument("pr")
-@click.option("--update", is_flag=True, help="Replace the queued patch by an import of the PR as it is now.")
-@click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub.")
-@click.option("--dry-run", is_flag=True, help="With --update: show the new patch; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/refresh/v1).")
-@pass_ctx
-def refresh(ctx: Context, pr: str, update: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
-    """Per hunk, what changed upstream since the PR was imported (new / removed / changed /
-    unchanged); the queue changes only with --update."""
-    from porttrack.take import refresh_pr, refresh_to_json
-
-    number = _pr_number(pr)
-    result = refresh_pr(ctx.workspace, ctx.config, number, update=update, dry_run=dry_run, offline=offline,
-                        api_url=ctx.api_url_arg, say=say)
-    if as_json:
-        emit_json(refresh_to_json(result, dry_run))
-    else:
-        click.echo(render_refresh(result))
-    if update and not result.written and result.patch_after is not None:
-        say("dry run: nothing was written")
-    return 0
-
-
-def render_refresh(result) -> str:
-    from porttrack.text import for_terminal, short_sha
-
-    old, new = result.old, result.new
-    lines = [f"#{result.pr} ({result.patch}): imported at {short_sha(old.through or old.head)}, upstream now "
-             f"{short_sha(new.through or new.head)}" + ("" if result.moved else " (unchanged)")]
-    for note in result.notes:
-        lines.append(f"note: {for_terminal(note, 200)}")
-    for h in result.hunks:
-        ids = h.old_id if h.change in ("unchanged", "removed") else (h.new_id if h.change == "new" else f"{h.old_id} -> {h.new_id}")
-        before = "" if h.was_taken is None else ("taken" if h.was_taken else "left out")
-        after = "" if h.now_taken is None else ("would be taken" if h.now_taken else f"would be left out: {h.reason}")
-        detail = "; ".join(x for x in (before, after) if x)
-        lines.append(f"  {h.change:<9} {ids}  {for_terminal(h.path, 70)}  {for_terminal(detail, 160)}")
-    counts = result.counts()
-    lines.append(", ".join(f"{v} {k}" for k, v in counts.items()))
-    if result.written and result.patch_after is not None:
-        lines.append(f"updated {result.patch_after.name}: patches/{result.patch_after.file} ({result.patch_after.state})")
-    elif result.patch_after is not None:
-        lines.append(f"would update {result.patch_after.name}: patches/{result.patch_after.file} ({result.patch_after.state})")
-    elif not result.update and result.moved:
-        lines.append(f"run `porttrack refresh {result.pr} --update` to replace the queued patch")
-    return "\n".join(lines)

@@ -148,7 +148,7 @@ def test_sigkill_during_apply(tmp_path, world, cases, subset):
 
     target = Target("apply", lambda n: ("apply",), ["apply:moved", "apply:built", "write:staging.json"],
                     final=final, branch_may_become=lambda rig: {"refs/heads/porttrack/staging": {new}},
-                    env={"PORTTRACK_TEST_PAUSE_AFTER_PATCH": "0.05"})
+                    env={"PORTTRACK_TEST_PAUSE_AT": "apply:patch=0.05"})
     _run_points(rig, target, cases, randoms=RANDOM_POINTS["apply"], subset=subset)
 
 
