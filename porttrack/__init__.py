@@ -1,3 +1,37 @@
-"""porttrack: follow upstream pull requests into a downstream fork, hunk by hunk, with evidence."""
+"""porttrack: follow upstream pull requests into a downstream fork, hunk by hunk, with evidence.
+
+The package map, in the order of the lifecycle (observe -> take -> apply -> prove -> decide ->
+converge -> tell). Each verb's command lives in `porttrack/cli/<module>.py`; the core it calls:
+
+  verb                    cli module      core
+  status                  status          status (observe: observe; what else is known: knowledge)
+  import, refresh         take            take (source, mail), refresh
+  queue, drop             queue           queue
+  apply                   apply           apply
+  gate run|ingest|check   gates           gaterun (running jobs: jobs.runner), gates (the judge),
+                                          evidence, results
+  eligibility             eligibility     eligibility
+  promote, demote         gates           promote
+  verify-converged        converge        converge (the verdict: converge_decide;
+                                          its record: converge_record)
+  report weekly           report          report (gather, render, post, history)
+  init, doctor            init, doctor    init, doctor
+
+The doors, each the only module that talks to what is behind it, opened once per command by the
+command layer (`porttrack.cli.Context`) and handed in:
+
+  git (the fork checkout)      gitrepo (scratch index, three-way probe, temporary worktree)
+  GitHub                       github (PyGithub and requests live only here)
+  local jobs (job.command,     jobs.runner (argv, placeholders per argument, no shell)
+    regression.command)
+  tracks.yaml                  tracks_file (read, cache) -> config (the records)
+  the workspace's files        workspace (lock, atomic writes), state (recorded upstream)
+  tokens                       secrets (resolve, redact, strip from job environments)
+  time                         clock
+
+Shared vocabulary: errors (the one error hierarchy and exit-code table), hunks (diffs and hunk
+ids), coverage (hand ports), paths and markdown and text (untrusted input made safe),
+testhooks (the one pause point for tests).
+"""
 
 __version__ = "0.1.0"

@@ -422,13 +422,10 @@ class Config(_Record):
     proofs: dict[Id, Proof] = field(default_factory=dict)
     tracks: dict[Id, Track]  # in file order
     report: ReportConfig
-    # --fork (or PORTTRACK_FORK): not a key of the file; set by load_config.
-    fork_override: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def fork_checkout(self) -> Path | None:
-        """The fork's local checkout: --fork if given, else fork.checkout relative to this file."""
-        if self.fork_override is not None:
-            return self.fork_override
+        """The fork's local checkout: fork.checkout, relative to this file (`load_config` puts
+        --fork there, as an absolute path, when one is given)."""
         if self.fork.checkout is None:
             return None
         checkout = Path(self.fork.checkout).expanduser()

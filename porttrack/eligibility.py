@@ -9,6 +9,9 @@ Verdicts per (model, track):
 - `ineligible`: a requirement does not match (`reasons` says which); a proof cannot change that;
 - `conditional`: every requirement matches but a proof named in the model's `conditional` for
   this track has not passed yet (`reasons`: "pending proof <id>");
+
+Each reason is kept as data (`Reason`: kind, value, and the sentence), so what shows it shorter
+(the weekly report's table) reads the kind instead of parsing the sentence.
 - `eligible`: everything matches (`reasons` is empty).
 
 This module only reads the typed config; it imports neither pydantic nor click.
@@ -17,12 +20,11 @@ This module only reads the typed config; it imports neither pydantic nor click.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from porttrack.config import Config, Model, Track
 from porttrack.errors import NotFound
 
-if TYPE_CHECKING:
-    from porttrack.config import Config, Model, Track
 
 ELIGIBLE = "eligible"
 INELIGIBLE = "ineligible"
@@ -40,12 +42,38 @@ class ProofCondition:
 
 
 @dataclass(frozen=True)
+class Reason:
+    """Why a model is not eligible, as data: `kind` is drafter | attention | quantization (the
+    model's value does not match), backend (the backend selected on a target does not), no-backend
+    (none is selected on a target) or pending-proof; `value` is the model's value, the target, or
+    the proof id; `text` the sentence `porttrack eligibility` prints."""
+
+    kind: str
+    value: str
+    text: str
+
+    @property
+    def summary(self) -> str:
+        """What fits in a table cell: "attention: hybrid", "proof mla-low-rank-accepted", "backend"."""
+        if self.kind in ("drafter", "attention", "quantization"):
+            return f"{self.kind}: {self.value}"
+        if self.kind == "pending-proof":
+            return f"proof {self.value}"
+        return "backend"
+
+
+@dataclass(frozen=True)
 class Cell:
     model: str
     track: str
     verdict: str  # one of VERDICTS
-    reasons: tuple[str, ...]  # failed requirements (ineligible) or pending proofs (conditional)
+    why: tuple[Reason, ...]  # failed requirements (ineligible) or pending proofs (conditional)
     conditions: tuple[ProofCondition, ...] = ()  # every proof this cell depends on, passed or not
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The reasons as sentences (the JSON's `reasons`)."""
+        return tuple(r.text for r in self.why)
 
 
 @dataclass(frozen=True)
@@ -92,7 +120,13 @@ class Eligibility:
         return tuple(t.track for t in self.tracks for c in t.cells if c.model == model and c.verdict == verdict)
 
 
-def requirement_failures(model: "Model", track: "Track") -> list[str]:
+def requirement_failures(model: Model, track: Track) -> list[str]:
+    """Why `model` does not match `track`'s requirements, one sentence per failed requirement
+    (`unmet_requirements` as text). An empty list means every requirement matches."""
+    return [r.text for r in unmet_requirements(model, track)]
+
+
+def unmet_requirements(model: Model, track: Track) -> list[Reason]:
     """Why `model` does not match `track`'s requirements: one reason per failed requirement.
 
     An empty list means every requirement matches (proofs are not considered here).
@@ -101,23 +135,24 @@ def requirement_failures(model: "Model", track: "Track") -> list[str]:
     reasons = []
     if req.drafter is not None and not set(model.drafters) & set(req.drafter):
         have = ", ".join(model.drafters) if model.drafters else "none"
-        reasons.append(f"drafter {have} not in [{', '.join(req.drafter)}]")
+        reasons.append(Reason("drafter", have, f"drafter {have} not in [{', '.join(req.drafter)}]"))
     if req.attention is not None and model.attention not in req.attention:
-        reasons.append(f"attention {model.attention} not in [{', '.join(req.attention)}]")
+        reasons.append(Reason("attention", model.attention, f"attention {model.attention} not in [{', '.join(req.attention)}]"))
     if req.quantization is not None and model.quantization not in req.quantization:
-        reasons.append(f"quantization {model.quantization} not in [{', '.join(req.quantization)}]")
+        reasons.append(Reason("quantization", model.quantization,
+                              f"quantization {model.quantization} not in [{', '.join(req.quantization)}]"))
     for target in track.targets:
         backend = model.backends.get(target)
         if backend is None:
-            reasons.append(f"no backend selected on {target}")
+            reasons.append(Reason("no-backend", target, f"no backend selected on {target}"))
             continue
         allowed = (req.backend or {}).get(target)
         if allowed is not None and backend not in allowed:
-            reasons.append(f"backend {backend} on {target} not in [{', '.join(allowed)}]")
+            reasons.append(Reason("backend", target, f"backend {backend} on {target} not in [{', '.join(allowed)}]"))
     return reasons
 
 
-def evaluate(config: "Config", proofs_passed: Iterable[str] = frozenset()) -> Eligibility:
+def evaluate(config: Config, proofs_passed: Iterable[str] = frozenset()) -> Eligibility:
     """The verdict of every (model, track) pair, given the proofs that have passed."""
     passed = frozenset(proofs_passed)
     tracks = []
@@ -127,22 +162,22 @@ def evaluate(config: "Config", proofs_passed: Iterable[str] = frozenset()) -> El
     return Eligibility(tuple(tracks), passed)
 
 
-def _cell(model_id: str, model: "Model", track_id: str, track: "Track", passed: frozenset[str]) -> Cell:
+def _cell(model_id: str, model: Model, track_id: str, track: Track, passed: frozenset[str]) -> Cell:
     conditions = tuple(
         ProofCondition(cond.proof, cond.proof in passed, cond.reason)
         for cond in model.conditional
         if track_id in cond.tracks
     )
-    failures = requirement_failures(model, track)
+    failures = unmet_requirements(model, track)
     if failures:
         return Cell(model_id, track_id, INELIGIBLE, tuple(failures), conditions)
-    pending = tuple(f"pending proof {c.proof}" for c in conditions if not c.passed)
+    pending = tuple(Reason("pending-proof", c.proof, f"pending proof {c.proof}") for c in conditions if not c.passed)
     if pending:
         return Cell(model_id, track_id, CONDITIONAL, pending, conditions)
     return Cell(model_id, track_id, ELIGIBLE, (), conditions)
 
 
-def required_models(config: "Config", track_id: str, proofs_passed: Iterable[str] = frozenset()) -> list[str]:
+def required_models(config: Config, track_id: str, proofs_passed: Iterable[str] = frozenset()) -> list[str]:
     """The models a track's gate must cover now.
 
     With `matrix.models: eligible` (or no gate): every eligible model, in tracks.yaml order. With

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from porttrack.errors import GitError, without_userinfo
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
-from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, utcnow
+from porttrack.clock import utcnow
+from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
 
 if TYPE_CHECKING:
     from porttrack.github import GitHubClient, PullRequest

@@ -7,19 +7,22 @@ shape (`report_to_json`) is published in the README and golden-tested: change it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from porttrack import secrets
 from porttrack import state as state_mod
+from porttrack.config import Config
+from porttrack.converge_record import RecordedVerdict
 from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
+from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
-from porttrack.state import RecordedPR, UpstreamState
+from porttrack.state import Event, RecordedPR, UpstreamState
 from porttrack.testhooks import checkpoint
 from porttrack.workspace import Workspace, lock
 
 if TYPE_CHECKING:
-    from porttrack.config import Config
-    from porttrack.converge import RecordedVerdict
+    from porttrack.github import GitHubClient
 
 JSON_SCHEMA = "porttrack/status/v1"
 
@@ -32,26 +35,97 @@ class NextAction:
 
 
 @dataclass(frozen=True)
+class Note:
+    """Something else porttrack knows about a PR, as data: `kind` is coverage (of a hand port) or
+    coverage-unknown (it could not be evaluated; the weekly report lists it as a problem)."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
 class PRStatus:
+    """One PR as `status` shows it: the recorded PR itself (embedded, not copied field by field),
+    what this poll saw, and what to do next. `to_json` gives the published flat shape."""
+
     number: int
-    title: str
-    author: str
-    state: str
-    url: str
-    merged_at: str | None
-    closed_at: str | None
-    merge_commit_sha: str | None
-    head_sha: str | None
+    recorded: RecordedPR | None  # as last observed; None: never observed
     head_change: str | None  # appended | force-pushed | unchanged | None: first observation (live; "first seen") or offline
     head_change_commits: int | None
-    base_ref: str | None
     stacked_on: tuple[dict[str, Any], ...]
-    updated_at: str | None
-    observed_at: str | None
-    changes: tuple[str, ...]  # events of this poll, human words
+    changes: tuple[Event, ...]  # events of this poll (kind + detail)
     fork_commits: tuple[str, ...]
-    notes: tuple[str, ...]
+    notes: tuple[Note, ...]
     next_action: NextAction
+
+    @property
+    def state(self) -> str:
+        return self.recorded.state if self.recorded else "unobserved"
+
+    # The recorded PR's fields, read through; a PR never observed has none.
+    @property
+    def title(self) -> str:
+        return self.recorded.title if self.recorded else ""
+
+    @property
+    def author(self) -> str:
+        return self.recorded.author if self.recorded else ""
+
+    @property
+    def merged_at(self) -> str | None:
+        return self.recorded.merged_at if self.recorded else None
+
+    @property
+    def closed_at(self) -> str | None:
+        return self.recorded.closed_at if self.recorded else None
+
+    @property
+    def merge_commit_sha(self) -> str | None:
+        return self.recorded.merge_commit_sha if self.recorded else None
+
+    @property
+    def head_sha(self) -> str | None:
+        return self.recorded.head_sha if self.recorded else None
+
+    @property
+    def base_ref(self) -> str | None:
+        return self.recorded.base_ref if self.recorded else None
+
+    @property
+    def updated_at(self) -> str | None:
+        return self.recorded.updated_at if self.recorded else None
+
+    @property
+    def observed_at(self) -> str | None:
+        return self.recorded.observed_at if self.recorded else None
+
+    @property
+    def url(self) -> str:
+        return self.recorded.html_url if self.recorded else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            **{name: getattr(self, name) for name in _SHOWN},
+            "state": self.state,
+            "url": self.url,
+            "head_change": self.head_change,
+            "head_change_commits": self.head_change_commits,
+            "stacked_on": [dict(s) for s in self.stacked_on],
+            "changes": [change_words(e) for e in self.changes],
+            "fork_commits": list(self.fork_commits),
+            "notes": [n.text for n in self.notes],
+            "next_action": asdict(self.next_action),
+        }
+
+
+# What `status --json` shows of the recorded PR, under the recorded names.
+_SHOWN = ("title", "author", "merged_at", "closed_at", "merge_commit_sha", "head_sha", "base_ref", "updated_at", "observed_at")
+
+
+def change_words(event: Event) -> str:
+    """"force-pushed: 2 commits" (or the kind alone): one change as `status` prints it."""
+    return f"{event.kind}: {event.detail}" if event.detail else event.kind
 
 
 @dataclass(frozen=True)
@@ -78,9 +152,10 @@ class Knowledge:
     """What other parts of porttrack know about a PR, folded into its next action."""
 
     queued: Mapping[int, str] = field(default_factory=dict)  # PR -> "queued" | "gated" | "default-enabled" | ...
-    # PR -> its last verify-converged verdict, bound to fork.branch's tip (`converge.latest_verdicts`)
-    converged: Mapping[int, "RecordedVerdict"] = field(default_factory=dict)
+    # PR -> its last verify-converged verdict, bound to fork.branch's tip (`converge_record.latest_verdicts`)
+    converged: Mapping[int, RecordedVerdict] = field(default_factory=dict)
     coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
+    coverage_unknown: frozenset[int] = frozenset()  # PRs whose coverage could not be evaluated (`Coverage.problem`)
     queued_heads: Mapping[int, str] = field(default_factory=dict)  # PR -> upstream head its live patch was made from
 
 
@@ -128,7 +203,7 @@ _PRIORITY = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port
 
 
 def build_report(
-    config: "Config",
+    config: Config,
     state: UpstreamState,
     *,
     mode: str,
@@ -161,7 +236,7 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
     pr = state.prs.get(n)
     if pr is None:
         return PRStatus(
-            n, "", "", "unobserved", "", None, None, None, None, None, None, None, (), None, None, (), fork_commits, (),
+            n, None, None, None, (), (), fork_commits, (),
             NextAction("unknown", f"#{n} has not been observed yet: run a live `porttrack status`", "porttrack status"),
         )
     head = change.head_change if change else None
@@ -169,26 +244,17 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
         {"number": s.number, "via": s.via, "state": state.prs[s.number].state if s.number in state.prs else "unobserved"}
         for s in pr.stacked_on
     )
-    extra = tuple(x for x in (know.coverage.get(n),) if x)
+    coverage = know.coverage.get(n)
+    notes = (Note("coverage-unknown" if n in know.coverage_unknown else "coverage", coverage),) if coverage else ()
     return PRStatus(
         number=n,
-        title=pr.title,
-        author=pr.author,
-        state=pr.state,
-        url=pr.html_url,
-        merged_at=pr.merged_at,
-        closed_at=pr.closed_at,
-        merge_commit_sha=pr.merge_commit_sha,
-        head_sha=pr.head_sha,
+        recorded=pr,
         head_change=_head_change(change),
         head_change_commits=(head.commits if head else None),
-        base_ref=pr.base_ref,
         stacked_on=stacked,
-        updated_at=pr.updated_at,
-        observed_at=pr.observed_at,
-        changes=tuple(f"{e.kind}: {e.detail}" if e.detail else e.kind for e in (change.events if change else ())),
+        changes=change.events if change else (),
         fork_commits=fork_commits,
-        notes=extra,
+        notes=notes,
         next_action=next_action(pr, state.prs, fork_commits, know),
     )
 
@@ -201,39 +267,35 @@ def _head_change(change: PRChange | None) -> str | None:
 
 
 def report_to_json(report: StatusReport) -> dict[str, Any]:
-    return {"schema": JSON_SCHEMA, **asdict(report)}
+    data = {"schema": JSON_SCHEMA, **asdict(replace(report, tracks=()))}
+    data["tracks"] = [{**asdict(replace(t, prs=())), "prs": [p.to_json() for p in t.prs]} for t in report.tracks]
+    return data
 
 
-def tracked_numbers(config: "Config") -> list[int]:
+def tracked_numbers(config: Config) -> list[int]:
     return sorted({n for track in config.tracks.values() for n in track.prs})
 
 
 def refresh(
     ws: Workspace,
-    config: "Config",
+    config: Config,
     *,
-    offline: bool = False,
-    api_url: str | None = None,
-    use_git: bool = True,
+    client: "GitHubClient | None",
+    repo: GitRepo | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
     know: Knowledge | None = None,
 ) -> tuple[StatusReport, PorttrackError | None]:
-    """Poll and record, or show the recorded state saying why. Returns the report and the error
-    that forced an offline view (None when the poll succeeded or offline was asked for)."""
-    from porttrack import secrets
-
+    """Poll and record, or show the recorded state saying why. `client`: the upstream's GitHub
+    client, None for --offline; `repo`: the fork checkout PR heads are fetched into, None to
+    classify with GitHub's compare instead. Returns the report and the error that forced an
+    offline view (None when the poll succeeded or offline was asked for)."""
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
-    if offline:
+    if client is None:
         return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=know), None
     if secrets.resolve_token() is None:
         reason = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)"
         return build_report(config, recorded, mode="offline", offline_reason=reason, know=know), None
-
-    from porttrack.github import client_for
-
-    client = client_for(config.upstream.repo, api_url, ws.cache_dir)
-    repo = _fork_repo(config) if use_git else None
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
     except (UpstreamUnreachable, GitHubAuthError) as exc:
@@ -248,16 +310,3 @@ def refresh(
         build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes, requests=result.requests, know=know),
         None,
     )
-
-
-def _fork_repo(config: "Config"):
-    """The fork checkout when it exists; status works without one (GitHub's compare is used instead)."""
-    from porttrack.gitrepo import GitRepo
-
-    path = config.fork_checkout()
-    if path is None or not path.exists():
-        return None
-    try:
-        return GitRepo.open(path)
-    except PorttrackError:
-        return None

@@ -48,10 +48,15 @@ def load_config(path: Path, fork_override: str | None = None, cache_dir: Path | 
         config = validate(_decode(data, shown), shown, path)
         if cache_dir is not None and key:
             _to_cache(cache_dir / CACHE_FILE, key, config)
-    if fork_override:
-        override = Path(os.path.normpath(Path(fork_override).expanduser().absolute()))
-        object.__setattr__(config, "fork_override", override)  # the one field not read from the file
-    return config
+    return with_checkout(config, fork_override) if fork_override else config
+
+
+def with_checkout(config: Config, checkout: str | Path) -> Config:
+    """`config` with the fork checkout at `checkout` (--fork, PORTTRACK_FORK): a new record whose
+    fork.checkout is that folder made absolute, so every reader of `Config.fork_checkout()` sees
+    the same folder and the validated file (and its cache) stays as written."""
+    absolute = os.path.normpath(Path(checkout).expanduser().absolute())
+    return dataclasses.replace(config, fork=dataclasses.replace(config.fork, checkout=absolute))
 
 
 def parse_config(text: str, filename: str) -> Config:
@@ -130,7 +135,7 @@ def _to_cache(file: Path, key: str, config: Config) -> None:
 
 def _freeze(value: Any) -> Any:
     """Records as {"record": class name, "fields": {...}}, mappings as {"mapping": {...}}, so no key
-    a user wrote can pass for a record. Config.path and fork_override are left to the reader."""
+    a user wrote can pass for a record. Config.path is left to the reader."""
     if isinstance(value, _Record):
         names = [f.name for f in dataclasses.fields(value) if f.init and f.name != "path"]
         return {"record": type(value).__name__, "fields": {name: _freeze(getattr(value, name)) for name in names}}

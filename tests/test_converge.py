@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import converge
-from porttrack.tracks_file import load_config
+from porttrack import converge_record
+from porttrack.gitrepo import GitRepo
 from porttrack import queue as queue_mod
 from porttrack.errors import ExitCode
 from porttrack.hunks import parse_diff
@@ -151,7 +151,7 @@ def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_pa
     assert first["commits"]["fork_sha"] != second["commits"]["fork_sha"]
     assert all(h["computed_at"].endswith("Z") and h["commits"]["upstream_base_sha"] for h in record["history"])
     assert second["recorded"] == f"state/convergence/{PR}.json"
-    [latest] = converge.latest_verdicts(Workspace(ws.root), load_config(ws.tracks_file, str(world.fork))).values()
+    [latest] = converge_record.latest_verdicts(Workspace(ws.root), "main", GitRepo.open(world.fork)).values()
     assert (latest.pr, latest.verdict, latest.standing) == (PR, "converged", "current")
     assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
 
@@ -509,7 +509,7 @@ def test_a_queued_patch_is_kept_while_the_fork_lacks_the_change(tmp_path, world)
 def test_run_regression_passing(tmp_path, world):
     merge_pr(world)
     fork_sha = world.rebase_fork()
-    ws = workspace(tmp_path, world, regression={"command": f"grep -q 'skip the indexer' {MLA} && echo ok {{ref}}"})
+    ws = workspace(tmp_path, world, regression={"command": f"sh -c 'grep -q \"skip the indexer\" \"$1\" && echo ok \"$2\"' sh {MLA} {{ref}}"})
 
     code, data, err = verify_json(ws, "--run-regression")
 
@@ -522,7 +522,7 @@ def test_run_regression_passing(tmp_path, world):
 def test_run_regression_failing_fails_the_check_and_keeps_the_output_tail(tmp_path, world):
     merge_pr(world)
     world.rebase_fork()
-    ws = workspace(tmp_path, world, regression={"command": "for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3"})
+    ws = workspace(tmp_path, world, regression={"command": "sh -c 'for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3'"})
 
     code, data, err = verify_json(ws, "--run-regression")
 
@@ -542,7 +542,7 @@ def test_run_regression_on_another_ref_uses_a_temporary_worktree(tmp_path, world
     git(world.fork, "branch", "candidate")
     world.fork_commit({"FORK_ONLY.md": "fork\n"}, "A fork-only change on main")
     candidate = git(world.fork, "rev-parse", "candidate")
-    ws = workspace(tmp_path, world, regression={"command": "test ! -e FORK_ONLY.md && git rev-parse HEAD"})
+    ws = workspace(tmp_path, world, regression={"command": "sh -c 'test ! -e FORK_ONLY.md && git rev-parse HEAD'"})
 
     code, data, err = verify_json(ws, "--run-regression", "--fork-ref", "candidate")
 

@@ -1,28 +1,43 @@
 """The command layer: parse options, call the core with plain arguments, print, return an exit code.
 
 Only this package imports click. Heavy modules (PyGithub, jinja2, pydantic, jsonschema) are imported
-inside the commands so `porttrack --help` stays fast. Each command module registers itself on
+inside the commands so `porttrack --help` stays fast (every command module is loaded for it); the
+same goes for the few core modules that are slow to load themselves (`porttrack.github`,
+`porttrack.report`), each marked where it is imported. Each command module registers itself on
 `cli` when imported below; `main()` is the one error boundary that turns `PorttrackError`s into a
 one-line message and the exit code from the published table (`porttrack.errors.ExitCode`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from porttrack import __version__
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
+from porttrack.gitrepo import GitRepo, open_fork
+from porttrack.secrets import redact
+from porttrack.workspace import Workspace, dump_json
+
+if TYPE_CHECKING:
+    from porttrack.config import Config
+    from porttrack.github import GitHubClient
 
 
 @dataclass
 class Context:
-    """What every command may need, resolved lazily so a bad tracks.yaml only matters when read."""
+    """What every command may need, resolved lazily so a bad tracks.yaml only matters when read.
+
+    The doors (STYLE.md 12) are opened here, once per command, and handed to the core: the fork
+    checkout (`fork`, `fork_or_none`, `fork_or_problem`) and a GitHub client per repository
+    (`github`). --fork (or PORTTRACK_FORK) reaches the config as its fork.checkout
+    (`tracks_file.load_config`), so every reader of the config sees the same checkout."""
 
     workspace_arg: str | None = None
     fork_arg: str | None = None
@@ -30,34 +45,29 @@ class Context:
     _cache: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def workspace(self):
+    def workspace(self) -> Workspace:
         if "ws" not in self._cache:
-            from porttrack.workspace import Workspace
-
             self._cache["ws"] = Workspace.locate(self.workspace_arg)
         return self._cache["ws"]
 
     @property
-    def config(self):
+    def config(self) -> "Config":
         if "config" not in self._cache:
-            from porttrack.tracks_file import load_config
+            from porttrack.tracks_file import load_config  # here, not at the top: ~20 ms of `--help`
 
             ws = self.workspace
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
         return self._cache["config"]
 
-    # -- the doors, each opened once per command (STYLE.md 12) --------------------------------
     @property
-    def fork(self):
+    def fork(self) -> GitRepo:
         """The fork checkout as a `GitRepo`; `gitrepo.NO_FORK_CHECKOUT` when there is none."""
         if "fork" not in self._cache:
-            from porttrack.gitrepo import open_fork
-
             self._cache["fork"] = open_fork(self.config.fork_checkout())
         return self._cache["fork"]
 
     @property
-    def fork_or_none(self):
+    def fork_or_none(self) -> GitRepo | None:
         """The fork checkout when one is configured and present, else None (for read commands that
         can say "unknown" without it). A checkout that is configured but broken still raises."""
         if self.config.fork_checkout() is None:
@@ -65,7 +75,7 @@ class Context:
         return self.fork
 
     @property
-    def fork_or_problem(self):
+    def fork_or_problem(self) -> tuple[GitRepo | None, str | None]:
         """(the fork checkout, None), or (None, why there is none; None: none is configured or its
         folder is gone): for what says "unknown" rather than fail without one (hand-port coverage),
         even where a configured checkout is broken."""
@@ -77,14 +87,15 @@ class Context:
         except PorttrackError as exc:
             return None, str(exc)
 
-    def github(self, repo: str):
+    def github(self, repo: str, *, etags: bool = True) -> "GitHubClient":
         """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
-        ETags cached in the workspace. Building it sends nothing (PyGithub loads on first request)."""
-        key = f"github:{repo}"
+        ETags cached in the workspace (`etags=False`: every read fresh, for what decides on a write).
+        Building it sends nothing (PyGithub loads on first request)."""
+        key = f"github:{repo}:{etags}"
         if key not in self._cache:
-            from porttrack.github import client_for
+            from porttrack.github import client_for  # here, not at the top: 20-50 ms of `--help`
 
-            self._cache[key] = client_for(repo, self.api_url_arg, self.workspace.cache_dir)
+            self._cache[key] = client_for(repo, self.api_url_arg, self.workspace.cache_dir if etags else None)
         return self._cache[key]
 
 
@@ -110,8 +121,6 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
 
 def emit_json(data: Any) -> None:
     """Data goes to stdout; talk goes to stderr (`say`)."""
-    from porttrack.workspace import dump_json
-
     click.echo(dump_json(data), nl=False)
 
 
@@ -121,6 +130,7 @@ def say(message: str) -> None:
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.
 from porttrack.cli import status as _status  # noqa: E402,F401
+from porttrack.cli import eligibility as _eligibility  # noqa: E402,F401
 from porttrack.cli import take as _take  # noqa: E402,F401
 from porttrack.cli import queue as _queue  # noqa: E402,F401
 from porttrack.cli import gates as _gates  # noqa: E402,F401
@@ -145,10 +155,6 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("porttrack: interrupted; nothing was changed", err=True)
         return int(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as exc:
-        import io
-
-        from porttrack.secrets import redact
-
         shown = io.StringIO()
         exc.show(file=shown)  # usage errors quote what was typed, which may be a pasted token
         click.echo(redact(shown.getvalue()), err=True, nl=False)
@@ -161,9 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_internal_error(exc: BaseException) -> int:
-    import traceback
-
-    from porttrack.secrets import redact
+    import traceback  # only for a crash: ~10 ms that `--help` need not pay
 
     log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
     try:

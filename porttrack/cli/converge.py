@@ -1,10 +1,20 @@
-"""`porttrack verify-converged`."""
+"""`porttrack verify-converged` (`porttrack.converge`).
+
+`porttrack.converge` is imported inside the command, not here: with `porttrack.hunks` it is
+~50 ms, and every command module is loaded for `porttrack --help`.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.text import for_terminal, short_sha
+
+if TYPE_CHECKING:
+    from porttrack.converge import HunkResult, Verdict
 
 
 @cli.command("verify-converged")
@@ -20,15 +30,17 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
     content (with upstream churn). Exit 0 only when converged."""
     from porttrack import converge
 
+    config = ctx.config
     verdict = converge.verify_converged(
         ctx.workspace,
-        ctx.config,
+        config,
         pr,
+        repo=ctx.fork,
+        github=lambda: ctx.github(config.upstream.repo),
         fork_ref=fork_ref,
         run_regression=run_regression,
         apply_drops=apply_drops,
         dry_run=dry_run,
-        api_url=ctx.api_url_arg,
         say=say,
     )
     if as_json:
@@ -48,8 +60,8 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
     return 0
 
 
-def render(v) -> str:
-    from porttrack.text import for_terminal, short_sha
+def render(v: "Verdict") -> str:
+    from porttrack.converge import counts_words, summary
 
     c = v.commits
     lines = [
@@ -60,8 +72,6 @@ def render(v) -> str:
     ]
     lines += [f"  - {for_terminal(r, 200)}" for r in v.reasons]
     if v.hunks:
-        from porttrack.converge import counts_words, summary
-
         lines.append(f"  hunks: {counts_words(summary(v.hunks))}")
     if v.hunks:
         lines.append("")
@@ -89,9 +99,7 @@ def render(v) -> str:
     return "\n".join(lines)
 
 
-def _hunk_words(h) -> str:
-    from porttrack.text import for_terminal
-
+def _hunk_words(h: "HunkResult") -> str:
     if h.state == "present":
         return f"present ({h.method})"
     if h.state == "present-after-churn" and h.changed_by is not None:

@@ -1,4 +1,8 @@
-"""`porttrack report weekly`: render (and with --post, create or update) the weekly status issue."""
+"""`porttrack report weekly`: render (and with --post, create or update) the weekly status issue.
+
+`porttrack.report` is imported inside the commands, not here: it loads most of porttrack (gates,
+evidence, converge, jinja2 on rendering), and every command module is loaded for `porttrack --help`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,11 @@ from dataclasses import replace
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack import clock
 from porttrack.errors import ConfigError, GitHubAuthError
+from porttrack.secrets import resolve_token
+from porttrack.testhooks import checkpoint
+from porttrack.workspace import lock
 
 
 @cli.group()
@@ -32,12 +40,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     The markdown goes to stdout and to reports/weekly-<week>.md; this run is recorded in
     state/reports.json so the next report counts changes from here.
     """
-    # Imported here, not at the top: every command module is loaded for `porttrack --help`, and
-    # the report package loads most of porttrack (gates, evidence, converge, the GitHub door).
-    from porttrack import clock
     from porttrack import report as rep
-    from porttrack.testhooks import checkpoint
-    from porttrack.workspace import lock
 
     if comment_tracking and not post:
         raise click.UsageError("--comment-tracking links the issue --post makes; give both")
@@ -54,7 +57,10 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         issues = rep.labelled_issues(client, config.report.labels)
 
     previous = rep.previous_report(ws, week, moment, since_arg=since, issues=issues)
-    weekly_report = rep.gather(ws, config, now=moment, since=previous, offline=offline, api_url=ctx.api_url_arg, dry_run=dry_run)
+    fork, fork_problem = ctx.fork_or_problem
+    upstream = None if offline else ctx.github(config.upstream.repo)
+    weekly_report = rep.gather(ws, config, now=moment, since=previous, client=upstream, fork=fork, fork_problem=fork_problem,
+                               dry_run=dry_run)
     full = rep.render(weekly_report, ws)
     body, cut = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report))
     if cut:
@@ -96,12 +102,10 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
 
 
 def _issue_client(ctx: Context, config):
-    from porttrack.github import client_for, has_token
-
-    if not has_token():
+    if resolve_token() is None:
         raise GitHubAuthError("--post needs a GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)")
     # No ETag cache: the issue list must be read fresh, it decides whether to create.
-    return client_for(config.report.repo, ctx.api_url_arg, None)
+    return ctx.github(config.report.repo, etags=False)
 
 
 def _comment(client, config, week: str, outcome, dry_run: bool):

@@ -1,10 +1,21 @@
-"""`porttrack status` and `porttrack eligibility`."""
+"""`porttrack status` (`porttrack.status`: observe upstream, record, say what to do next).
+
+`porttrack.status` and `porttrack.knowledge` are imported inside the command, not here: with the
+convergence records and `porttrack.hunks` they are ~60 ms, and every command module is loaded for
+`porttrack --help`.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.text import for_terminal, short_sha
+
+if TYPE_CHECKING:
+    from porttrack.status import StatusReport
 
 
 @cli.command()
@@ -15,17 +26,19 @@ from porttrack.cli import Context, cli, emit_json, pass_ctx, say
 @pass_ctx
 def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: bool) -> int:
     """Poll every tracked PR, record its state, and show per track what changed and what to do next."""
+    from porttrack.knowledge import gather
     from porttrack.status import refresh, report_to_json
 
+    config = ctx.config
+    fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
     report, problem = refresh(
         ctx.workspace,
-        ctx.config,
-        offline=offline,
-        api_url=ctx.api_url_arg,
-        use_git=not no_fetch,
+        config,
+        client=None if offline else ctx.github(config.upstream.repo),
+        repo=None if no_fetch else fork,
         dry_run=dry_run,
         progress=(lambda line: say(f"  fetch: {line}")) if not as_json else None,
-        know=_knowledge(ctx),
+        know=gather(ctx.workspace, config, fork, fork_problem),
     )
     when = report.observed_at or "never"
     if problem is not None:
@@ -41,15 +54,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     return int(problem.exit_code) if problem is not None else 0
 
 
-def _knowledge(ctx: Context):
-    """What the queue, coverage and convergence records know (`porttrack.knowledge`)."""
-    from porttrack.knowledge import gather
-
-    return gather(ctx.workspace, ctx.config)
-
-
-def render(report) -> str:
-    from porttrack.text import for_terminal, short_sha
+def render(report: "StatusReport") -> str:
+    from porttrack.status import change_words
 
     lines = []
     when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" if report.mode == "live" else "OFFLINE (recorded state)"
@@ -80,33 +86,11 @@ def render(report) -> str:
             for link in pr.stacked_on:
                 lines.append(f"           stacked on #{link['number']} ({link['state']}, from {link['via']})")
             for change in pr.changes:
-                lines.append(f"           changed: {for_terminal(change, 110)}")
+                lines.append(f"           changed: {for_terminal(change_words(change), 110)}")
             for note in pr.notes:
-                lines.append(f"           {for_terminal(note, 110)}")
+                lines.append(f"           {for_terminal(note.text, 110)}")
             if pr.updated_at:
                 lines.append(f"           last updated {pr.updated_at}")
         action = track.next_action
         lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{action.command}]" if action.command else ""))
     return "\n".join(lines)
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/eligibility/v1).")
-@pass_ctx
-def eligibility(ctx: Context, as_json: bool) -> int:
-    """Models × tracks: eligible, not (which requirement failed), or conditional (which proof is pending)."""
-    from porttrack import eligibility as elig
-
-    proofs = _proofs_passed(ctx)
-    result = elig.evaluate(ctx.config, proofs)
-    if as_json:
-        emit_json(elig.to_json(result))
-        return 0
-    click.echo(elig.render_text(result))
-    return 0
-
-
-def _proofs_passed(ctx: Context) -> frozenset[str]:
-    from porttrack.gates import proofs_passed
-
-    return proofs_passed(ctx.workspace, ctx.config)

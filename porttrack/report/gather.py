@@ -10,19 +10,19 @@ silent gap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from porttrack import eligibility, evidence, gates
 from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.clock import iso_week, parse_moment, stamp
 from porttrack.config import Config
-from porttrack.converge import latest_verdicts
+from porttrack.converge_record import latest_verdicts
 from porttrack.errors import InputError, PorttrackError
 from porttrack.evidence import EvidenceLog
+from porttrack.gitrepo import GitRepo
 from porttrack.knowledge import gather as gather_knowledge
 from porttrack.report.records import (
     Change,
@@ -40,8 +40,11 @@ from porttrack.report.records import (
     TrendSeries,
     WeeklyReport,
 )
-from porttrack.status import Knowledge, StatusReport, refresh
+from porttrack.status import Knowledge, PRStatus, StatusReport, refresh
 from porttrack.workspace import Workspace
+
+if TYPE_CHECKING:
+    from porttrack.github import GitHubClient
 
 TREND_WEEKS = 12  # how many past weeks the trend charts show
 
@@ -66,18 +69,23 @@ def gather(
     *,
     now: datetime,
     since: Since,
-    offline: bool = False,
-    api_url: str | None = None,
+    client: "GitHubClient | None",
+    fork: GitRepo | None = None,
+    fork_problem: str | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> WeeklyReport:
     """Everything the weekly issue says, as plain records. Never raises for a part it cannot
-    evaluate: that part becomes a problem line instead."""
+    evaluate: that part becomes a problem line instead.
+
+    `client`: the upstream's GitHub client, None for --offline (the recorded state is shown);
+    `fork`: the fork checkout (hand-port coverage, convergence verdicts bound to its branch tip),
+    or None and why (`fork_problem`)."""
     problems = _Problems()
-    know = _knowledge(ws, config, problems)
-    status_report = _status(ws, config, offline, api_url, dry_run, progress, know, problems)
+    know = _knowledge(ws, config, fork, fork_problem, problems)
+    status_report = _status(ws, config, client, dry_run, progress, know, problems)
     upstream_state = _recorded_state(ws, config, problems)
-    verdicts = _convergence(ws, config, problems)
+    verdicts = _convergence(ws, config, fork, fork_problem, problems)
     queue = _queue(ws, problems)
     log = _evidence(ws, problems)
     proofs = _proofs(ws, config, problems)
@@ -110,9 +118,9 @@ def gather(
         for pr in track.prs:
             if pr.state == "unobserved":
                 problems.add(f"#{pr.number}", "never observed: run a live `porttrack status` (needs a token)")
-            for note in pr.notes:
-                if note.startswith("coverage unknown:"):
-                    problems.add(f"#{pr.number}", note)
+            for note in pr.status.notes:
+                if note.kind == "coverage-unknown":
+                    problems.add(f"#{pr.number}", note.text)
     if status_report.mode == "offline":
         problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'}: {status_report.offline_reason}")
     return replace(report, problems=tuple(problems.items))
@@ -122,16 +130,16 @@ def report_file(ws: Workspace, config: "Config", week: str) -> str:
     return f"{config.report.output_dir.rstrip('/')}/weekly-{week}.md"
 
 
-def _knowledge(ws: Workspace, config: "Config", problems: _Problems):
+def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None, problems: _Problems):
     try:
-        return gather_knowledge(ws, config)
+        return gather_knowledge(ws, config, fork, fork_problem)
     except PorttrackError as exc:
         problems.add("coverage", str(exc))
         return Knowledge()
 
 
-def _status(ws, config, offline, api_url, dry_run, progress, know, problems) -> "StatusReport":
-    report, problem = refresh(ws, config, offline=offline, api_url=api_url, dry_run=dry_run, progress=progress, know=know, use_git=False)
+def _status(ws, config, client, dry_run, progress, know, problems) -> "StatusReport":
+    report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
     return report
@@ -145,11 +153,12 @@ def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
         return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
 
 
-def _convergence(ws: Workspace, config: "Config", problems: _Problems) -> dict[int, str]:
+def _convergence(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None,
+                 problems: _Problems) -> dict[int, str]:
     """PR -> its last convergence verdict in words; one not for fork.branch at its tip now says
     so (stale, for another ref, or unconfirmed) instead of passing for current."""
     try:
-        return {n: v.words for n, v in latest_verdicts(ws, config).items()}
+        return {n: v.words for n, v in latest_verdicts(ws, config.fork.branch, fork, fork_problem).items()}
     except PorttrackError as exc:
         problems.add("convergence", str(exc))
         return {}
@@ -210,7 +219,8 @@ def _tracks(config, status_report, upstream_state, since: str, now: str, verdict
     return tuple(sections)
 
 
-def _pr_section(pr, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str], observed_at: str | None) -> PRSection:
+def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str],
+                observed_at: str | None) -> PRSection:
     recorded = upstream_state.prs.get(pr.number)
     changes: list[Change] = []
     for event in recorded.events if recorded else ():
@@ -218,29 +228,11 @@ def _pr_section(pr, tracked: bool, upstream_state, since: str, now: str, verdict
             changes.append(Change(event.at, event.kind, event.detail))
     # A dry run does not record the poll, so its fresh events are only in the status report.
     seen = {(c.kind, c.detail) for c in changes}
-    for text in pr.changes:
-        kind, _, detail = text.partition(": ")
-        if (kind, detail) not in seen:
-            changes.append(Change(observed_at, kind, detail))
+    for event in pr.changes:
+        if (event.kind, event.detail) not in seen:
+            changes.append(Change(observed_at, event.kind, event.detail))
     changes.sort(key=lambda c: c.at or "")
-    return PRSection(
-        number=pr.number,
-        title=pr.title,
-        author=pr.author,
-        state=pr.state,
-        url=pr.url,
-        tracked=tracked,
-        merged_at=pr.merged_at,
-        closed_at=pr.closed_at,
-        merge_commit_sha=pr.merge_commit_sha,
-        head_sha=pr.head_sha,
-        base_ref=pr.base_ref,
-        stacked_on=tuple(dict(s) for s in pr.stacked_on),
-        changes=tuple(changes),
-        convergence=verdicts.get(pr.number),
-        notes=tuple(pr.notes),
-        next_action=asdict(pr.next_action),
-    )
+    return PRSection(pr, tracked, tuple(changes), verdicts.get(pr.number))
 
 
 # -- the queue --------------------------------------------------------------------------------
@@ -427,30 +419,18 @@ def _eligibility(config: "Config", proofs: frozenset[str]):
     tracks = tuple(t.track for t in result.tracks)
     rows = []
     for model in config.models:
-        cells = tuple(EligibilityCell(t.track, c.verdict, tuple(c.reasons), _short_reasons(c.reasons))
+        cells = tuple(EligibilityCell(t.track, c.verdict, tuple(c.reasons), _short_reasons(c.why))
                       for t in result.tracks for c in t.cells if c.model == model)
         rows.append(EligibilityRow(model, cells))
     return tuple(rows), tracks
 
 
-_REASON = re.compile(r"^(drafter|attention|quantization) (\S+) not in|^backend \S+ on|^no backend selected|^pending (proof \S+)")
-
-
-def _short_reasons(reasons: Iterable[str]) -> str:
-    """"attention hybrid not in [...]" -> "attention: hybrid"; the full sentence stays in the JSON."""
+def _short_reasons(reasons: Iterable[eligibility.Reason]) -> str:
+    """"attention: hybrid; proof x" for a table cell; the full sentences stay in the JSON."""
     short: list[str] = []
     for reason in reasons:
-        match = _REASON.match(reason)
-        if match is None:
-            item = reason
-        elif match.group(1):
-            item = f"{match.group(1)}: {match.group(2)}"
-        elif match.group(3):
-            item = match.group(3)
-        else:
-            item = "backend"
-        if item not in short:
-            short.append(item)
+        if reason.summary not in short:
+            short.append(reason.summary)
     return "; ".join(short)
 
 

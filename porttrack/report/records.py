@@ -31,8 +31,10 @@ JSON shape (`--json`, schema `porttrack/weekly/v1`; additive changes only)::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
+
+from porttrack.status import PRStatus
 
 SCHEMA = "porttrack/weekly/v1"
 
@@ -54,22 +56,45 @@ class Change:
 
 @dataclass(frozen=True)
 class PRSection:
-    number: int
-    title: str
-    author: str
-    state: str  # open | merged | closed | unobserved
-    url: str
+    """One PR in the weekly report: the PR as `status` reports it (embedded, not copied), with
+    what changed since the previous report and the last convergence verdict."""
+
+    status: PRStatus
     tracked: bool  # listed by the track (False: a PR it is stacked on)
-    merged_at: str | None
-    closed_at: str | None
-    merge_commit_sha: str | None
-    head_sha: str | None
-    base_ref: str | None
-    stacked_on: tuple[Mapping[str, Any], ...]
     changes: tuple[Change, ...]  # since the previous report, oldest first
     convergence: str | None  # the last verify-converged verdict in words ("converged at main <sha>", or "... — stale: ...")
-    notes: tuple[str, ...]  # what else porttrack knows (coverage of a hand port)
-    next_action: Mapping[str, Any]
+
+    # What the template and the JSON read, through the embedded status.
+    number = property(lambda self: self.status.number)
+    title = property(lambda self: self.status.title)
+    author = property(lambda self: self.status.author)
+    state = property(lambda self: self.status.state)  # open | merged | closed | unobserved
+    url = property(lambda self: self.status.url)
+    merged_at = property(lambda self: self.status.merged_at)
+    closed_at = property(lambda self: self.status.closed_at)
+    merge_commit_sha = property(lambda self: self.status.merge_commit_sha)
+    head_sha = property(lambda self: self.status.head_sha)
+    base_ref = property(lambda self: self.status.base_ref)
+    stacked_on = property(lambda self: self.status.stacked_on)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What else porttrack knows (coverage of a hand port), as sentences."""
+        return tuple(n.text for n in self.status.notes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **{name: getattr(self, name) for name in _PR_SHOWN},
+            "stacked_on": [dict(s) for s in self.stacked_on],
+            "tracked": self.tracked,
+            "changes": [asdict(c) for c in self.changes],
+            "convergence": self.convergence,
+            "notes": list(self.notes),
+            "next_action": asdict(self.status.next_action),
+        }
+
+
+_PR_SHOWN = ("number", "title", "author", "state", "url", "merged_at", "closed_at", "merge_commit_sha", "head_sha", "base_ref")
 
 
 @dataclass(frozen=True)
@@ -194,7 +219,9 @@ class WeeklyReport:
 
 
 def report_to_json(report: WeeklyReport) -> dict[str, Any]:
-    return {"schema": SCHEMA, **asdict(report)}
+    data = {"schema": SCHEMA, **asdict(replace(report, tracks=()))}
+    data["tracks"] = [{**asdict(replace(t, prs=())), "prs": [p.to_json() for p in t.prs]} for t in report.tracks]
+    return data
 
 
 @dataclass(frozen=True)
