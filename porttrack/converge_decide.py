@@ -408,7 +408,9 @@ def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, 
         return fd.status == "added" and not by_upstream
     if h.kind == "meta":  # only a mode change can be undone in place (a rename's pseudo-hunk: no)
         return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
-    return hunks_mod.hunk_state(h, entry[1]) == "not-applied"
+    # The whole pre-image back, or (a revert whose surroundings changed since) the lines the hunk
+    # removes back and the lines it adds gone.
+    return hunks_mod.hunk_state(h, entry[1]) == "not-applied" or hunks_mod.change_undone(h, entry[1])
 
 
 # -- patch-id
@@ -557,6 +559,10 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
     changed = ChangedBy(c[0], c[1], True)
     what = "deleted" if c[2] is None else "rewrote"
+    if entry is not None and h.kind == "text" and hunks_mod.change_undone(h, entry[1]):
+        return _result(h, "missing", "content", changed,
+                       f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
+                       f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
     if repo.is_ancestor(c[0], fork_sha):
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")

@@ -14,6 +14,7 @@ import pytest
 
 from porttrack.errors import InputError
 from porttrack.hunks import (
+    change_undone,
     FileDiff,
     build_patch,
     dependency_edges,
@@ -653,3 +654,35 @@ def test_multi_patch_mbox_and_plain_binary_lines(new_repo):
     assert binary.is_binary and binary.raw.endswith(b"Binary files a/b.bin and b/b.bin differ\n")
     assert b"".join(fd.raw for fd in (binary, text)) == plain
     assert hunk_state(binary.hunks[0], b"\x00two") == "applied"  # abbreviated blob ids still compare
+
+
+# -- change_undone: a revert whose surroundings changed since -------------------------------------
+
+UNDONE_DIFF = b"""diff --git a/m.py b/m.py
+--- a/m.py
++++ b/m.py
+@@ -2,3 +2,4 @@ def f():
+     a = 1
+-    b = 2
++    b = 3
++    c = 4
+     return a
+"""
+
+
+@pytest.mark.parametrize("content, undone", [
+    (b"def f():\n    a = 10\n    b = 2\n    return a\n", True),           # reverted; context edited since
+    (b"def f():\n    a = 10\n    b = 3\n    c = 4\n    return a\n", False),  # applied; context edited
+    (b"def f():\n    a = 10\n    b = 2\n    c = 4\n    return a\n", True),   # b = 3 is not there: not the PR's change
+    (b"def f():\n    pass\n", False),                                        # rewritten past recognition
+])
+def test_change_undone_sees_a_revert_whatever_changed_around_it(content: bytes, undone: bool) -> None:
+    (hunk,) = parse_diff(UNDONE_DIFF)[0].hunks
+    assert change_undone(hunk, content) is undone
+
+
+def test_an_addition_only_or_blank_removal_is_never_called_undone() -> None:
+    addition = parse_diff(b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,1 +1,2 @@\n x = 1\n+y = 2\n")[0].hunks[0]
+    blank = parse_diff(b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,1 @@\n x = 1\n-\n")[0].hunks[0]
+    assert not change_undone(addition, b"x = 1\n")
+    assert not change_undone(blank, b"x = 1\n\n")
