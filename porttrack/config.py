@@ -612,7 +612,8 @@ class Profile:
     summary: str
     uses_models: bool  # models, track `requires`, eligibility, the model axis of every gate
     gpu_attributes: bool  # targets carry vendor/arch; results carry the GPU fingerprint
-    report_sections: tuple[str, ...]  # the weekly report's sections that can say something here
+    # The weekly report's sections that apply, in order: shown "always", or only "when-filled".
+    report_sections: tuple[tuple[str, str], ...]
     schema_file: str  # in porttrack/schemas/, for editors and for the schema tests
     example_axis: str  # the matrix line a missing-axis message suggests
 
@@ -622,14 +623,17 @@ PROFILES: dict[str, Profile] = {
         name="vllm-gpu", record=Config,
         summary="a vLLM fork on GPUs: vendors and arch, models by attributes, model × context × batch gates with numerics, graph and JIT checks",
         uses_models=True, gpu_attributes=True,
-        report_sections=("problems", "tracks", "gates", "eligibility", "trends", "convergence"),
+        report_sections=(("summary", "always"), ("upstream", "always"), ("queue", "always"), ("gates", "always"),
+                         ("eligibility", "always"), ("trends", "always"), ("problems", "always")),
         schema_file="tracks.vllm-gpu.schema.json", example_axis="contexts: [4096]",
     ),
     "neutral": Profile(
         name="neutral", record=NeutralConfig,
         summary="any fork: named targets, gates over named axes with a job and its metrics",
         uses_models=False, gpu_attributes=False,
-        report_sections=("problems", "tracks", "gates", "trends", "convergence"),
+        # No models, so no eligibility; gates and trends only once there is something to show.
+        report_sections=(("summary", "always"), ("upstream", "always"), ("queue", "always"), ("gates", "when-filled"),
+                         ("trends", "when-filled"), ("problems", "always")),
         schema_file="tracks.neutral.schema.json", example_axis='axes: {python: ["3.12"]}',
     ),
 }
