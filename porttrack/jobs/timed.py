@@ -1,0 +1,83 @@
+"""A gate job for any fork (tracks.yaml profile neutral): time a command, write the results.
+
+    python -m porttrack.jobs.timed [--results PATH] [--metric NAME] [--axis NAME=VALUE ...]
+        [--repeat N] -- PROGRAM ARGS...
+
+Runs PROGRAM (no shell, in the current folder: the checkout of the ref under test) `--repeat`
+times and writes one `porttrack/results/v2` cell (`porttrack.results`): its coordinates are the
+`--axis` values (a value of digits only is an integer, as YAML reads it in `matrix.axes`), its
+metric NAME (default `wall_time`, seconds) the fastest run — the least noisy estimate of what the
+code costs. The machine fingerprint (arch, os, python) is what a baseline must share.
+
+Fails closed: when PROGRAM fails (a failing test suite), nothing is written and this exits with
+PROGRAM's exit code, so `gate check` reads the cell as missing, never as a pass. porttrack's
+environment (PORTTRACK_TRACK, PORTTRACK_REF, ...; see `porttrack.results`) says what is tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from typing import Sequence
+
+from porttrack.errors import InputError
+from porttrack.results import Results, detect_machine
+
+_INTEGER = re.compile(r"^-?[0-9]+$")
+
+
+def _axis(text: str) -> tuple[str, str | int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, int(value) if _INTEGER.match(value) else value
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m porttrack.jobs.timed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", help="where to write (default: $PORTTRACK_RESULTS)")
+    parser.add_argument("--metric", default="wall_time", help="the metric's name in the gate (seconds)")
+    parser.add_argument("--axis", action="append", type=_axis, default=[], metavar="NAME=VALUE")
+    parser.add_argument("--repeat", type=int, default=1, help="runs; the fastest is reported")
+    parser.add_argument("program", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if args.program[:1] == ["--"]:
+        args.program = args.program[1:]
+    if not args.program:
+        parser.error("no program to run (give it after --)")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    times = []
+    for _ in range(args.repeat):
+        started = time.monotonic()
+        try:
+            code = subprocess.run(args.program, stdin=subprocess.DEVNULL, check=False).returncode
+        except OSError as exc:
+            print(f"timed: cannot run {args.program[0]}: {exc.strerror or exc}; nothing written", file=sys.stderr)
+            return 127
+        if code != 0:
+            print(f"timed: {args.program[0]} exited {code}; nothing written (the cell stays missing)", file=sys.stderr)
+            return code
+        times.append(time.monotonic() - started)
+    try:
+        results = Results.from_env()
+        results.machine(**detect_machine())
+        results.add_axes_cell(axes=dict(args.axis), metrics={args.metric: round(min(times), 6)}, duration_s=round(sum(times), 6))
+        written = results.write(args.results)
+    except InputError as exc:
+        print(f"timed: {exc}", file=sys.stderr)
+        return 2
+    print(f"timed: {args.metric} {min(times):.3f} s (best of {len(times)}); wrote {written}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
