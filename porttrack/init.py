@@ -287,7 +287,7 @@ tracks:
       # The job runs on the ref under test and writes porttrack/results/v2 to {{results}}:
       # `python -m porttrack.jobs.timed` times a command (here the test suite) and writes it.
       job:
-        command: python -m porttrack.jobs.timed --results {{results}} --metric test_time --axis python=3.12 -- python -m pytest -q
+        command: python -m porttrack.jobs.timed --cwd {{workdir}} --metric test_time --axis python=3.12 -- python -m pytest -q
         timeout_s: 1800
       matrix:
         axes: {{python: ["3.12"]}}   # named axes of any name; cells = their product × targets

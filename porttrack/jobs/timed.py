@@ -1,9 +1,10 @@
 """A gate job for any fork (tracks.yaml profile neutral): time a command, write the results.
 
-    python -m porttrack.jobs.timed [--results PATH] [--metric NAME] [--axis NAME=VALUE ...]
-        [--repeat N] -- PROGRAM ARGS...
+    python -m porttrack.jobs.timed --cwd {workdir} [--results PATH] [--metric NAME]
+        [--axis NAME=VALUE ...] [--repeat N] -- PROGRAM ARGS...
 
-Runs PROGRAM (no shell, in the current folder: the checkout of the ref under test) `--repeat`
+Runs PROGRAM (no shell) in `--cwd` (give `{workdir}`: the tree porttrack built for the ref under
+test; a gate job itself starts in the workspace) `--repeat`
 times and writes one `porttrack/results/v2` cell (`porttrack.results`): its coordinates are the
 `--axis` values (a value of digits only is an integer, as YAML reads it in `matrix.axes`), its
 metric NAME (default `wall_time`, seconds) the fastest run — the least noisy estimate of what the
@@ -38,6 +39,7 @@ def _axis(text: str) -> tuple[str, str | int]:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m porttrack.jobs.timed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cwd", default=".", help="where PROGRAM runs: {workdir}, the built tree (default: here)")
     parser.add_argument("--results", help="where to write (default: $PORTTRACK_RESULTS)")
     parser.add_argument("--metric", default="wall_time", help="the metric's name in the gate (seconds)")
     parser.add_argument("--axis", action="append", type=_axis, default=[], metavar="NAME=VALUE")
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for _ in range(args.repeat):
         started = time.monotonic()
         try:
-            code = subprocess.run(args.program, stdin=subprocess.DEVNULL, check=False).returncode
+            code = subprocess.run(args.program, cwd=args.cwd, stdin=subprocess.DEVNULL, check=False).returncode
         except OSError as exc:
             print(f"timed: cannot run {args.program[0]}: {exc.strerror or exc}; nothing written", file=sys.stderr)
             return 127
