@@ -122,7 +122,8 @@ def _version(document: Any) -> str:
 
 def _cell_key(cell: Mapping[str, Any]) -> tuple:
     if "axes" in cell:
-        return ("axes", tuple(sorted((k, repr(v)) for k, v in cell["axes"].items())), cell.get("phase"))
+        # str or int values (the schema says so, and has run): hashable as they are
+        return ("axes", tuple(sorted(cell["axes"].items(), key=lambda item: item[0])), cell.get("phase"))
     return (cell["model"], cell["context"], cell["batch"], cell["phase"])
 
 
