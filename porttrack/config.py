@@ -1,6 +1,13 @@
 """tracks.yaml: the human-owned statement of intent, as frozen, typed records (reading the file and
 caching the validated records: `porttrack.tracks_file`).
 
+Profiles (`PROFILES`, the file's `profile:` key): `vllm-gpu` — the records `Config`, `Target`,
+`Model`, `Gate`... below, and the default when the key is absent, so a file written before
+profiles existed keeps its meaning — and `neutral` — `NeutralConfig` and its records: named
+targets with free-form attributes, gates over named axes, no models. A `Profile` holds each one's
+rules as data (which records, whether models and eligibility apply, the report's sections); the
+core asks `config.rules`, never which profile it is.
+
 The file is read, never written, by porttrack (machine state lives elsewhere). The records here are
 plain frozen dataclasses; what they may hold is stated in their annotations, which pydantic reads
 when `porttrack.tracks_validation` checks a file, and which nothing else evaluates. This module

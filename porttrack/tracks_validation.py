@@ -55,7 +55,7 @@ from porttrack.config import (
     fail,
 )
 
-_EMPTY = "the file is empty; expected a mapping with upstream, fork, targets, models, tracks, report"
+_EMPTY = "the file is empty; expected a mapping with profile, upstream, fork, targets, tracks (`porttrack init --profile neutral` writes one)"
 _ADAPTERS: dict[str, TypeAdapter] = {}  # profile -> the validator built from its records' annotations
 
 
