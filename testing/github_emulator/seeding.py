@@ -1,6 +1,6 @@
 """What tests call directly: the emulator's clock, seeding state (tokens, repositories, linked
 git, pull requests, issues, workflows), and reading back what was stored, logged and found
-wrong (`problems()`, `check()`). Every method takes the emulator's lock.
+wrong (`problems()`, `check()`). Whatever reads or changes state holds the emulator's lock.
 """
 
 from __future__ import annotations
