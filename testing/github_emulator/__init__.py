@@ -19,7 +19,8 @@ The package, by idea:
 - `faults`: `inject()` and the answers faults give (statuses, rate limits, delays, resets).
 - `payloads`: GitHub's JSON shapes rendered from the records.
 - `gitdata`: commits and files read from linked git repositories.
-- `handlers/`: the routes, by area: repos (repository, compare), pulls, issues, actions.
+- `handlers/`: the routes, by area: meta (/rate_limit), repos (repository, compare), pulls,
+  issues, actions.
 - `emulator`: `FakeGitHub` assembled from the above, and `running_emulator()`.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .faults import Fault, FaultsMixin
 from .gitdata import GitMixin
-from .handlers import actions, issues, pulls, repos
+from .handlers import actions, issues, meta, pulls, repos
 from .payloads import PayloadsMixin
 from .seeding import SeedingMixin
 from .state import Artifact, Repo, Run, Token
@@ -27,11 +27,11 @@ from .transport import LoggedRequest, Reply, TransportMixin
 DEFAULT_TOKEN = "ghp" + "_porttrackTestRW000000000000000000001"   # push access, login porttrack-bot
 READONLY_TOKEN = "ghp" + "_porttrackTestRO000000000000000000002"  # pull only, login reader
 
-_HANDLER_AREAS = (repos, pulls, issues, actions)
+_HANDLER_AREAS = (meta, repos, pulls, issues, actions)
 
 
 class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMixin,
-                 repos.ReposHandlers, pulls.PullsHandlers, issues.IssuesHandlers,
+                 meta.MetaHandlers, repos.ReposHandlers, pulls.PullsHandlers, issues.IssuesHandlers,
                  actions.ActionsHandlers):
     """Stateful GitHub REST emulator; call it with a werkzeug Request.
 

@@ -169,7 +169,7 @@ class TransportMixin:
             return resp
         with self._lock:
             self._refill(token)
-            exhausted = token.remaining <= 0
+            exhausted = token.remaining <= 0 and path != "/rate_limit"
         if exhausted:
             resp = self._respond(Reply(403, {"message": PRIMARY_LIMIT_MESSAGE.format(
                 uid=user_id(token.login), rid=self._request_id()), "documentation_url": DOCS}),
@@ -186,7 +186,8 @@ class TransportMixin:
             etag = self._etag(self._encode(reply)[0]).removeprefix("W/")
             sent = {t.strip().removeprefix("W/") for t in inm.split(",")}
             matched = etag in sent or "*" in sent
-        resp = self._respond(reply, token, counted=not matched, not_modified=matched)
+        resp = self._respond(reply, token, counted=not matched and path != "/rate_limit",
+                             not_modified=matched)
         if fault is not None and fault.kind == "truncated":
             data = resp.get_data()
             resp.set_data(data[: len(data) // 2])
