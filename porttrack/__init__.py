@@ -9,7 +9,8 @@ converge -> tell). Each verb's command lives in `porttrack/cli/<module>.py`; the
   queue, drop             queue           queue
   apply                   apply           apply
   gate run|ingest|check   gates           gaterun (running jobs: jobs.runner), gates (the judge),
-                                          evidence, results
+                                          evidence, results; the jobs themselves: jobs.cells,
+                                          jobs.vllm, with probe inside the process under test
   eligibility             eligibility     eligibility
   promote, demote         gates           promote
   verify-converged        converge        converge (the verdict: converge_decide;
@@ -21,7 +22,8 @@ The doors, each the only module that talks to what is behind it, opened once per
 command layer (`porttrack.cli.Context`) and handed in:
 
   git (the fork checkout)      gitrepo (scratch index, three-way probe, temporary worktree)
-  GitHub                       github (PyGithub and requests live only here)
+  GitHub                       github (PyGithub and requests live only here; the records it
+                               returns: github_records)
   local jobs (job.command,     jobs.runner (argv, placeholders per argument, no shell)
     regression.command)
   tracks.yaml                  tracks_file (read, cache) -> config (the records)
@@ -30,7 +32,8 @@ command layer (`porttrack.cli.Context`) and handed in:
   time                         clock
 
 Shared vocabulary: errors (the one error hierarchy and exit-code table), hunks (diffs and hunk
-ids), coverage (hand ports), paths and markdown and text (untrusted input made safe),
+ids), relations (which hunks travel together, revisions compared), presence (is a hunk in a
+file), coverage (hand ports), paths and markdown and text (untrusted input made safe),
 testhooks (the one pause point for tests).
 """
 

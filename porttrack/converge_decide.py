@@ -25,7 +25,7 @@ Every hunk ends in one of four states, and only the first two count toward conve
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
    here.
-3. **content** -- each hunk is looked for at the fork ref (`porttrack.hunks.hunk_state`, which
+3. **content** -- each hunk is looked for at the fork ref (`porttrack.presence.hunk_state`, which
    anchors a hunk at the start or end of the file as `git apply` does): post-image found and not
    the pre-image -> present; pre-image found and not the post-image -> missing. A hunk with
    neither is looked up in upstream's later history, only when the fork's upstream base contains
@@ -92,6 +92,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from porttrack import hunks as hunks_mod
+from porttrack import presence
 from porttrack.clock import utcnow
 from porttrack.errors import NotFound
 from porttrack.gitrepo import GitRepo
@@ -410,7 +411,7 @@ def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, 
         return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
     # The whole pre-image back, or (a revert whose surroundings changed since) the lines the hunk
     # removes back and the lines it adds gone.
-    return hunks_mod.hunk_state(h, entry[1]) == "not-applied" or hunks_mod.change_undone(h, entry[1])
+    return presence.hunk_state(h, entry[1]) == "not-applied" or presence.change_undone(h, entry[1])
 
 
 # -- patch-id
@@ -511,7 +512,7 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -
         return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")
     if entry is None:
         old = at_fork.get(fd.old_path) if fd.old_path not in (None, fd.path) else None
-        if old is not None and (h.kind != "text" or hunks_mod.pre_image_present(h, old[1])):
+        if old is not None and (h.kind != "text" or presence.pre_image_present(h, old[1])):
             return _Look("missing", f"not renamed at the fork ref: {fd.old_path} is still there" + (" with the pre-image" if h.kind == "text" else ""))
         if fd.status == "added":
             return _Look(None, f"{fd.path} does not exist at the fork ref", absent_added=True)
@@ -522,12 +523,12 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -
         if entry[0] == fd.old_mode:
             return _Look("missing", f"mode still {fd.old_mode} at the fork ref")
         return _Look(None, f"mode {entry[0]} at the fork ref: neither {fd.old_mode} nor {fd.new_mode}")
-    state = hunks_mod.hunk_state(h, entry[1])
+    state = presence.hunk_state(h, entry[1])
     if state == "applied":
         return _Look("present", "post-image found at the fork ref")
     if state == "not-applied":
         return _Look("missing", "pre-image still at the fork ref")
-    if h.kind == "text" and hunks_mod.post_image_present(h, entry[1]) and hunks_mod.pre_image_present(h, entry[1]):
+    if h.kind == "text" and presence.post_image_present(h, entry[1]) and presence.pre_image_present(h, entry[1]):
         return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
     return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
 
@@ -559,7 +560,7 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
     changed = ChangedBy(c[0], c[1], True)
     what = "deleted" if c[2] is None else "rewrote"
-    if entry is not None and h.kind == "text" and hunks_mod.change_undone(h, entry[1]):
+    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1]):
         return _result(h, "missing", "content", changed,
                        f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
                        f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
@@ -590,7 +591,7 @@ def _applied(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool
     """Stricter than `_present`: the post-image is there and the pre-image is not."""
     if fd.status == "deleted" or entry is None or h.kind == "meta":
         return _present(h, fd, entry)
-    return hunks_mod.hunk_state(h, entry[1]) == "applied"
+    return presence.hunk_state(h, entry[1]) == "applied"
 
 
 def _later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str]) -> dict[str, list[_Later]]:
@@ -623,10 +624,10 @@ def _later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[st
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
     """Is hunk `h` of entry `fd` applied in a tree whose `fd.path` is `entry` ((mode, bytes) or None)?"""
     if fd.status == "deleted" or entry is None:
-        return hunks_mod.hunk_state(h, entry[1] if entry else None) == "applied"
+        return presence.hunk_state(h, entry[1] if entry else None) == "applied"
     if h.kind == "meta":
         return fd.new_mode is None or entry[0] == fd.new_mode
-    return hunks_mod.post_image_present(h, entry[1])
+    return presence.post_image_present(h, entry[1])
 
 
 def _later_commits(repo: GitRepo, since: str, until: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:

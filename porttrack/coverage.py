@@ -4,7 +4,7 @@ A fork often ports a PR by hand before (or instead of) importing it — tracks.y
 fork commits (`fork_commits`, e.g. a9b1ee711 and 2a6c161ff for #48804). Coverage answers "how much
 of the PR is in the fork": every hunk of the PR's diff (its merge commit for a merged PR, else its
 head against the merge base with upstream) is looked for at the tip of the fork branch with
-`hunks.hunk_state` — the post-image found and not the pre-image means *applied*. The result reads
+`presence.hunk_state` — the post-image found and not the pre-image means *applied*. The result reads
 "coverage 7/9 hunks". Hunks whose file is gone or whose state cannot be told apart are counted as
 not present and listed as such.
 
@@ -22,7 +22,8 @@ from porttrack import state as state_mod
 from porttrack.config import Config
 from porttrack.errors import PorttrackError
 from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
-from porttrack.hunks import SYMLINK_MODE, FileDiff, hunk_state, parse_diff
+from porttrack.hunks import SYMLINK_MODE, FileDiff, parse_diff
+from porttrack.presence import hunk_state
 from porttrack.state import UpstreamState
 from porttrack.workspace import Workspace
 

@@ -1,4 +1,4 @@
-"""The one door to GitHub.
+"""The one door to GitHub (the records it returns: `porttrack.github_records`).
 
 Everything that talks to the GitHub REST API goes through `GitHubClient`, which returns porttrack's
 own records (never PyGithub objects). Policy, all of it deliberate (library notes §1):
@@ -32,6 +32,18 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from porttrack import secrets
 from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
+from porttrack.github_records import (
+    Artifact,
+    Comparison,
+    Issue,
+    IssueComment,
+    MalformedResponse,
+    PullRequest,
+    RateLimit,
+    WorkflowRun,
+    int_or_none,
+    require_object,
+)
 from porttrack.workspace import atomic_write_text
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -40,165 +52,6 @@ IDEMPOTENT = frozenset({"GET", "HEAD"})
 
 class WriteUncertain(UpstreamUnreachable):
     """A write failed in a way that leaves it unknown whether GitHub applied it. Look before retrying."""
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    number: int
-    title: str
-    body: str
-    state: str  # "open" | "merged" | "closed" (closed without merging)
-    author: str
-    html_url: str
-    draft: bool
-    created_at: str | None
-    updated_at: str | None
-    merged_at: str | None
-    closed_at: str | None
-    merge_commit_sha: str | None
-    head_sha: str
-    head_ref: str
-    head_repo: str | None
-    base_ref: str
-    base_sha: str | None
-    default_branch: str | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "PullRequest":
-        _require_object(data, "pull request")
-        try:
-            merged = bool(data.get("merged")) or data.get("merged_at") is not None
-            state = "open" if data["state"] == "open" else ("merged" if merged else "closed")
-            head, base = data["head"], data["base"]
-            base_repo = base.get("repo") or {}
-            return cls(
-                number=int(data["number"]),
-                title=str(data.get("title") or ""),
-                body=str(data.get("body") or ""),
-                state=state,
-                author=str((data.get("user") or {}).get("login") or ""),
-                html_url=str(data.get("html_url") or ""),
-                draft=bool(data.get("draft")),
-                created_at=data.get("created_at"),
-                updated_at=data.get("updated_at"),
-                merged_at=data.get("merged_at"),
-                closed_at=data.get("closed_at"),
-                merge_commit_sha=data.get("merge_commit_sha") if merged else None,
-                head_sha=str(head["sha"]),
-                head_ref=str(head.get("ref") or ""),
-                head_repo=((head.get("repo") or {}) or {}).get("full_name"),
-                base_ref=str(base["ref"]),
-                base_sha=base.get("sha"),
-                default_branch=base_repo.get("default_branch"),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(f"pull request payload is missing or mistyped: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    status: str  # "ahead" | "behind" | "diverged" | "identical"
-    ahead_by: int
-    behind_by: int
-
-
-@dataclass(frozen=True)
-class Issue:
-    number: int
-    title: str
-    body: str
-    state: str
-    state_reason: str | None
-    html_url: str
-    labels: tuple[str, ...]
-    created_at: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Issue":
-        _require_object(data, "issue")
-        try:
-            return cls(
-                number=int(data["number"]),
-                title=str(data.get("title") or ""),
-                body=str(data.get("body") or ""),
-                state=str(data.get("state") or "open"),
-                state_reason=data.get("state_reason"),
-                html_url=str(data.get("html_url") or ""),
-                labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
-                created_at=data.get("created_at"),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
-
-
-@dataclass(frozen=True)
-class IssueComment:
-    id: int
-    body: str
-    html_url: str
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "IssueComment":
-        _require_object(data, "issue comment")
-        try:
-            return cls(int(data["id"]), str(data.get("body") or ""), str(data.get("html_url") or ""))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(f"issue comment payload is missing or mistyped: {exc}") from None
-
-
-class MalformedResponse(UpstreamUnreachable):
-    """GitHub answered with a body we cannot read (not JSON, or not the shape the endpoint has).
-    A GET retries it like a 5xx; what is left is reported as GitHub failing (exit 5)."""
-
-
-def _require_object(data: Any, what: str) -> None:
-    if not isinstance(data, Mapping):
-        raise MalformedResponse(f"{what} payload is not a JSON object (got {type(data).__name__})")
-
-
-@dataclass(frozen=True)
-class WorkflowRun:
-    id: int
-    name: str
-    display_title: str
-    status: str  # queued | in_progress | completed | waiting | requested | pending
-    conclusion: str | None  # success | failure | cancelled | timed_out | ... (when completed)
-    html_url: str
-    head_sha: str | None
-    created_at: str | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "WorkflowRun":
-        _require_object(data, "workflow run")
-        try:
-            return cls(
-                id=int(data["id"]),
-                name=str(data.get("name") or ""),
-                display_title=str(data.get("display_title") or ""),
-                status=str(data.get("status") or "queued"),
-                conclusion=data.get("conclusion"),
-                html_url=str(data.get("html_url") or ""),
-                head_sha=data.get("head_sha"),
-                created_at=data.get("created_at"),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(f"workflow run payload is missing or mistyped: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Artifact:
-    id: int
-    name: str
-    size_in_bytes: int
-    expired: bool
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Artifact":
-        _require_object(data, "artifact")
-        try:
-            return cls(int(data["id"]), str(data["name"]), int(data.get("size_in_bytes") or 0), bool(data.get("expired")))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedResponse(f"artifact payload is missing or mistyped: {exc}") from None
 
 
 def _read_limited(response: Any, max_bytes: int, what: str) -> bytes:
@@ -474,7 +327,7 @@ class GitHubClient:
 
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
-            answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: _require_object(d, "comparison"))
+            answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: require_object(d, "comparison"))
         except NotFound:
             return None  # e.g. the old head was garbage-collected after a force-push
         data = answer.data or {}
@@ -520,7 +373,7 @@ class GitHubClient:
         if created_since:
             params["created"] = f">={created_since}"
         answer = self.get(f"/repos/{self.repo}/actions/workflows/{workflow_file}/runs", params, conditional=False,
-                          shape=lambda d: _require_object(d, "workflow runs listing"))
+                          shape=lambda d: require_object(d, "workflow runs listing"))
         runs = (answer.data or {}).get("workflow_runs") if isinstance(answer.data, dict) else None
         for item in runs or ():
             run = WorkflowRun.from_json(item)
@@ -609,9 +462,9 @@ class GitHubClient:
         scopes = answer.headers.get("x-oauth-scopes")
         return RateLimit(
             authenticated=bool(self._token),
-            limit=_int_or_none(core.get("limit")),
-            remaining=_int_or_none(core.get("remaining")),
-            reset=_int_or_none(core.get("reset")),
+            limit=int_or_none(core.get("limit")),
+            remaining=int_or_none(core.get("remaining")),
+            reset=int_or_none(core.get("reset")),
             scopes=None if scopes is None else tuple(s.strip() for s in scopes.split(",") if s.strip()),
         )
 
@@ -666,7 +519,7 @@ def _list_of_numbered(data: Any) -> None:
 
 
 def _artifacts_listing(data: Any) -> None:
-    _require_object(data, "artifacts listing")
+    require_object(data, "artifacts listing")
     if not isinstance(data.get("artifacts"), list):
         raise MalformedResponse("the artifacts listing has no list of artifacts")
 
@@ -702,19 +555,6 @@ def _retry_at(hdrs: Mapping[str, str]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RateLimit:
-    authenticated: bool
-    limit: int | None
-    remaining: int | None
-    reset: int | None  # epoch seconds
-    scopes: tuple[str, ...] | None  # classic token scopes (X-OAuth-Scopes); None: GitHub did not say
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
     """The client the commands use: token and API base from the environment, ETags cached on disk."""
     import os
@@ -741,16 +581,4 @@ def has_token() -> bool:
     return secrets.resolve_token() is not None
 
 
-__all__: Sequence[str] = (
-    "Artifact",
-    "Comparison",
-    "EtagCache",
-    "GitHubClient",
-    "Issue",
-    "IssueComment",
-    "PullRequest",
-    "RateLimit",
-    "WorkflowRun",
-    "WriteUncertain",
-    "client_for",
-)
+__all__: Sequence[str] = ("EtagCache", "GitHubClient", "WriteUncertain", "client_for", "has_token")

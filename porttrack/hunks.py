@@ -1,4 +1,5 @@
-"""Hunks of a git diff: parse, identify, select, relate, and look for them in a file.
+"""Hunks of a git diff: parse, identify, and build a patch of a selection (how hunks relate:
+`porttrack.relations`; whether one is in a file: `porttrack.presence`).
 
 Bytes in, bytes out. A diff is decoded as UTF-8 with ``surrogateescape``, so any byte that is not
 UTF-8 (a Latin-1 source file, a non-UTF-8 file name) survives the round trip unchanged; paths are
@@ -64,8 +65,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,13 +77,10 @@ from porttrack.errors import InputError
 
 Status = Literal["added", "deleted", "modified", "renamed", "copied"]
 HunkKind = Literal["text", "binary", "meta"]
-HunkState = Literal["applied", "not-applied", "file-missing", "ambiguous"]
-ChangeKind = Literal["unchanged", "new", "removed", "changed"]
 
 ID_LENGTH = 12
 ID_DOMAIN = b"porttrack-hunk-v1"
 SYMLINK_MODE = "120000"
-DEFAULT_ADJACENCY = 3  # hunks this close on the pre-image travel together
 
 _EXT_HEADER = re.compile(
     r"(old mode|new mode|deleted file mode|new file mode|similarity index|dissimilarity index"
@@ -95,7 +93,6 @@ _PREFIX = re.compile(r"[abciow12]/")  # git's a/ b/, mnemonic prefixes, and --no
 _BIN_BLOCK = re.compile(r"(literal|delta) \d+\n\Z")
 _BIN_DATA = re.compile(r"[A-Za-z][0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]+\n\Z")
 _HUNK_HEAD = re.compile(rb"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
-_SIGNIFICANT = re.compile(rb"[0-9A-Za-z\x80-\xff]")
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _C_QUOTE = {v: k for k, v in _C_ESCAPES.items()}
 
@@ -192,33 +189,6 @@ class FileDiff:
     @property
     def is_symlink(self) -> bool:
         return (self.new_mode or self.old_mode) == SYMLINK_MODE
-
-
-@dataclass(frozen=True)
-class Dependency:
-    """Hunk `a` and hunk `b` must travel together, because of `reason`."""
-
-    a: str
-    b: str
-    reason: Literal["adjacent", "whole-file", "header", "builds-on"]
-
-
-@dataclass(frozen=True)
-class HunkChange:
-    """How one hunk moved between two revisions of a diff (see `diff_of_diffs`)."""
-
-    change: ChangeKind
-    path: str
-    old: Hunk | None
-    new: Hunk | None
-
-    @property
-    def old_id(self) -> str | None:
-        return self.old.id if self.old else None
-
-    @property
-    def new_id(self) -> str | None:
-        return self.new.id if self.new else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -684,315 +654,3 @@ def _renumber(body: bytes, delta: int) -> bytes:
     new_start = int(m.group(3)) + delta
     head = b"@@ -%s%s +%d%s @@" % (m.group(1), m.group(2) or b"", new_start, m.group(4) or b"")
     return head + body[m.end():]
-
-
-# --------------------------------------------------------------------------------------------
-# Dependencies
-
-
-def dependency_edges(
-    files: Sequence[FileDiff], adjacency: int = DEFAULT_ADJACENCY
-) -> list[Dependency]:
-    """Why hunks must travel together (the edges behind `dependency_groups`).
-
-    * ``whole-file``: every hunk of an added or deleted file;
-    * ``header``: a meta pseudo-hunk (rename, copy, mode change) with the entry's text hunks;
-    * ``adjacent``: text hunks of one entry whose pre-image ranges (context included) overlap,
-      touch, or have at most `adjacency` lines between them;
-    * ``builds-on``: a text hunk whose context or removed lines include a line that a hunk of an
-      *earlier* entry for the same file adds (pass per-commit diffs in commit order). Lines with no
-      letter or digit (``}``, blank) are ignored so that they do not tie everything together.
-    """
-    edges: list[Dependency] = []
-    for fd in files:
-        ids = [h.id for h in fd.hunks]
-        if fd.status in ("added", "deleted"):
-            edges += [Dependency(ids[0], other, "whole-file") for other in ids[1:]]
-        elif fd.meta_hunk is not None:
-            edges += [Dependency(fd.meta_hunk.id, h.id, "header") for h in fd.text_hunks]
-        ranked = sorted(fd.text_hunks, key=lambda h: _pre_range(h)[0])
-        for prev, nxt in zip(ranked, ranked[1:]):
-            if _pre_range(nxt)[0] - _pre_range(prev)[1] - 1 <= adjacency:
-                edges.append(Dependency(prev.id, nxt.id, "adjacent"))
-    edges += _builds_on_edges(files)
-    return edges
-
-
-def _pre_range(h: Hunk) -> tuple[int, int]:
-    """First and last pre-image line; an insertion without context sits after `old_start`."""
-    first = h.old_start if h.old_len else h.old_start + 1
-    return first, first + h.old_len - 1
-
-
-def _builds_on_edges(files: Sequence[FileDiff]) -> list[Dependency]:
-    added_by: dict[tuple[str, bytes], list[tuple[int, str]]] = defaultdict(list)
-    edges: list[Dependency] = []
-    for n, fd in enumerate(files):
-        if fd.old_path is not None:
-            for h in fd.text_hunks:
-                seen: set[str] = set()
-                for line in {ln.rstrip() for ln in h.pre_image()}:
-                    for m, source in added_by.get((fd.old_path, line), ()):
-                        if m < n and source not in seen:
-                            seen.add(source)
-                            edges.append(Dependency(source, h.id, "builds-on"))
-        if fd.new_path is not None:
-            for h in fd.text_hunks:
-                for line in {ln.rstrip() for ln in h.added_lines()}:
-                    if _SIGNIFICANT.search(line):
-                        added_by[(fd.new_path, line)].append((n, h.id))
-    return edges
-
-
-def dependency_groups(
-    files: Sequence[FileDiff], adjacency: int = DEFAULT_ADJACENCY
-) -> list[frozenset[str]]:
-    """Partition of every hunk id into groups that must be taken (or left out) together.
-
-    Singletons are included; groups come in order of their first hunk. See `dependency_edges`.
-    """
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    order: list[str] = []
-    for fd in files:
-        for h in fd.hunks:
-            if h.id not in parent:
-                parent[h.id] = h.id
-                order.append(h.id)
-    for edge in dependency_edges(files, adjacency):
-        ra, rb = find(edge.a), find(edge.b)
-        if ra != rb:
-            parent[rb] = ra
-    members: dict[str, set[str]] = {}
-    for hid in order:
-        members.setdefault(find(hid), set()).add(hid)
-    return [frozenset(g) for g in members.values()]
-
-
-def missing_dependencies(selected_ids: Iterable[str], groups: Iterable[frozenset[str]]) -> set[str]:
-    """Ids that must join `selected_ids` because they share a group with a selected one."""
-    selected = set(selected_ids)
-    missing: set[str] = set()
-    for group in groups:
-        if group & selected:
-            missing |= group - selected
-    return missing
-
-
-# --------------------------------------------------------------------------------------------
-# Presence in a file (verify-converged)
-
-
-def _normalise(lines: Iterable[bytes]) -> list[bytes]:
-    return [ln.rstrip() for ln in lines]
-
-
-def _file_lines(data: bytes) -> list[bytes]:
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    return _normalise(lines)
-
-
-def _find_all(hay: list[bytes], needle: list[bytes]) -> list[int]:
-    """Start positions of `needle` as a contiguous block of `hay`."""
-    if not needle:
-        return []
-    found, n, i = [], len(needle), 0
-    while True:
-        try:
-            i = hay.index(needle[0], i)
-        except ValueError:
-            return found
-        if hay[i:i + n] == needle:
-            found.append(i)
-        i += 1
-
-
-def _git_blob_id(data: bytes, length: int) -> str:
-    algo = hashlib.sha256 if length == 64 else hashlib.sha1
-    return algo(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _binary_blobs(h: Hunk) -> tuple[str, str] | None:
-    m = re.search(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)", h.body, re.M)
-    return (m.group(1).decode(), m.group(2).decode()) if m else None
-
-
-def _image_present(h: Hunk, file_bytes: bytes, post: bool) -> bool:
-    if h.kind == "meta":
-        raise ValueError(f"meta hunk {h.id} has no content image; use hunk_state")
-    if h.kind == "binary":
-        blobs = _binary_blobs(h)
-        if not blobs:
-            return False
-        want = blobs[1] if post else blobs[0]
-        return _git_blob_id(file_bytes, len(want)).startswith(want)
-    needle = _normalise(h.post_image() if post else h.pre_image())
-    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle))
-
-
-def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes]) -> list[int]:
-    """Start positions of `needle` in `hay` where hunk `h` may sit, by `git apply`'s own rule: a
-    hunk whose old range starts at line 1 must match at the start of the file, and one with no
-    context after its last change must match at the end (a diff with context stops short of it
-    only at the end of the file). Without this, deleting a file's first or last line looks
-    applied wherever the remaining context occurs -- including in the untouched file."""
-    found = _find_all(hay, needle)
-    if not h.old_len:  # an added file, or an insertion without context: no pre-image to anchor
-        return found
-    trailing = 0
-    for marker, _ in reversed(h._lines()):
-        if marker == b"\\":
-            continue
-        if marker != b" ":
-            break
-        trailing += 1
-    at_start, at_end = h.old_start == 1, trailing == 0
-    return [p for p in found if (not at_start or p == 0) and (not at_end or p + len(needle) == len(hay))]
-
-
-def post_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
-    """The hunk's context + added lines occur as one block of `file_bytes`.
-
-    Trailing whitespace and CR are ignored on both sides. An empty image is trivially present.
-    For a binary pseudo-hunk: the file's git blob id matches the ``index`` line's new id.
-    """
-    return _image_present(hunk, file_bytes, post=True)
-
-
-def pre_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
-    """Like `post_image_present`, for context + removed lines (the old blob id for binary)."""
-    return _image_present(hunk, file_bytes, post=False)
-
-
-def change_undone(hunk: Hunk, file_bytes: bytes) -> bool:
-    """Are the lines a text hunk removes back in the file, and the lines it adds gone?
-
-    Each run of consecutive removed (and added) lines is looked for as a block; runs of blank
-    lines prove nothing and are skipped. This sees a revert whose surroundings changed since (so
-    the whole pre-image no longer matches), which `hunk_state` calls neither applied nor not.
-    A hunk that only adds lines, or only blank ones, is never called undone here.
-    """
-    removed, added = _runs(hunk, b"-"), _runs(hunk, b"+")
-    if not removed:
-        return False
-    hay = _file_lines(file_bytes)
-    return all(_find_all(hay, run) for run in removed) and not any(_find_all(hay, run) for run in added)
-
-
-def _runs(hunk: Hunk, marker: bytes) -> list[list[bytes]]:
-    """The hunk's runs of consecutive `marker` lines, normalised, without all-blank runs."""
-    runs: list[list[bytes]] = [[]]
-    for m, content in hunk._lines():
-        if m == marker:
-            runs[-1].append(content)
-        elif runs[-1]:
-            runs.append([])
-    return [_normalise(run) for run in runs if any(line.strip() for line in run)]
-
-
-def hunk_state(hunk: Hunk, file_bytes: bytes | None) -> HunkState:
-    """Is `hunk` applied in a file whose content is `file_bytes` (None: no such file)?
-
-    Pass the content at `hunk.path`. A hunk of a deleted file is ``applied`` when the file is
-    gone; one of an added file is ``not-applied`` while it is missing; otherwise a missing file is
-    ``file-missing``. For a text hunk, occurrences of the pre- and post-image are counted,
-    discounting any occurrence that lies inside an occurrence of the other image (an insertion's
-    pre-image sits inside its post-image): only post-image found → ``applied``; only pre-image →
-    ``not-applied``; both or neither → ``ambiguous``. A meta pseudo-hunk whose change is not
-    visible in bytes (a mode change) is ``ambiguous`` when the file exists.
-    """
-    status = hunk.file_status
-    if file_bytes is None:
-        if status == "deleted":
-            return "applied"
-        return "not-applied" if status == "added" else "file-missing"
-    if status == "deleted":
-        if hunk.kind == "meta" or pre_image_present(hunk, file_bytes):
-            return "not-applied"
-        return "ambiguous"
-    if hunk.kind == "meta":
-        mode_change = re.search(rb"^(old|new) mode ", hunk.body, re.M)
-        return "ambiguous" if mode_change else "applied"
-    if hunk.kind == "binary":
-        if post_image_present(hunk, file_bytes):
-            return "applied"
-        return "not-applied" if pre_image_present(hunk, file_bytes) else "ambiguous"
-    return _text_state(hunk, _file_lines(file_bytes))
-
-
-def _text_state(hunk: Hunk, hay: list[bytes]) -> HunkState:
-    pre, post = _normalise(hunk.pre_image()), _normalise(hunk.post_image())
-    if not pre:  # a new file's hunk, or an insertion without context
-        if _find_all(hay, post):
-            return "applied"
-        return "ambiguous" if hunk.file_status == "added" else "not-applied"
-    pre_at = _anchored(hunk, hay, pre)
-    if not post:  # a deletion without context: nothing to find once applied
-        return "not-applied" if pre_at else "applied"
-    post_at = _anchored(hunk, hay, post)
-    unexplained_pre = set(pre_at) - _inside(post_at, post, pre)
-    unexplained_post = set(post_at) - _inside(pre_at, pre, post)
-    if unexplained_post and not unexplained_pre:
-        return "applied"
-    if unexplained_pre and not unexplained_post:
-        return "not-applied"
-    return "ambiguous"
-
-
-def _inside(outer_at: list[int], outer: list[bytes], inner: list[bytes]) -> set[int]:
-    """Positions where `inner` occurs only because `outer` occurs (it is a block of `outer`)."""
-    offsets = _find_all(outer, inner)
-    return {p + off for p in outer_at for off in offsets}
-
-
-# --------------------------------------------------------------------------------------------
-# Comparing two revisions of a diff (refresh)
-
-
-def diff_of_diffs(old: Sequence[FileDiff], new: Sequence[FileDiff]) -> list[HunkChange]:
-    """Per hunk: ``unchanged`` (same id in both), ``removed`` / ``new`` (only in one), or
-    ``changed`` (a removed and a new hunk at the same location: same path and kind, and for text
-    hunks overlapping pre-image ranges; paired one-to-one, first match in file order).
-
-    Sorted by path, then pre-image position (pseudo-hunks first).
-    """
-    old_hunks = [h for fd in old for h in fd.hunks]
-    new_by_id = {h.id: h for fd in new for h in fd.hunks}
-    old_ids = {h.id for h in old_hunks}
-    changes = [HunkChange("unchanged", h.path, h, new_by_id[h.id])
-               for h in old_hunks if h.id in new_by_id]
-    added = [h for h in new_by_id.values() if h.id not in old_ids]
-    for h in old_hunks:
-        if h.id in new_by_id:
-            continue
-        match = next((n for n in added if _same_place(h, n)), None)
-        if match is None:
-            changes.append(HunkChange("removed", h.path, h, None))
-        else:
-            added.remove(match)
-            changes.append(HunkChange("changed", h.path, h, match))
-    changes += [HunkChange("new", h.path, None, h) for h in added]
-
-    def key(c: HunkChange) -> tuple[str, int]:
-        h = c.new or c.old
-        assert h is not None
-        return c.path, _pre_range(h)[0] if h.kind == "text" else -1
-
-    return sorted(changes, key=key)
-
-
-def _same_place(a: Hunk, b: Hunk) -> bool:
-    if a.path != b.path or a.kind != b.kind:
-        return False
-    if a.kind != "text":
-        return True
-    (a0, a1), (b0, b1) = _pre_range(a), _pre_range(b)
-    return a0 <= max(b1, b0) and b0 <= max(a1, a0)

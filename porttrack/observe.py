@@ -26,7 +26,8 @@ from porttrack.clock import utcnow
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
 
 if TYPE_CHECKING:
-    from porttrack.github import GitHubClient, PullRequest
+    from porttrack.github import GitHubClient
+    from porttrack.github_records import PullRequest
 
 # "stacked on #46076", "(stacked on #41481)", "depends on #123", "on top of owner/repo#45",
 # "based on https://github.com/o/r/pull/7". Bounded quantifiers only: the body is untrusted text.

@@ -3,7 +3,7 @@ and with `update`, the queued patch replaced by an import of the PR now.
 
 The new revision is planned exactly as `porttrack import` plans it (`take.plan_pr`), on the same
 selection, with the refreshed patch keeping its place in the series; `--hunk` ids are carried
-over through the diff of diffs (`hunks.diff_of_diffs`). The queue is written under the workspace
+over through the diff of diffs (`relations.diff_of_diffs`). The queue is written under the workspace
 lock at one commit point (`workspace.commit_point`), as an import is.
 """
 
@@ -18,7 +18,8 @@ from porttrack.config import Config
 from porttrack.errors import NotFound, PreconditionError
 from porttrack.github import GitHubClient
 from porttrack.gitrepo import GitRepo
-from porttrack.hunks import HunkChange, diff_of_diffs, parse_diff
+from porttrack.hunks import parse_diff
+from porttrack.relations import HunkChange, diff_of_diffs
 from porttrack.queue import Patch, Queue, Reason, Revision
 from porttrack.take import ImportPlan, observe_pr, plan_pr, record_poll
 from porttrack.workspace import Workspace, commit_point, lock

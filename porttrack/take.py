@@ -18,7 +18,7 @@ falls back to the recorded state). Which revision is taken and what its diff sta
 What is taken, hunk by hunk (hunk ids: `porttrack.hunks`):
 
 1. *not selected*: `--hunk` named other hunks. A selection that leaves out a hunk its chosen
-   hunks depend on (`hunks.dependency_groups`) is refused, listing what is missing.
+   hunks depend on (`relations.dependency_groups`) is refused, listing what is missing.
 2. *excluded by path rule*: the file does not match the track's `paths.include`, matches its
    `paths.exclude`, or the `--paths` / `--exclude` flags. A rename is judged on both paths.
 3. *unstable*: the hunk's id is missing from one of the PR's recent revisions (the last
@@ -74,7 +74,8 @@ from porttrack.config import Config
 from porttrack.errors import ConflictError, GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.github import GitHubClient, has_token
 from porttrack.gitrepo import GitRepo, ScratchIndex
-from porttrack.hunks import FileDiff, Hunk, build_patch, dependency_groups, missing_dependencies, parse_diff
+from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.relations import dependency_groups, missing_dependencies
 from porttrack.mail import Provenance, format_mail
 from porttrack.observe import poll
 from porttrack.paths import check_diff_paths, check_symlink_targets, path_matches

@@ -102,10 +102,6 @@ class World:
     def head(self, number: int) -> str:
         return self.upstream.head(number)
 
-    def set_checks(self, number: int, **kwargs: Any) -> None:
-        """fake.set_checks on the PR's current head (runs= / statuses=)."""
-        self.fake.set_checks(self.upstream_repo, self.head(number), **kwargs)
-
     def pr_files(self, number: int) -> list[dict]:
         """The files endpoint's items for the PR, from the real diff (merge base..head)."""
         base_sha, head = self._base_sha(number), self.head(number)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import hunks as hunks_mod
+from porttrack import presence
 from porttrack import queue as queue_mod
 from porttrack.hunks import parse_diff
 from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
@@ -122,7 +122,7 @@ def test_hand_port_of_3_of_7_files_is_partially_converged_and_drops_nothing(tmp_
     # porttrack's own hunk_state agrees, hunk by hunk.
     diff = git_bytes(world.fork, "diff", f"{squash}~1", squash)
     fork_files = {p: git_bytes(world.fork, "show", f"HEAD:{p}") for p in UNPORTED}
-    assert {hunks_mod.hunk_state(h, fork_files[fd.path]) for fd in parse_diff(diff) if fd.path in UNPORTED for h in fd.hunks} == {"not-applied"}
+    assert {presence.hunk_state(h, fork_files[fd.path]) for fd in parse_diff(diff) if fd.path in UNPORTED for h in fd.hunks} == {"not-applied"}
     # --apply-drops retired nothing.
     [drop] = data["drops"]
     assert (drop["kind"], drop["droppable"], drop["retired"]) == ("queued-patch", False, False)
@@ -247,8 +247,8 @@ def test_deleting_the_first_and_the_last_line_of_a_file(tmp_path, world, ported)
         untouched = {p: git_bytes(world.fork, "show", f"HEAD:{p}") for p in EDGES}
         for fd in parse_diff(git_bytes(world.fork, "diff", f"{squash}~1", squash)):
             for h in fd.hunks:
-                assert not hunks_mod.post_image_present(h, untouched[fd.path]), h.body
-                assert hunks_mod.hunk_state(h, untouched[fd.path]) == "not-applied"
+                assert not presence.post_image_present(h, untouched[fd.path]), h.body
+                assert presence.hunk_state(h, untouched[fd.path]) == "not-applied"
 
 
 def test_anchoring_follows_git_apply_for_a_hunk_in_the_middle():
@@ -256,8 +256,8 @@ def test_anchoring_follows_git_apply_for_a_hunk_in_the_middle():
     [fd] = parse_diff(b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -4,7 +4,6 @@\n c\n d\n e\n-x\n f\n g\n h\n")
     [h] = fd.hunks
     moved = b"".join(b"%d\n" % i for i in range(20)) + b"c\nd\ne\nf\ng\nh\n"
-    assert hunks_mod.hunk_state(h, moved) == "applied"
-    assert hunks_mod.hunk_state(h, b"c\nd\ne\nx\nf\ng\nh\n") == "not-applied"
+    assert presence.hunk_state(h, moved) == "applied"
+    assert presence.hunk_state(h, b"c\nd\ne\nx\nf\ng\nh\n") == "not-applied"
 
 
 # ------------------------------------------------------------------------------ renames

@@ -14,18 +14,12 @@ import pytest
 
 from porttrack.errors import InputError
 from porttrack.hunks import (
-    change_undone,
     FileDiff,
     build_patch,
-    dependency_edges,
-    dependency_groups,
-    diff_of_diffs,
-    hunk_state,
-    missing_dependencies,
     parse_diff,
-    post_image_present,
-    pre_image_present,
 )
+from porttrack.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
+from porttrack.presence import change_undone, hunk_state, post_image_present, pre_image_present
 
 # ---- builders ------------------------------------------------------------------------------
 

@@ -26,7 +26,8 @@ from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
 from testing.workspace import TOKEN  # noqa: E402
 
 from porttrack import errors, queue as queue_mod, results, secrets, text  # noqa: E402
-from porttrack.github import GitHubClient, MalformedResponse, WriteUncertain  # noqa: E402
+from porttrack.github import GitHubClient, WriteUncertain  # noqa: E402
+from porttrack.github_records import MalformedResponse  # noqa: E402
 from porttrack.workspace import Workspace, atomic_write_text, dump_json  # noqa: E402
 
 REPO = "vllm-project/vllm"

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from porttrack import markdown as md
 from porttrack.clock import parse_moment, stamp
 from porttrack.errors import InputError
-from porttrack.github import Issue
+from porttrack.github_records import Issue
 from porttrack.report.records import PostOutcome, Since, WeeklyReport
 from porttrack.workspace import Workspace, atomic_write_text, write_json
 

@@ -12,7 +12,8 @@ from typing import Iterable, Sequence
 
 from porttrack import markdown as md
 from porttrack.errors import GitHubAuthError, NotFound
-from porttrack.github import GitHubClient, Issue, WriteUncertain
+from porttrack.github import GitHubClient, WriteUncertain
+from porttrack.github_records import Issue
 from porttrack.report.records import PostOutcome
 
 
