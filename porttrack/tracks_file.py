@@ -98,7 +98,7 @@ def _decode(data: bytes, shown: str) -> str:
 CACHE_FILE = "validated-config.json"
 CACHE_SCHEMA = "porttrack/validated-config/v1"
 # What decides whether a file is valid, besides its bytes: these modules' source.
-_VALIDATING_MODULES = ("config.py", "tracks_file.py", "tracks_validation.py", "eligibility.py")  # profiles live in config.py
+_VALIDATING_MODULES = ("config.py", "tracks_file.py", "tracks_validation.py", "tracks_examples.py", "eligibility.py")
 
 
 def _cache_key(data: bytes) -> str | None:

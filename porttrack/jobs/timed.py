@@ -1,7 +1,7 @@
 """A gate job for any fork (tracks.yaml profile neutral): time a command, write the results.
 
     python -m porttrack.jobs.timed --cwd {workdir} [--results PATH] [--metric NAME]
-        [--axis NAME=VALUE ...] [--repeat N] -- PROGRAM ARGS...
+        [--axis NAME=VALUE ...] [--repeat N] [--timeout S] -- PROGRAM ARGS...
 
 Runs PROGRAM (no shell) in `--cwd` (give `{workdir}`: the tree porttrack built for the ref under
 test; a gate job itself starts in the workspace) `--repeat`
@@ -9,6 +9,9 @@ times and writes one `porttrack/results/v2` cell (`porttrack.results`): its coor
 `--axis` values (a value of digits only is an integer, as YAML reads it in `matrix.axes`), its
 metric NAME (default `wall_time`, seconds) the fastest run — the least noisy estimate of what the
 code costs. The machine fingerprint (arch, os, python) is what a baseline must share.
+
+PROGRAM runs through the one local job runner (`porttrack.jobs.runner`: no shell, its own process
+group, stopped after `--timeout`); its output tail is shown when it fails.
 
 Fails closed: when PROGRAM fails (a failing test suite), nothing is written and this exits with
 PROGRAM's exit code, so `gate check` reads the cell as missing, never as a pass. porttrack's
@@ -19,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
+import shlex
 import sys
-import time
+from pathlib import Path
 from typing import Sequence
 
-from porttrack.errors import InputError
+from porttrack.errors import ConfigError, InputError
+from porttrack.jobs.runner import run_job
 from porttrack.results import Results, detect_machine
 
 _INTEGER = re.compile(r"^-?[0-9]+$")
@@ -44,6 +48,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--metric", default="wall_time", help="the metric's name in the gate (seconds)")
     parser.add_argument("--axis", action="append", type=_axis, default=[], metavar="NAME=VALUE")
     parser.add_argument("--repeat", type=int, default=1, help="runs; the fastest is reported")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
     parser.add_argument("program", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.program[:1] == ["--"]:
@@ -57,18 +62,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # The runner fills {placeholders}: braces in PROGRAM's own arguments are doubled to stay literal.
+    command = shlex.join(arg.replace("{", "{{").replace("}", "}}") for arg in args.program)
     times = []
     for _ in range(args.repeat):
-        started = time.monotonic()
         try:
-            code = subprocess.run(args.program, cwd=args.cwd, stdin=subprocess.DEVNULL, check=False).returncode
-        except OSError as exc:
-            print(f"timed: cannot run {args.program[0]}: {exc.strerror or exc}; nothing written", file=sys.stderr)
+            ran = run_job(command, {}, cwd=Path(args.cwd), timeout_s=args.timeout, what="timed program")
+        except ConfigError as exc:
+            print(f"timed: {exc}; nothing written", file=sys.stderr)
             return 127
-        if code != 0:
-            print(f"timed: {args.program[0]} exited {code}; nothing written (the cell stays missing)", file=sys.stderr)
-            return code
-        times.append(time.monotonic() - started)
+        if ran.exit_code != 0:
+            said = "timed out" if ran.timed_out else f"exited {ran.exit_code}"
+            print("\n".join(ran.output_tail), file=sys.stderr)
+            print(f"timed: {args.program[0]} {said}; nothing written (the cell stays missing)", file=sys.stderr)
+            return ran.exit_code or 124
+        times.append(ran.duration_s)
     try:
         results = Results.from_env()
         results.machine(**detect_machine())
