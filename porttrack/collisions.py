@@ -130,4 +130,15 @@ def _lines(a: Hunk, b: Hunk) -> str:
     return f"{start}-{end}" if end > start else str(start)
 
 
-__all__ = ["Collision", "CollisionSearch", "Overlap", "QueuedHunks", "compare", "find_collisions"]
+
+
+
+def render_lines(search: CollisionSearch) -> list[str]:
+    """Lines for `status`, `queue` and the weekly issue."""
+    head = f"collisions ahead (open upstream PRs compared: {search.compared})"
+    lines = [head + (":" if search.collisions else ": none")]
+    lines += [f"  {c.text}" for c in search.collisions]
+    if search.problem:
+        lines.append(f"  (search incomplete: {search.problem})")
+    return lines
+__all__ = ["Collision", "CollisionSearch", "Overlap", "QueuedHunks", "compare", "find_collisions", "render_lines"]

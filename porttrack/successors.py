@@ -95,7 +95,7 @@ class SuccessorSearch:
     def adopt_lines(self, candidate: Candidate) -> tuple[str, ...]:
         """The tracks.yaml lines that make `candidate` the track's PR instead of the closed one."""
         prs = [candidate.number if n == self.pr else n for n in self.track_prs]
-        return (f"  {self.track}:", f"    prs: [{', '.join(str(n) for n in prs)}]  # #{candidate.number} succeeds #{self.pr} (closed without merging)")
+        return (f"  {self.track}:", f"    prs: [{', '.join(str(n) for n in prs)}] # #{candidate.number} succeeds #{self.pr} (closed without merging)")
 
     def to_json(self) -> dict[str, Any]:
         return {"pr": self.pr, "track": self.track, "problem": self.problem,
