@@ -107,16 +107,16 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     skips them. Never fails the caller."""
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
-    budget = Budget(client, _limit())
+    budget = Budget(client, search_limit())
     orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
     successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
-    queued = _queued_hunks(ws)
+    queued = queued_hunks(ws)
     collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config))) if queued else None
     return Findings(successors, collisions, budget.cost())
 
 
-def _limit() -> int:
+def search_limit() -> int:
     raw = os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip()
     if not raw:
         return DEFAULT_LIMIT
@@ -126,7 +126,7 @@ def _limit() -> int:
         raise ConfigError(f"PORTTRACK_SEARCH_LIMIT={raw!r}: expected a whole number of requests") from None
 
 
-def _queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
+def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
     out = []
     for patch in _live_patches(ws):
         try:
