@@ -101,7 +101,8 @@ class Coverage:
         if self.problem:
             return f"coverage unknown: {self.problem}"
         carried = f" (fork carries {', '.join(c[:9] for c in self.fork_commits)})" if self.fork_commits else ""
-        methods = sorted({h.found_by.words for h in self.hunks if h.found_by})
+        # listed commits are already named by "fork carries"; the other methods are news
+        methods = sorted({h.found_by.words for h in self.hunks if h.found_by and h.found_by.method != "listed"})
         found = f"; found by {', '.join(methods)}" if methods else ""
         after = sum(1 for h in self.hunks if h.after_through)
         scope = f"; ported through {self.through[:10]} only ({after} later hunk{'s' if after != 1 else ''} not taken)" if self.through else ""
