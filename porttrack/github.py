@@ -37,10 +37,13 @@ from porttrack.github_records import (
     Comparison,
     Issue,
     IssueComment,
+    IssueRef,
     MalformedResponse,
+    PRFile,
     PullRequest,
     RateLimit,
     WorkflowRun,
+    cross_references,
     int_or_none,
     require_object,
 )
@@ -502,6 +505,56 @@ class GitHubClient:
         answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
         return _written(IssueComment.from_json, answer, f"POST /issues/{int(number)}/comments")
 
+    # -- searches -------------------------------------------------------------------------------
+    # What successors (porttrack.successors) and collisions (porttrack.collisions) read: one
+    # bounded page each, conditional like every poll, so a run that finds nothing new costs 304s.
+    # Each returns its records and whether every answer came from the ETag cache.
+
+    def issue_timeline(self, number: int, per_page: int = 100) -> tuple[tuple[IssueRef, ...], bool]:
+        """The items that cross-reference issue/PR `number` (its timeline's `cross-referenced`
+        events; GitHub is known to leave some out: callers do not rest on these alone)."""
+        answer = self.get(f"/repos/{self.repo}/issues/{int(number)}/timeline", {"per_page": per_page}, shape=cross_references)
+        return cross_references(answer.data or []), answer.from_cache
+
+    def search_pulls(self, terms: str, per_page: int = 30) -> tuple[tuple[IssueRef, ...], bool]:
+        """Pull requests of this repository matching the search `terms` (GitHub's issue search;
+        it has its own, smaller rate limit, so callers send one per question)."""
+        answer = self.get("/search/issues", {"q": f"repo:{self.repo} is:pr {terms}", "per_page": per_page},
+                          shape=_search_listing)
+        items = (answer.data or {}).get("items") or []
+        return tuple(IssueRef.from_json(i) for i in items), answer.from_cache
+
+    def pulls_by_author(self, author: str, per_page: int = 30) -> tuple[tuple[IssueRef, ...], bool]:
+        """`author`'s newest pull requests in this repository, any state (the issues listing's
+        `creator` filter: core rate limit, conditional, unlike the search API)."""
+        params = {"creator": author, "state": "all", "sort": "created", "direction": "desc", "per_page": per_page}
+        answer = self.get(f"/repos/{self.repo}/issues", params, shape=lambda d: _require_list(d, "the issues listing"))
+        refs = tuple(IssueRef.from_json(i) for i in answer.data or () if isinstance(i, Mapping))
+        return tuple(r for r in refs if r.is_pull), answer.from_cache
+
+    def open_pulls(self, per_page: int = 30) -> tuple[tuple[PullRequest, ...], bool]:
+        """The most recently updated open pull requests (one page)."""
+        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page}
+        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=_list_of_numbered)
+        return tuple(PullRequest.from_json(i) for i in answer.data or ()), answer.from_cache
+
+    def pull_files(self, number: int, max_pages: int = 3) -> tuple[tuple[PRFile, ...], bool]:
+        """The files of PR `number` with their hunks (GitHub lists at most 3000; we read at most
+        `max_pages` pages of 100). Every page is conditional."""
+        files: list[PRFile] = []
+        cached = True
+        for page in range(1, max_pages + 1):
+            answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}/files", {"per_page": 100, "page": page},
+                              shape=lambda d: _require_list(d, "a pull request's files"))
+            batch = [PRFile.from_json(i) for i in answer.data or ()]
+            files.extend(batch)
+            cached = cached and answer.from_cache
+            # a 304 carries no Link header: a full cached page means there may be another
+            more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(batch) == 100)
+            if not more:
+                break
+        return tuple(files), cached
+
 
 class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
@@ -516,6 +569,12 @@ def _list_of_numbered(data: Any) -> None:
     _require_list(data, "the pulls listing")
     if data and not (isinstance(data[0], Mapping) and isinstance(data[0].get("number"), int)):
         raise MalformedResponse("pulls listing item has no number")
+
+
+def _search_listing(data: Any) -> None:
+    require_object(data, "search result")
+    if not isinstance(data.get("items"), list):
+        raise MalformedResponse("the search result has no list of items")
 
 
 def _artifacts_listing(data: Any) -> None:

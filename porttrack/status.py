@@ -145,6 +145,7 @@ class StatusReport:
     tracks: tuple[TrackStatus, ...]
     notes: tuple[str, ...] = ()
     requests: int = 0
+    findings: Any = None  # knowledge.Findings of a live run's searches (successors, collisions), or None
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,8 @@ def _head_change(change: PRChange | None) -> str | None:
 
 
 def report_to_json(report: StatusReport) -> dict[str, Any]:
-    data = {"schema": JSON_SCHEMA, **asdict(replace(report, tracks=()))}
+    data = {"schema": JSON_SCHEMA, **asdict(replace(report, tracks=(), findings=None))}
+    data["findings"] = report.findings.to_json() if report.findings is not None else None
     data["tracks"] = [{**asdict(replace(t, prs=())), "prs": [p.to_json() for p in t.prs]} for t in report.tracks]
     return data
 

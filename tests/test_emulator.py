@@ -26,6 +26,7 @@ from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, f
 from testing.github_emulator.handlers import actions as actions_area
 from testing.github_emulator.handlers import issues as issues_area
 from testing.github_emulator.handlers import meta as meta_area
+from testing.github_emulator.handlers import searches as searches_area
 from testing.github_emulator.handlers import pulls as pulls_area
 from testing.github_emulator.handlers import repos as repo_area
 from testing.world import FORK_REPO, UPSTREAM_REPO, World
@@ -536,7 +537,7 @@ def _paths_porttrack_sends() -> set[str]:
 
 def test_emulator_routes_exactly_what_porttrack_sends() -> None:
     sent = _paths_porttrack_sends()
-    routes = [re.compile(pattern) for area in (meta_area, repo_area, pulls_area, issues_area, actions_area)
+    routes = [re.compile(pattern) for area in (meta_area, repo_area, pulls_area, issues_area, actions_area, searches_area)
               for _, pattern, _ in area.ROUTES
               if not pattern.startswith("/_blobs/")]      # the artifact redirect's target, not the API
     assert len(sent) >= 10, sent
@@ -550,3 +551,33 @@ def test_running_emulator_outside_pytest_fixtures() -> None:
         f.add_repo(UP)
         assert gh(f).get_repo(UP).default_branch == "main"
         assert f.log[0].duration >= 0.01
+
+
+# ------------------------------------------------------------------ searches (timeline, files, search)
+
+
+def test_timeline_search_and_pull_files_answer_like_github(fake) -> None:
+    import requests as http
+
+    fake.add_repo("o/n")
+    fake.put_pull("o/n", 1, title="old", user="alice", state="closed",
+                  files=[{"filename": "a.py", "status": "added", "patch": "@@ -0,0 +1 @@\n+a = 1"}])
+    fake.put_pull("o/n", 2, title="new", body="Supersedes #1.", user="bob")
+    fake.put_pull("o/n", 3, title="unrelated", body="see #10", user="alice")
+    auth = {"Authorization": f"token {DEFAULT_TOKEN}"}
+    base = fake.base_url
+    timeline = http.get(f"{base}/repos/o/n/issues/1/timeline", headers=auth, timeout=10).json()
+    assert [(e["event"], e.get("source", {}).get("issue", {}).get("number")) for e in timeline] == [
+        ("cross-referenced", 2), ("closed", None)]
+    assert "pull_request" in timeline[0]["source"]["issue"]
+    fake.hidden_cross_references.add(("o/n", 1, 2))
+    assert [e["event"] for e in http.get(f"{base}/repos/o/n/issues/1/timeline", headers=auth, timeout=10).json()] == ["closed"]
+    found = http.get(f"{base}/search/issues", params={"q": "repo:o/n is:pr 1 in:body"}, headers=auth, timeout=10).json()
+    assert [i["number"] for i in found["items"]] == [3, 2]  # "1" is in both bodies, newest first
+    by_author = http.get(f"{base}/search/issues", params={"q": "repo:o/n is:pr author:alice"}, headers=auth, timeout=10).json()
+    assert sorted(i["number"] for i in by_author["items"]) == [1, 3]
+    files = http.get(f"{base}/repos/o/n/pulls/1/files", headers=auth, timeout=10)
+    assert [f["filename"] for f in files.json()] == ["a.py"] and files.headers.get("ETag")
+    again = http.get(f"{base}/repos/o/n/pulls/1/files", headers={**auth, "If-None-Match": files.headers["ETag"]}, timeout=10)
+    assert again.status_code == 304
+    assert http.get(f"{base}/search/issues", params={"q": " "}, headers=auth, timeout=10).status_code == 422

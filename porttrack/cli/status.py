@@ -23,10 +23,13 @@ if TYPE_CHECKING:
 @click.option("--offline", is_flag=True, help="Show the recorded state without asking GitHub.")
 @click.option("--no-fetch", is_flag=True, help="Do not fetch PR heads into the fork checkout; classify with GitHub's compare.")
 @click.option("--dry-run", is_flag=True, help="Poll, but record nothing.")
+@click.option("--no-search", is_flag=True, help="Skip the searches (successors of closed PRs, collisions with the queue).")
 @pass_ctx
-def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: bool) -> int:
+def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: bool, no_search: bool) -> int:
     """Poll every tracked PR, record its state, and show per track what changed and what to do next."""
-    from porttrack.knowledge import gather
+    from dataclasses import replace
+
+    from porttrack.knowledge import gather, search_upstream
     from porttrack.status import refresh, report_to_json
 
     config = ctx.config
@@ -40,6 +43,11 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         progress=(lambda line: say(f"  fetch: {line}")) if not as_json else None,
         know=gather(ctx.workspace, config, fork, fork_problem),
     )
+    if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
+        client = ctx.github(config.upstream.repo)
+        report = replace(report, findings=search_upstream(ctx.workspace, config, client, report))
+        if not dry_run:
+            client.save_cache()
     when = report.observed_at or "never"
     if problem is not None:
         say(f"porttrack: error: {problem} — showing the state recorded at {when} instead")
@@ -55,6 +63,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
 
 def render(report: "StatusReport") -> str:
+    from porttrack.collisions import render_lines as collision_lines
+    from porttrack.knowledge import findings_lines
     from porttrack.status import change_words
 
     lines = []
@@ -62,6 +72,9 @@ def render(report: "StatusReport") -> str:
     lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
     for note in report.notes:
         lines.append(f"note: {for_terminal(note, 300)}")
+    findings = report.findings
+    if findings is not None and findings.cost is not None:
+        lines.append(findings.cost.text)
     for track in report.tracks:
         lines.append("")
         lines.append(f"{track.id}  {for_terminal(track.title, 100)}")
@@ -93,4 +106,14 @@ def render(report: "StatusReport") -> str:
                 lines.append(f"           last updated {pr.updated_at}")
         action = track.next_action
         lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{action.command}]" if action.command else ""))
+        lines += [_kept_indent(f"    {line}") for line in findings_lines(findings, track)]
+    if findings is not None and findings.collisions is not None:
+        lines.append("")
+        lines += [_kept_indent(line) for line in collision_lines(findings.collisions)]
     return "\n".join(lines)
+
+
+def _kept_indent(line: str) -> str:
+    """`for_terminal` of a line whose leading spaces matter (the tracks.yaml lines to adopt)."""
+    body = line.lstrip(" ")
+    return " " * (len(line) - len(body)) + for_terminal(body, 200)
