@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import platformdirs
 
 from porttrack import __version__
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
@@ -166,10 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     return int(result or 0)
 
 
+def crash_log_dir() -> Path:
+    """PORTTRACK_LOG_DIR, else the platform's cache folder (~/.cache/porttrack on Linux,
+    ~/Library/Caches/porttrack on macOS, %LOCALAPPDATA%\\porttrack\\Cache on Windows)."""
+    return Path(os.environ.get("PORTTRACK_LOG_DIR") or platformdirs.user_cache_dir("porttrack", appauthor=False))
+
+
 def _report_internal_error(exc: BaseException) -> int:
     import traceback  # only for a crash: ~10 ms that `--help` need not pay
 
-    log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
+    log_dir = crash_log_dir()
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / "crash.log"
