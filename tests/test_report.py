@@ -584,18 +584,7 @@ def test_the_previous_weeks_issue_gives_since_in_a_fresh_checkout(posting, fake)
 # --------------------------------------------------------------------------- the workflow
 
 
-def test_the_workflow_posts_weekly_with_the_least_permissions():
-    import yaml
-
-    path = Path(__file__).parent.parent / ".github" / "workflows" / "porttrack-weekly.yml"
-    workflow = yaml.safe_load(path.read_text())
-    assert workflow["permissions"] == {"contents": "read", "issues": "write"}
-    triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
-    assert "schedule" in triggers and "workflow_dispatch" in triggers
-    [job] = workflow["jobs"].values()
-    assert "permissions" not in job  # nothing widened per job
-    runs = [step.get("run", "") for step in job["steps"]]
-    assert any(run.startswith("porttrack report weekly --post") for run in runs)
+# tests/test_weekly_ci.py: the workflow's permissions, and two scheduled runs that carry state.
 
 
 # --------------------------------------------------------------------------- live, end to end
