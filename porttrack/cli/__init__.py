@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 import platformdirs
+from click.shell_completion import CompletionItem
 
 from porttrack import __version__
+from porttrack import completion
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.secrets import redact
@@ -101,6 +103,17 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def completes(kind: str):
+    """A click `shell_complete=` callback: `kind` values from the workspace (porttrack.completion),
+    found through --workspace when it was typed before the word being completed."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        workspace = ctx.find_root().params.get("workspace")
+        return [CompletionItem(value, help=words) for value, words in completion.candidates(kind, incomplete, workspace)]
+
+    return complete
 
 
 def _exit_code_epilog() -> str:
