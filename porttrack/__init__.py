@@ -36,7 +36,7 @@ command layer (`porttrack.cli.Context`) and handed in:
 Shared vocabulary: errors (the one error hierarchy and exit-code table), hunks (diffs and hunk
 ids), relations (which hunks travel together, revisions compared), presence (is a hunk in a
 file), coverage (hand ports), paths and markdown and text (untrusted input made safe),
-testhooks (the one pause point for tests).
+testhooks (the one pause point for tests), completion (what a shell completes from the workspace).
 """
 
 __version__ = "0.1.0"

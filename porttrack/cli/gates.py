@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 from porttrack.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for
@@ -32,9 +32,9 @@ def gate() -> None:
 
 
 @gate.command("run")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
-@click.option("--target", "targets", multiple=True, metavar="T", help="Only this target (repeatable) [default: every target the gate requires].")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
+@click.option("--target", "targets", multiple=True, metavar="T", shell_complete=completes("target"), help="Only this target (repeatable) [default: every target the gate requires].")
 @click.option("--baseline", is_flag=True, help="Measure the baseline: the same job on the fork without the patch.")
 @click.option("--run-id", "run_ids", multiple=True, metavar="[TARGET=]ID", help="Collect an existing workflow run instead of dispatching one.")
 @click.option("--poll-interval", type=float, default=15.0, show_default=True, metavar="S", help="Seconds between polls of a workflow run.")
@@ -82,9 +82,9 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
 
 
 @gate.command("ingest")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Results for a proof's gate instead of a patch's.")
-@click.option("--target", required=True, metavar="T", help="The target the results were measured on.")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Results for a proof's gate instead of a patch's.")
+@click.option("--target", required=True, metavar="T", shell_complete=completes("target"), help="The target the results were measured on.")
 @click.option("--results", "results_file", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A porttrack/results/v1 file (e.g. written by porttrack.jobs.vllm on your own machine).")
 @click.option("--baseline", is_flag=True, help="The results are of the baseline build (the fork without the patch).")
@@ -157,8 +157,8 @@ def _run_ids(values, targets) -> dict[str, int]:
 
 
 @gate.command("check")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Check a proof's gate instead of a patch's.")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Check a proof's gate instead of a patch's.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/gate-check/v1).")
 @pass_ctx
 def gate_check(ctx: Context, patch, proof, as_json) -> int:
@@ -178,7 +178,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
 
 
 @cli.command()
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision and the verdict it rests on.")
 @click.option("--dry-run", is_flag=True, help="Judge the evidence; record nothing.")
 @pass_ctx
@@ -200,7 +200,7 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
 
 
 @cli.command()
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, help="Why it is no longer default-enabled (recorded).")
 @click.option("--dry-run", is_flag=True, help="Show the change; record nothing.")
 @pass_ctx
@@ -234,7 +234,7 @@ def evidence_group() -> None:
 
 
 @evidence_group.command("list")
-@click.argument("subject", required=False)
+@click.argument("subject", required=False, shell_complete=completes("subject"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/evidence-list/v1).")
 @click.option("--current", is_flag=True, help="Only records that still count (not superseded).")
 @pass_ctx

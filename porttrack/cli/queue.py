@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 
 
 @cli.command("queue")
@@ -108,7 +108,7 @@ def render_queue(entries, coverage) -> str:
 
 
 @cli.command("drop")
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, metavar="TEXT", help="Why the patch leaves the queue (recorded).")
 @click.option("--force", is_flag=True, help="Drop it even though other queued patches depend on it.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")

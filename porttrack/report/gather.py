@@ -19,7 +19,7 @@ from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.clock import iso_week, parse_moment, stamp
 from porttrack.config import Config
-from porttrack.converge_record import latest_verdicts
+from porttrack.converge_record import RecordedVerdict, latest_verdicts
 from porttrack.errors import InputError, PorttrackError
 from porttrack.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
@@ -104,8 +104,9 @@ def gather(
             "observed_at": status_report.observed_at,
             "source": status_report.source,
             "requests": status_report.requests,
+            "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
-        tracks=_tracks(config, status_report, upstream_state, since.at, now_s, verdicts),
+        tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
         queue=_queue_rows(queue, since.at),
         gates=_gates(config, queue, log, proofs, problems),
         eligibility=(elig := _eligibility(config, proofs))[0],
@@ -161,12 +162,18 @@ def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
         return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
 
 
+def _recorded_before(observed_at: str | None, since: str) -> bool:
+    """The upstream state was recorded before the report's period began (or never): changes in
+    the period cannot be known, and the report must say so rather than show "no change"."""
+    return not observed_at or observed_at <= since
+
+
 def _convergence(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None,
-                 problems: _Problems) -> dict[int, str]:
+                 problems: _Problems) -> dict[int, RecordedVerdict]:
     """PR -> its last convergence verdict in words; one not for fork.branch at its tip now says
     so (stale, for another ref, or unconfirmed) instead of passing for current."""
     try:
-        return {n: v.words for n, v in latest_verdicts(ws, config.fork.branch, fork, fork_problem).items()}
+        return latest_verdicts(ws, config.fork.branch, fork, fork_problem)
     except PorttrackError as exc:
         problems.add("convergence", str(exc))
         return {}
@@ -207,7 +214,8 @@ def _proofs(ws: Workspace, config: "Config", problems: _Problems) -> frozenset[s
 # -- upstream, per track ----------------------------------------------------------------------
 
 
-def _tracks(config, status_report, upstream_state, since: str, now: str, verdicts: Mapping[int, str]) -> tuple[TrackSection, ...]:
+def _tracks(config, status_report, upstream_state, since: str, now: datetime,
+            verdicts: Mapping[int, RecordedVerdict]) -> tuple[TrackSection, ...]:
     sections = []
     for track in status_report.tracks:
         listed = set(config.tracks[track.id].prs)
@@ -227,8 +235,9 @@ def _tracks(config, status_report, upstream_state, since: str, now: str, verdict
     return tuple(sections)
 
 
-def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str],
-                observed_at: str | None) -> PRSection:
+def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, moment: datetime,
+                verdicts: Mapping[int, RecordedVerdict], observed_at: str | None) -> PRSection:
+    now = stamp(moment)
     recorded = upstream_state.prs.get(pr.number)
     changes: list[Change] = []
     for event in recorded.events if recorded else ():
@@ -240,7 +249,20 @@ def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: st
         if (event.kind, event.detail) not in seen:
             changes.append(Change(observed_at, event.kind, event.detail))
     changes.sort(key=lambda c: c.at or "")
-    return PRSection(pr, tracked, tuple(changes), verdicts.get(pr.number))
+    verdict = verdicts.get(pr.number)
+    return PRSection(pr, tracked, tuple(changes), verdict.words if verdict else None,
+                     _waiting_days(pr, verdict, moment))
+
+
+def _waiting_days(pr: PRStatus, verdict: RecordedVerdict | None, moment: datetime) -> int | None:
+    """Whole days a merged PR has waited for a convergence verdict that holds for the fork
+    branch's tip now (a stale or unconfirmed one does not end the wait); None when not waiting."""
+    if pr.state != "merged" or not pr.merged_at or (verdict is not None and verdict.current):
+        return None
+    try:
+        return max(0, (moment - parse_moment(pr.merged_at)).days)
+    except InputError:
+        return None
 
 
 # -- the queue --------------------------------------------------------------------------------
