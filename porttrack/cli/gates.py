@@ -46,8 +46,7 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
-    from porttrack import evidence, gaterun, gates
-    from porttrack import promote as promote_mod
+    from porttrack import gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     ids = _run_ids(run_ids, targets)
@@ -68,17 +67,7 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan),
                        "job_environment": told, "records": [], "check": None})
         return 0
-    if subject.kind == "patch":
-        change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
-        if change is not None:
-            say(change.message)
-    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
-    if as_json:
-        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": outcome.ref.sha, "plan": list(outcome.plan),
-                   "records": [r.id for r in outcome.records], "check": gates.to_json(result)})
-    else:
-        click.echo(gates.render(result))
-    return result.exit_code
+    return _judged(ctx, subject, as_json, outcome.ref.sha, list(outcome.plan), [r.id for r in outcome.records])
 
 
 @gate.command("ingest")
@@ -95,8 +84,7 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
     """Record results measured by hand as evidence — only when they are for the build `gate run`
     would measure (its ref, patch set, target, track and subject); otherwise refused with the
     reason (exit 2) and nothing recorded. Exit code: the verdict's, as `gate check`."""
-    from porttrack import evidence, gaterun, gates
-    from porttrack import promote as promote_mod
+    from porttrack import gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     built, record = gaterun.ingest_file(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
@@ -108,14 +96,23 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": built.sha, "plan": [], "records": [], "check": None})
         return 0
     say(f"{target}: recorded {record.id} ({len(record.cells)} cells) from {results_file}")
+    return _judged(ctx, subject, as_json, built.sha, [], [record.id])
+
+
+def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
+    """After evidence was recorded (`gate run`, `gate ingest`): move the patch's state to what the
+    evidence says, judge the gate, print the verdict; its exit code is the command's."""
+    from porttrack import evidence, gates
+    from porttrack import promote as promote_mod
+
     if subject.kind == "patch":
         change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
         if change is not None:
             say(change.message)
     result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
-        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": built.sha, "plan": [],
-                   "records": [record.id], "check": gates.to_json(result)})
+        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": ref, "plan": plan,
+                   "records": records, "check": gates.to_json(result)})
     else:
         click.echo(gates.render(result))
     return result.exit_code
