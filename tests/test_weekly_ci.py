@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -35,10 +36,36 @@ WORKFLOW = REPO_ROOT / ".github" / "workflows" / "porttrack-weekly.yml"
 SCRIPT = REPO_ROOT / ".github" / "porttrack-weekly.sh"
 # The second run a little after the real time (the emulator stamps merges with it), the first a
 # week before: two different ISO weeks, whatever day the test runs.
-SECOND_AT = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(minutes=5)
-FIRST_AT = SECOND_AT - timedelta(days=7)
-FIRST_RUN, SECOND_RUN = FIRST_AT.isoformat(), SECOND_AT.isoformat()
-FIRST_WEEK, SECOND_WEEK = iso_week(FIRST_AT), iso_week(SECOND_AT)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The two runs' times, taken when a test starts (not when the module is imported: a whole
+    suite takes minutes, and the emulator stamps merges with the real time)."""
+
+    first_at: datetime
+    second_at: datetime
+
+    @classmethod
+    def now(cls) -> "Schedule":
+        second = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(minutes=5)
+        return cls(second - timedelta(days=7), second)
+
+    @property
+    def first_run(self) -> str:
+        return self.first_at.isoformat()
+
+    @property
+    def second_run(self) -> str:
+        return self.second_at.isoformat()
+
+    @property
+    def first_week(self) -> str:
+        return iso_week(self.first_at)
+
+    @property
+    def second_week(self) -> str:
+        return iso_week(self.second_at)
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -210,26 +237,27 @@ def _summary_cell(report: str, track_id: str) -> str:
 
 
 def test_two_scheduled_runs_carry_state_and_the_second_counts_from_the_first(tmp_path, origin, world):
+    t = Schedule.now()
     open_prs(world)
 
-    first = scheduled_run(tmp_path, origin, world, FIRST_RUN, "run1")
+    first = scheduled_run(tmp_path, origin, world, t.first_run, "run1")
     assert "no porttrack-state branch yet" in first["steps"]["Restore porttrack's state from the porttrack-state branch"].stdout
-    assert f"# porttrack weekly status {FIRST_WEEK}" in first["report"] and "(the last 7 days: no previous report is recorded)" in first["report"]
+    assert f"# porttrack weekly status {t.first_week}" in first["report"] and "(the last 7 days: no previous report is recorded)" in first["report"]
     kept = json.loads(branch_file(origin, "state/reports.json"))
-    assert [r["week"] for r in kept["reports"]] == [FIRST_WEEK]
+    assert [r["week"] for r in kept["reports"]] == [t.first_week]
     assert git(origin, "ls-tree", "-r", "--name-only", "porttrack-state").split() == [
-        f"reports/weekly-{FIRST_WEEK}.md", "state/reports.json", "state/upstream.json"]
+        f"reports/weekly-{t.first_week}.md", "state/reports.json", "state/upstream.json"]
     assert git(origin, "log", "--format=%s", "main").splitlines() == ["the fork's tracking workspace"]
 
     world.force_push(46849, {"vllm/spec.py": "fused = 'yes'\n"})
     world.squash_merge(48407)
 
-    second = scheduled_run(tmp_path, origin, world, SECOND_RUN, "run2")
+    second = scheduled_run(tmp_path, origin, world, t.second_run, "run2")
     restore_log = second["steps"]["Restore porttrack's state from the porttrack-state branch"].stdout
     assert "restored state/upstream.json from porttrack-state" in restore_log
     report = second["report"]
-    assert f"# porttrack weekly status {SECOND_WEEK}" in report
-    assert f"Changes since the {FIRST_WEEK} report of {FIRST_AT:%Y-%m-%d} (recorded in state/reports.json)." in report
+    assert f"# porttrack weekly status {t.second_week}" in report
+    assert f"Changes since the {t.first_week} report of {t.first_at:%Y-%m-%d} (recorded in state/reports.json)." in report
     assert _summary_cell(report, "fused-ar-graph") == "force-pushed"
     assert _summary_cell(report, "sparse-indexer-skip") == "merged"
     assert _summary_cell(report, "spec-kernel-warmup") == "no change"
@@ -238,10 +266,10 @@ def test_two_scheduled_runs_carry_state_and_the_second_counts_from_the_first(tmp
     # The fork is checked out: coverage of the hand port is known, not a weekly problem.
     assert "no fork checkout" not in report and "coverage unknown" not in report
     kept = json.loads(branch_file(origin, "state/reports.json"))
-    assert [r["week"] for r in kept["reports"]] == [FIRST_WEEK, SECOND_WEEK]
+    assert [r["week"] for r in kept["reports"]] == [t.first_week, t.second_week]
     assert git(origin, "rev-list", "--count", "porttrack-state") == "2"
     issues = [i for i in world.fake.issues(world.fork_repo) if (i["body"] or "").startswith("<!-- porttrack:weekly:")]
-    assert sorted(md_week(i["body"]) for i in issues) == [FIRST_WEEK, SECOND_WEEK]
+    assert sorted(md_week(i["body"]) for i in issues) == [t.first_week, t.second_week]
 
 
 def _section(text: str, start: str, end: str) -> str:
@@ -256,20 +284,22 @@ def test_without_the_state_branch_the_second_run_cannot_count_from_the_record(tm
     """The control: the same two runs, but keep-state never pushed (as with the old workflow). The
     second run no longer finds the first in state/reports.json and "this week" misses the
     force-push that happened before the run (it is first observed now, as "first observed")."""
+    t = Schedule.now()
     open_prs(world)
-    Runner(tmp_path / "run1", origin, world, now=FIRST_RUN).run_job("weekly")
+    Runner(tmp_path / "run1", origin, world, now=t.first_run).run_job("weekly")
     world.force_push(46849, {"vllm/spec.py": "fused = 'yes'\n"})
-    runner = Runner(tmp_path / "run2", origin, world, now=SECOND_RUN)
+    runner = Runner(tmp_path / "run2", origin, world, now=t.second_run)
     runner.run_job("weekly")
-    report = (runner.tmp / "job-weekly" / "reports" / f"weekly-{SECOND_WEEK}.md").read_text()
+    report = (runner.tmp / "job-weekly" / "reports" / f"weekly-{t.second_week}.md").read_text()
     assert "(recorded in state/reports.json)" not in report
     assert _summary_cell(report, "fused-ar-graph") != "force-pushed"
 
 
 def test_a_state_committed_by_a_person_that_is_newer_wins_over_the_branch(tmp_path, origin, world):
     """restore takes the state branch's copy unless the checked-out branch has a newer record."""
+    t = Schedule.now()
     open_prs(world)
-    scheduled_run(tmp_path, origin, world, FIRST_RUN, "run1")
+    scheduled_run(tmp_path, origin, world, t.first_run, "run1")
     person = tmp_path / "person"
     git(tmp_path, "clone", "-q", str(origin), str(person))
     (person / "state").mkdir()
@@ -279,7 +309,7 @@ def test_a_state_committed_by_a_person_that_is_newer_wins_over_the_branch(tmp_pa
     git(person, "add", "-A")
     git(person, "commit", "-q", "-m", "state from a local porttrack status")
     git(person, "push", "-q", "origin", "main")
-    restore = Runner(tmp_path / "run2", origin, world, now=SECOND_RUN)
+    restore = Runner(tmp_path / "run2", origin, world, now=t.second_run)
     clone = restore.tmp / "clone"
     git(restore.tmp, "clone", "-q", str(origin), str(clone))
     done = subprocess.run([str(SCRIPT), "restore"], cwd=clone, capture_output=True, text=True, timeout=60,
