@@ -163,8 +163,8 @@ def resolve_inside(folder: Path, rel: str, what: str) -> Path:
         raise UnsafeInput(f"{what}: {exc}; refusing to read or write outside {folder}") from None
     path = folder / rel
     if not is_inside(path, folder):
-        raise UnsafeInput(f"{what}: {rel!r} resolves to {str(path.resolve())!r}, outside {folder} "
-                          f"(a symlink on the way?); refusing to read or write through it")
+        raise UnsafeInput(f"{what}: {path} leads to {str(path.resolve())!r}, outside {folder} (a "
+                          f"committed symlink?); porttrack does not read or write through it")
     return path
 
 
