@@ -112,9 +112,10 @@ def _check_link_target(link: str, target: str, where: str) -> None:
         raise UnsafeInput(f"{where}: target {target!r} points into .git")
 
 
-def check_no_symlinked_parent(root: Path, rel: str) -> None:
+def check_no_symlinked_parent(root: Path, rel: str, where: str = "the work tree") -> None:
     """Refuse to write `rel` under `root` through an existing symlinked directory that resolves
     outside `root` (or into its ``.git``). Checks `rel` itself with `check_repo_path` first.
+    `where` names `root` in the message (the fork's work tree, the workspace).
 
     Only the parent directories are checked: the last component may be a symlink the patch
     itself modifies (git replaces a link, it does not write through it).
@@ -130,7 +131,7 @@ def check_no_symlinked_parent(root: Path, rel: str) -> None:
             if not inside:
                 raise UnsafeInput(
                     f"path {rel!r}: {current.relative_to(root).as_posix()!r} is a symlink "
-                    f"to {str(resolved)!r}, outside the work tree"
+                    f"to {str(resolved)!r}, outside {where}; porttrack does not write through it"
                 )
             if any(_is_git_dir(p) for p in resolved.relative_to(real_root).parts):
                 raise UnsafeInput(f"path {rel!r}: {part!r} is a symlink into .git")

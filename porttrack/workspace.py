@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from porttrack.errors import ConfigError, InputError, UnsafeInput, WorkspaceBusy
-from porttrack.paths import is_inside
+from porttrack.paths import check_no_symlinked_parent, is_inside
 from porttrack.testhooks import checkpoint
 
 TRACKS_FILE = "tracks.yaml"
@@ -134,16 +134,7 @@ def workspace_of(path: Path) -> Path | None:
 def _refuse_symlinked_parents(root: Path, path: Path) -> None:
     """Refuse to write `path` when a folder between the workspace `root` and it is a symlink that
     leads out of the workspace (a committed `state -> /somewhere` or `patches/retired -> ~/.ssh`)."""
-    folder = root
-    for part in path.relative_to(root).parts[:-1]:
-        folder = folder / part
-        if folder.is_symlink() and (part == CACHE_DIR or not is_inside(folder, root)):
-            raise UnsafeInput(
-                f"{folder} is a symlink to {str(folder.resolve())!r}, outside the workspace; "
-                f"porttrack does not write {path.name} through it. Replace it with a folder"
-            )
-        if not folder.is_dir():
-            return  # nothing below exists yet: mkdir creates real folders
+    check_no_symlinked_parent(root, path.relative_to(root).as_posix(), "the workspace")
 
 
 def _temp_dir(root: Path | None, beside: Path) -> Path:

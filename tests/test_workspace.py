@@ -167,7 +167,7 @@ def test_atomic_write_refuses_a_symlinked_parent_leading_out_of_the_workspace(tm
     (root / "state").mkdir()
     (root / "state" / "apply").symlink_to(outside, target_is_directory=True)
     before = _listing(outside)
-    with pytest.raises(UnsafeInput, match="state/apply is a symlink to .*outside the workspace"):
+    with pytest.raises(UnsafeInput, match="'state/apply' is a symlink to .*outside the workspace"):
         atomic_write_text(root / "state" / "apply" / "secret.txt", "overwritten\n")
     assert _listing(outside) == before
 
