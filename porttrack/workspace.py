@@ -158,14 +158,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     process that was killed (its pid no longer runs) is removed by the next write.
     """
     path = Path(os.path.abspath(path))
-    root = workspace_of(path)
-    if root is not None:
-        _refuse_symlinked_parents(root, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_dead_temps(path.parent, f".{path.name}.")  # left beside the file by older versions
-    temps = _temp_dir(root, path.parent)
-    _sweep_dead_temps(temps)
-    tmp = _write_temp(temps, path.name, data)
+    tmp = write_temp(path, data)
     try:
         checkpoint(f"write:{path.name}")
         try:
@@ -181,6 +174,21 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def write_temp(path: Path, data: bytes) -> str:
+    """The first half of writing `path` safely: refuse a symlinked parent leading out of the
+    workspace, create the parent, and write `data` to a fresh temp file (see `atomic_write_bytes`
+    for where); returns the temp file's path, for the caller to rename or link into place."""
+    path = Path(os.path.abspath(path))
+    root = workspace_of(path)
+    if root is not None:
+        _refuse_symlinked_parents(root, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_dead_temps(path.parent, f".{path.name}.")  # left beside the file by older versions
+    temps = _temp_dir(root, path.parent)
+    _sweep_dead_temps(temps)
+    return _write_temp(temps, path.name, data)
 
 
 def _write_temp(folder: Path, name: str, data: bytes) -> str:

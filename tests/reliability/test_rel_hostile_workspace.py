@@ -207,6 +207,14 @@ def test_symlinked_subfolder_of_state_out_is_not_written_through(tmp_path, world
     outside.unchanged()
 
 
+def test_symlinked_evidence_folder_out_is_not_written_through_by_a_gate_run(tmp_path, world, outside):
+    rig = Rig(tmp_path, world)
+    rig.ok("import", "101")
+    (rig.root / "patches" / "evidence").symlink_to(outside.root, target_is_directory=True)
+    _refused(rig.sub("gate", "run", "101"), "patches/evidence", "outside the workspace")
+    outside.unchanged()
+
+
 # -- a patch beyond a symlink in the fork's tree -----------------------------------------------------
 
 def test_patch_beyond_an_in_tree_symlink_is_unsafe_not_a_conflict(tmp_path, world, outside):
