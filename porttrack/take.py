@@ -11,8 +11,8 @@ builds wrote (for `git gc`). `porttrack.refresh` follows a queued PR; `porttrack
 and drops.
 
 Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
-PR and its stack when a client is handed in (a token or, for a public upstream, none) (recorded with the import; a failed poll
-falls back to the recorded state). Which revision is taken and what its diff starts at:
+PR and its stack when a client is handed in, with a token or, for a public upstream, without one
+(recorded with the import; a failed poll falls back to the recorded state). Which revision is taken and what its diff starts at:
 `porttrack.source`.
 
 What is taken, hunk by hunk (hunk ids: `porttrack.hunks`):
