@@ -145,6 +145,8 @@ class GateCell:
     graph_replay: str  # pass | fail | missing | n/a
     jit: str  # pass | fail | missing | n/a
     notes: tuple[str, ...] = ()
+    where: str = ""  # the cell's coordinates when its axes are not model/context/batch ("python=3.12")
+    verdict: str = ""  # the cell's verdict when the gate has no phases
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,8 @@ class GateSection:
     cells: tuple[GateCell, ...]
     superseded: tuple[Mapping[str, Any], ...]  # evidence that no longer counts, and why
     notes: tuple[str, ...]
+    gpu_axes: bool = True  # cells are model × context × batch (profile vllm-gpu); else `where`
+    phases: tuple[str, ...] = ("cold", "warm")  # () when the gate has none
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,8 @@ class WeeklyReport:
     trends: tuple[Trend, ...]
     problems: tuple[Problem, ...]
     report_file: str  # where the full markdown is written, relative to the workspace
+    profile: str = "vllm-gpu"  # tracks.yaml's profile
+    sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
 
 
 def report_to_json(report: WeeklyReport) -> dict[str, Any]:
