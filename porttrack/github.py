@@ -51,6 +51,8 @@ from porttrack.workspace import atomic_write_text
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
+# Where a token comes from, for every message that asks for one (`secrets.resolve_token`'s order).
+TOKEN_HINT = "set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`"
 
 
 class WriteUncertain(UpstreamUnreachable):
@@ -143,6 +145,15 @@ class GitHubClient:
         self._local = threading.local()
         self.requests_sent = 0
         self._count_lock = threading.Lock()
+        # The core budget as the last answer stated it (X-RateLimit-* headers, sent with every
+        # answer, 304s included): what is left is shown without spending a request on /rate_limit.
+        self.rate_seen: RateLimit | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        """False: no token, so GitHub answers reads of public repositories only, from the
+        address's own budget (60 requests an hour), and refuses every write."""
+        return bool(self._token)
 
     # -- transport ----------------------------------------------------------------------------
     def _requester(self):
@@ -186,7 +197,23 @@ class GitHubClient:
             # error) is masked at the door: nothing that reads the answer — recorded state, the
             # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
             text = secrets.redact(text)
-        return status, {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}, text
+        hdrs = {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}
+        self._note_rate(hdrs)
+        return status, hdrs, text
+
+    def _note_rate(self, hdrs: Mapping[str, str]) -> None:
+        """Keep the lowest budget stated for the newest window: concurrent answers arrive in any order."""
+        if hdrs.get("x-ratelimit-resource", "core") != "core":
+            return
+        limit, remaining = _header_int(hdrs, "x-ratelimit-limit"), _header_int(hdrs, "x-ratelimit-remaining")
+        if limit is None or remaining is None:
+            return
+        seen = RateLimit(self.authenticated, limit, remaining, _header_int(hdrs, "x-ratelimit-reset"), None)
+        with self._count_lock:
+            old = self.rate_seen
+            if old is None or (seen.reset or 0) > (old.reset or 0) or (
+                    seen.reset == old.reset and (seen.remaining or 0) < (old.remaining or 0)):
+                self.rate_seen = seen
 
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
             shape: Callable[[Any], Any] | None = None) -> Answer:
@@ -295,12 +322,16 @@ class GitHubClient:
 
     def _raise_for_status(self, verb: str, path: str, status: int, text: str) -> None:
         message = _message(text)
+        if status == 401 and not self._token:
+            raise GitHubAuthError(f"GitHub requires authentication for {verb} {path}: {TOKEN_HINT}")
         if status == 401:
             raise GitHubAuthError(f"GitHub refused the token for {verb} {path}: {message or 'bad credentials'}")
         if status == 403:
             raise GitHubAuthError(f"GitHub denied {verb} {path}: {message or 'forbidden'} (check the token's permissions)")
         if status == 404:
-            raise NotFound(f"GitHub has no {path} (HTTP 404){': ' + message if message else ''}")
+            # without a token GitHub answers 404, not 401, for a private repository
+            private = "" if self._token else f"; without a token only public repositories can be read ({TOKEN_HINT})"
+            raise NotFound(f"GitHub has no {path} (HTTP 404){': ' + message if message else ''}{private}")
         if 400 <= status < 500:
             raise PorttrackError(f"GitHub rejected {verb} {path} (HTTP {status}): {message}")
         # 5xx and anything else: the caller's retry loop continues
@@ -599,6 +630,13 @@ def _message(text: str) -> str:
         return ""
 
 
+def _header_int(hdrs: Mapping[str, str], name: str) -> int | None:
+    try:
+        return int(hdrs[name])
+    except (KeyError, ValueError):
+        return None
+
+
 def _retry_at(hdrs: Mapping[str, str]) -> str | None:
     if "x-ratelimit-reset" in hdrs:
         try:
@@ -615,7 +653,9 @@ def _retry_at(hdrs: Mapping[str, str]) -> str | None:
 
 
 def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
-    """The client the commands use: token and API base from the environment, ETags cached on disk."""
+    """The client the commands use: token and API base from the environment, ETags cached on disk.
+    Without a token the client is unauthenticated (`GitHubClient.authenticated`): it reads public
+    repositories; a write answers 401, which `GitHubAuthError` turns into a request for a token."""
     import os
 
     token = secrets.resolve_token()
@@ -640,4 +680,4 @@ def has_token() -> bool:
     return secrets.resolve_token() is not None
 
 
-__all__: Sequence[str] = ("EtagCache", "GitHubClient", "WriteUncertain", "client_for", "has_token")
+__all__: Sequence[str] = ("TOKEN_HINT", "EtagCache", "GitHubClient", "WriteUncertain", "client_for", "has_token")

@@ -64,14 +64,83 @@ def test_repo_has_default_branch_and_permissions_per_token(repos: FakeGitHub) ->
     assert ro.url == f"{repos.base_url}/repos/{FORK}"
 
 
-def test_missing_or_unknown_token_is_401(repos: FakeGitHub) -> None:
-    r = get(repos, f"/repos/{UP}", token=None)
+def test_unknown_token_is_401(repos: FakeGitHub) -> None:
+    r = get(repos, f"/repos/{UP}", token="ghp_wrong")
     assert r.status_code == 401 and r.json()["message"] == "Bad credentials"
     assert "X-RateLimit-Remaining" in r.headers
     assert get(repos, f"/repos/{UP}", headers={"Authorization": "Bearer " + DEFAULT_TOKEN}, token=None).ok
     with pytest.raises(BadCredentialsException):
         gh(repos, "ghp_wrong").get_repo(UP).default_branch
-    assert [x.auth_present for x in repos.log] == [False, True, True]
+    assert [x.auth_present for x in repos.log] == [True, True, True]
+
+
+# ---------------------------------------------------------------------------- without a token
+
+
+def test_anonymous_reads_a_public_repository_from_a_budget_of_60(repos: FakeGitHub) -> None:
+    r = get(repos, f"/repos/{UP}", token=None)
+    assert r.status_code == 200 and r.json()["full_name"] == UP
+    assert "permissions" not in r.json(), "GitHub states permissions only to a token"
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"], r.headers["X-RateLimit-Used"]) == ("60", "59", "1")
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    assert repos.rate_limit(DEFAULT_TOKEN)["remaining"] == 5000, "an anonymous read spends no token's budget"
+    # a token's reads spend the token's budget, not the address's
+    assert get(repos, f"/repos/{UP}").headers["X-RateLimit-Limit"] == "5000"
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    # /rate_limit states the address's budget, and asking is free
+    core = get(repos, "/rate_limit", token=None).json()["resources"]["core"]
+    assert (core["limit"], core["remaining"]) == (60, 59)
+    assert [x.auth_present for x in repos.log] == [False, True, False]
+
+
+def test_anonymous_conditional_request_answered_304_costs_nothing(repos: FakeGitHub) -> None:
+    first = get(repos, f"/repos/{UP}", token=None)
+    again = get(repos, f"/repos/{UP}", token=None, headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["X-RateLimit-Remaining"] == "59"
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    assert [(x.conditional, x.matched_etag) for x in repos.log] == [(False, False), (True, True)]
+
+
+def test_anonymous_budget_spent_is_403_until_reset(repos: FakeGitHub) -> None:
+    repos.set_anonymous_rate_limit(remaining=1, reset_in=600)
+    assert get(repos, f"/repos/{UP}", token=None).ok
+    r = get(repos, f"/repos/{UP}", token=None)
+    assert r.status_code == 403 and r.json()["message"].startswith("API rate limit exceeded for 127.0.0.1.")
+    assert r.headers["X-RateLimit-Remaining"] == "0" and int(r.headers["X-RateLimit-Reset"]) > time.time() + 500
+    assert get(repos, f"/repos/{UP}").ok, "a token has its own budget"
+    assert get(repos, "/rate_limit", token=None).json()["rate"]["remaining"] == 0
+    repos.set_anonymous_rate_limit(reset_in=-1)  # the hour is over: the budget is whole again
+    assert get(repos, f"/repos/{UP}", token=None).headers["X-RateLimit-Remaining"] == "59"
+
+
+def test_anonymous_budgets_are_per_client_address(repos: FakeGitHub) -> None:
+    repos.set_anonymous_rate_limit("10.0.0.9", remaining=0, reset_in=600)
+    assert get(repos, f"/repos/{UP}", token=None).ok, "127.0.0.1's budget is its own"
+    assert repos.anonymous_rate_limit("10.0.0.9")["remaining"] == 0
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+
+
+def test_anonymous_sees_no_private_repository(repos: FakeGitHub) -> None:
+    repos.add_repo("randomvariable/secret", private=True)
+    for path in ("/repos/randomvariable/secret", "/repos/randomvariable/secret/pulls/1", "/repos/randomvariable/secret/issues"):
+        r = get(repos, path, token=None)
+        assert r.status_code == 404 and r.json()["message"] == "Not Found", path
+    assert get(repos, "/repos/randomvariable/secret").ok, "a token sees it"
+    assert repos.unrouted == [], "the private repository was refused before routing"
+
+
+def test_anonymous_writes_are_401_requires_authentication(repos: FakeGitHub) -> None:
+    repos.add_workflow(FORK, "gate.yml")
+    writes = [("POST", f"/repos/{UP}/issues", {"title": "t"}),
+              ("PATCH", f"/repos/{UP}/issues/1", {"body": "b"}),
+              ("POST", f"/repos/{UP}/issues/1/comments", {"body": "b"}),
+              ("POST", f"/repos/{FORK}/actions/workflows/gate.yml/dispatches", {"ref": "main"})]
+    for method, path, body in writes:
+        r = requests.request(method, repos.base_url + path, json=body, timeout=5)
+        assert r.status_code == 401 and r.json()["message"] == "Requires authentication", (method, path)
+    assert repos.anonymous_rate_limit()["remaining"] == 60, "a refused write spends nothing"
+    assert repos.issues(UP) == [] and repos.dispatches == []
 
 
 def test_writes_without_push_are_403_and_change_nothing(repos: FakeGitHub) -> None:

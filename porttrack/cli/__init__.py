@@ -93,6 +93,8 @@ class Context:
     def github(self, repo: str, *, etags: bool = True) -> "GitHubClient":
         """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
         ETags cached in the workspace (`etags=False`: every read fresh, for what decides on a write).
+        Without a token it is unauthenticated (`GitHubClient.authenticated`): reads of a public
+        repository work, writes are refused; a command that writes checks for a token first.
         Building it sends nothing (PyGithub loads on first request)."""
         key = f"github:{repo}:{etags}"
         if key not in self._cache:

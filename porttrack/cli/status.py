@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from porttrack import clock
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
 from porttrack.text import for_terminal, short_sha
 
@@ -26,11 +27,14 @@ if TYPE_CHECKING:
 @click.option("--no-search", is_flag=True, help="Skip the searches (successors of closed PRs, collisions with the queue).")
 @pass_ctx
 def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: bool, no_search: bool) -> int:
-    """Poll every tracked PR, record its state, and show per track what changed and what to do next."""
+    """Poll every tracked PR, record its state, and show per track what changed and what to do next.
+
+    Without a token a public upstream is polled unauthenticated (60 requests an hour; an unchanged
+    PR, answered 304, costs none)."""
     from dataclasses import replace
 
     from porttrack.knowledge import gather, search_upstream
-    from porttrack.status import refresh, report_to_json
+    from porttrack.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
     fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
@@ -49,10 +53,15 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         if not dry_run:
             client.save_cache()
     when = report.observed_at or "never"
+    age = recorded_ago(report.observed_at, clock.now())
     if problem is not None:
-        say(f"porttrack: error: {problem} — showing the state recorded at {when} instead")
+        say(f"porttrack: error: {problem} — showing the state recorded at {when} ({age}) instead")
     elif report.mode == "offline":
-        say(f"offline: {report.offline_reason}; showing the state recorded at {when} (source: {report.source})")
+        say(f"offline: {report.offline_reason}; showing the state recorded at {when} ({age}; source: {report.source})")
+    if report.authenticated is False:  # a token's 5000 an hour is rarely news; the address's 60 is
+        from porttrack.github import TOKEN_HINT  # loaded already: the client came from there
+
+        say(f"{rate_words(report.rate_limit, False)} (a token raises it to 5000: {TOKEN_HINT})")
     if as_json:
         emit_json(report_to_json(report))
     else:
@@ -65,10 +74,13 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 def render(report: "StatusReport") -> str:
     from porttrack.collisions import render_lines as collision_lines
     from porttrack.knowledge import findings_lines
-    from porttrack.status import change_words
+    from porttrack.status import change_words, recorded_ago
 
     lines = []
-    when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" if report.mode == "live" else "OFFLINE (recorded state)"
+    if report.mode == "live":
+        when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" + ("" if report.authenticated else ", unauthenticated")
+    else:
+        when = f"OFFLINE (recorded state, {recorded_ago(report.observed_at, clock.now())})"
     lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
     for note in report.notes:
         lines.append(f"note: {for_terminal(note, 300)}")

@@ -40,7 +40,7 @@ from porttrack.report.records import (
     TrendSeries,
     WeeklyReport,
 )
-from porttrack.status import Knowledge, PRStatus, StatusReport, refresh
+from porttrack.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
 from porttrack.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -119,12 +119,13 @@ def gather(
     for track in report.tracks:
         for pr in track.prs:
             if pr.state == "unobserved":
-                problems.add(f"#{pr.number}", "never observed: run a live `porttrack status` (needs a token)")
+                problems.add(f"#{pr.number}", "never observed: run a live `porttrack status`")
             for note in pr.status.notes:
                 if note.kind == "coverage-unknown":
                     problems.add(f"#{pr.number}", note.text)
     if status_report.mode == "offline":
-        problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'}: {status_report.offline_reason}")
+        age = recorded_ago(status_report.observed_at, now)
+        problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'} ({age}): {status_report.offline_reason}")
     return replace(report, problems=tuple(problems.items), sections=sections_that_apply(config, report))
 
 

@@ -64,6 +64,7 @@ class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMi
         self._repos: dict[str, Repo] = {}
         self._tokens: dict[str, Token] = {}
         self._anon = Token("", False, False, 60, 60, int(time.time()) + 3600)
+        self._anon_budgets: dict[str, Token] = {}   # client address -> its budget without a token
         self._faults: list[Fault] = []
         self._runs: dict[int, Run] = {}
         self._artifacts: dict[int, Artifact] = {}
