@@ -59,3 +59,16 @@ def test_the_same_hunk_is_named_by_its_id(tmp_path, world):
     mine = [h for fd in _diff(world, 410) for h in fd.text_hunks]
     theirs = [h for fd in _diff(world, 411) for h in fd.text_hunks]
     assert [(o.kind, o.detail) for o in compare(mine, theirs)] == [("same-hunk", mine[0].id)]
+
+
+def test_the_weekly_issue_shows_the_collisions_under_the_queue(tmp_path, world):
+    from testing.gfm import cmark
+
+    ws = _scene(world, tmp_path)
+    shown = ws.run_in_process("report", "weekly", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    queue_section = shown.stdout.split("## Patch queue")[1].split("\n## ")[0]
+    assert "collisions ahead (open upstream PRs compared: 3):" in queue_section
+    assert "(Rewrites the same lines) collides with" in queue_section and "Another file" not in queue_section
+    html = cmark(shown.stdout)
+    assert "<p>collisions ahead (open upstream PRs compared: 3):</p>\n<ul>\n<li>open #" in html, queue_section

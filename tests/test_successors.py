@@ -119,3 +119,26 @@ def test_phrases_that_say_a_pr_succeeds_another():
     assert says_succeeds("replaces https://github.com/vllm-project/vllm/pull/48804", 48804)
     assert says_succeeds("supersedes #488040", 48804) is None
     assert says_succeeds("see #48804", 48804) is None
+
+
+def test_the_weekly_issue_shows_the_candidates_under_the_orphaned_prs_next_action(tmp_path, world):
+    from testing.gfm import cmark
+
+    _scene(world)
+    ws = make_workspace(tmp_path / "ws", {"warm": track([100])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    out = ws.run_in_process("report", "weekly", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)["found"]
+    assert found["successors"]["100"][0] == "successor candidates for #100:"
+    shown = ws.run_in_process("report", "weekly", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    body = shown.stdout
+    after_next = body[body.index("**Next:**"):].split("###")[0].split("## ")[0]
+    assert "Warmup contract: shares 3 of 4 hunks" in after_next, after_next  # (#N is escaped: not a link in the fork)
+    assert "\n\nsuccessor candidates for" in after_next  # its own paragraph, not glued to the next action
+    assert "`prs: [201] # #201 succeeds #100 (closed without merging)`" in body
+    html = cmark(body)  # GitHub's renderer: the candidates are a list, the tracks.yaml lines code
+    section = html[html.index("orphaned: decide"):]
+    assert "successor candidates for" in section and "<code>prs: [201] # #201 succeeds #100" in section, section[:1500]
+    assert html.count("<li>") >= 6
+    assert found["cost"].startswith("searches cost")

@@ -23,7 +23,9 @@ from porttrack.converge_record import RecordedVerdict, latest_verdicts
 from porttrack.errors import InputError, PorttrackError
 from porttrack.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
+from porttrack.collisions import render_lines as render_collisions
 from porttrack.knowledge import gather as gather_knowledge
+from porttrack.knowledge import search_upstream
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -41,6 +43,7 @@ from porttrack.report.records import (
     WeeklyReport,
 )
 from porttrack.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
+from porttrack.successors import render_lines as render_successors
 from porttrack.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -84,6 +87,7 @@ def gather(
     problems = _Problems()
     know = _knowledge(ws, config, fork, fork_problem, problems)
     status_report = _status(ws, config, client, dry_run, progress, know, problems)
+    found = _found(ws, config, client, status_report, dry_run) if status_report.mode == "live" and client is not None else None
     upstream_state = _recorded_state(ws, config, problems)
     verdicts = _convergence(ws, config, fork, fork_problem, problems)
     queue = _queue(ws, problems)
@@ -115,6 +119,7 @@ def gather(
         problems=(),
         report_file=report_file(ws, config, week),
         profile=config.rules.name,
+        found=found,
     )
     for track in report.tracks:
         for pr in track.prs:
@@ -138,6 +143,21 @@ def sections_that_apply(config: "Config", report: WeeklyReport) -> tuple[str, ..
 
 def report_file(ws: Workspace, config: "Config", week: str) -> str:
     return f"{config.report.output_dir.rstrip('/')}/weekly-{week}.md"
+
+
+def _found(ws: Workspace, config: "Config", client: "GitHubClient", status_report: "StatusReport",
+           dry_run: bool) -> Mapping[str, Any] | None:
+    """Successor candidates of orphaned PRs and collisions ahead, as `status` shows them (the
+    searches never fail a report: a cut-short search says why in its own lines). Their answers'
+    ETags are kept like the poll's, so next week's searches are conditional."""
+    findings = search_upstream(ws, config, client, status_report)
+    if not dry_run:
+        client.save_cache()
+    if findings.skipped:
+        return None
+    return {"successors": {str(s.pr): render_successors(s) for s in findings.successors},
+            "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
+            "cost": findings.cost.text if findings.cost else ""}
 
 
 def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None, problems: _Problems):

@@ -227,6 +227,9 @@ class WeeklyReport:
     report_file: str  # where the full markdown is written, relative to the workspace
     profile: str = "vllm-gpu"  # tracks.yaml's profile
     sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
+    # What a live run's searches found (None offline, or searches off): {"successors": {PR: [line]},
+    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.successors / .collisions
+    found: Mapping[str, Any] | None = None
 
 
 def report_to_json(report: WeeklyReport) -> dict[str, Any]:
