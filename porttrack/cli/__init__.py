@@ -24,6 +24,7 @@ from click.shell_completion import CompletionItem
 from porttrack import __version__
 from porttrack import completion
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
+from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
 from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.secrets import redact
 from porttrack.workspace import Workspace, dump_json
@@ -45,6 +46,8 @@ class Context:
     workspace_arg: str | None = None
     fork_arg: str | None = None
     api_url_arg: str | None = None
+    color_arg: str = "auto"
+    no_pager: bool = False
     _cache: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -61,6 +64,18 @@ class Context:
             ws = self.workspace
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
         return self._cache["config"]
+
+    @property
+    def terminal(self) -> Terminal:
+        """How stdout is shown: width, colour, pager (`porttrack.cli.terminal`)."""
+        if "terminal" not in self._cache:
+            self._cache["terminal"] = Terminal.resolve(self.color_arg, self.no_pager)
+        return self._cache["terminal"]
+
+    def show(self, parts: Any) -> None:
+        """Human output: the parts laid out for the terminal, paged when long."""
+        term = self.terminal
+        show(term, render(term, parts))
 
     @property
     def fork(self) -> GitRepo:
@@ -128,11 +143,15 @@ def _exit_code_epilog() -> str:
 @click.option("--workspace", "-C", metavar="DIR", help="Workspace holding tracks.yaml [env PORTTRACK_WORKSPACE; default: nearest folder up].")
 @click.option("--fork", "fork", metavar="DIR", help="The fork's local checkout [env PORTTRACK_FORK; default: fork.checkout in tracks.yaml].")
 @click.option("--api-url", metavar="URL", help="GitHub REST API base [env GITHUB_API_URL; default https://api.github.com].")
+@click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+              help="Colour states: auto is on a terminal unless NO_COLOR is set.")
+@click.option("--no-pager", is_flag=True, help="Never page long output (it is paged only on a terminal).")
 @click.pass_context
-def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: str | None) -> None:
+def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: str | None, color: str, no_pager: bool) -> None:
     """Follow upstream pull requests into a downstream fork: observe, take stable hunks, apply,
     prove, converge, report."""
-    ctx.obj = Context(workspace_arg=workspace, fork_arg=fork or os.environ.get("PORTTRACK_FORK"), api_url_arg=api_url)
+    ctx.obj = Context(workspace_arg=workspace, fork_arg=fork or os.environ.get("PORTTRACK_FORK"), api_url_arg=api_url,
+                      color_arg=color, no_pager=no_pager)
 
 
 def emit_json(data: Any) -> None:

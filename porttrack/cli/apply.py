@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say, terminal
 
 
 @cli.command("apply")
@@ -28,17 +28,17 @@ def apply_command(ctx: Context, target: str, force: bool, dry_run: bool, as_json
         run = apply(ctx.workspace, ctx.config, ctx.fork, target=target, force=force, dry_run=dry_run,
                     progress=None if as_json else (lambda line: say(f"  {line}")))
     except ApplyConflict as exc:
-        _show(exc.run, as_json, run_to_json)
+        _show(ctx, exc.run, as_json, run_to_json)
         raise
-    _show(run, as_json, run_to_json)
+    _show(ctx, run, as_json, run_to_json)
     return 0
 
 
-def _show(run, as_json: bool, run_to_json) -> None:
+def _show(ctx: Context, run, as_json: bool, run_to_json) -> None:
     if as_json:
         emit_json(run_to_json(run))
-    else:
-        click.echo(render(run))
+    else:  # each line wrapped under its own indent to the terminal's width; paged when long
+        ctx.show([terminal.indented(line, hang=4) for line in render(run).splitlines()])
 
 
 def render(run) -> str:

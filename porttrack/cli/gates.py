@@ -114,7 +114,7 @@ def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], rec
         emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": ref, "plan": plan,
                    "records": records, "check": gates.to_json(result)})
     else:
-        click.echo(gates.render(result))
+        ctx.show([terminal.indented(line, hang=4) for line in gates.render(result).splitlines()])
     return result.exit_code
 
 
@@ -168,7 +168,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
     if as_json:
         emit_json(gates.to_json(result))
     else:
-        click.echo(gates.render(result))
+        ctx.show([terminal.indented(line, hang=4) for line in gates.render(result).splitlines()])
     if result.verdict == gates.CANNOT_EVALUATE and not as_json:
         say(f"porttrack: could not evaluate: {result.reason}")
     return result.exit_code

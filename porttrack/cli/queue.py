@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say, terminal
+from porttrack.text import for_terminal
 
 
 @cli.command("queue")
@@ -32,11 +33,12 @@ def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool)
             **({"collisions": found[0].to_json(), "search_cost": found[1].to_json()} if found else {}),
         })
         return 0
-    click.echo(render_queue(entries, coverage))
+    parts = render_queue(entries, coverage)
     if found:
         from porttrack.collisions import render_lines
 
-        click.echo("\n".join(["", *render_lines(found[0]), found[1].text]))
+        parts += ["", *(terminal.indented(line, untrusted=True) for line in [*render_lines(found[0]), found[1].text])]
+    ctx.show(parts)
     return 0
 
 
@@ -75,36 +77,42 @@ def _entry_json(entry) -> dict:
     }
 
 
-def render_queue(entries, coverage) -> str:
-    from porttrack.text import for_terminal
-
-    lines = []
+def render_queue(entries, coverage) -> list:
+    """The queue as terminal parts: one row per patch (names and tracks cut to fit, reasons wrapped),
+    then hand-port coverage."""
+    out: list = []
     if not entries:
-        lines.append("the queue is empty (take a PR with `porttrack import N`)")
+        out.append("the queue is empty (take a PR with `porttrack import N`)")
     else:
-        rows = [("PATCH", "STATE", "PR", "TRACK", "TAKEN", "LEFT OUT")]
+        rows = []
         for e in entries:
             p = e.patch
             reasons = ", ".join(f"{k} {v}" for k, v in e.left_out_by_reason.items())
-            rows.append((p.name, p.state, f"#{p.pr}", p.track, str(len(p.hunks_taken)),
-                         f"{len(p.hunks_left_out)}" + (f" ({reasons})" if reasons else "")))
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        for r in rows:
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
+            rows.append([for_terminal(p.name, 120), terminal.state(p.state), f"#{p.pr}", for_terminal(p.track, 80),
+                         str(len(p.hunks_taken)), f"{len(p.hunks_left_out)}" + (f" ({for_terminal(reasons, 200)})" if reasons else "")])
+        out.append(terminal.table(_QUEUE_COLUMNS, rows))
         for e in entries:
             if e.patch.depends_on:
-                lines.append(f"{e.patch.name} depends on {', '.join(e.patch.depends_on)}")
+                out.append(terminal.paragraph(f"{e.patch.name} depends on {', '.join(e.patch.depends_on)}", hang=2))
     if coverage:
-        lines.append("")
-        lines.append("hand-ported (found in the fork's history, or listed as fork_commits):")
+        out.append("")
+        out.append(terminal.paragraph("hand-ported (found in the fork's history, or listed as fork_commits):"))
         for c in coverage:
-            lines.append(f"  #{c.pr} ({c.track}): {for_terminal(c.text, 160)}")
+            out.append(terminal.paragraph(f"#{c.pr} ({c.track}): {for_terminal(c.text, 160)}", indent=2, hang=2))
             if c.fork_commits_missing:
-                lines.append(f"    not in {c.branch}: {', '.join(c.fork_commits_missing)}")
-            missing = [h for h in c.hunks if h.state != "applied"]
-            for h in missing:
-                lines.append(f"    {h.state:<12} {h.id}  {for_terminal(h.path, 80)}" + (" (after the port's last commit)" if h.after_through else ""))
-    return "\n".join(lines)
+                out.append(terminal.paragraph(f"not in {c.branch}: {', '.join(c.fork_commits_missing)}", indent=4, hang=2))
+            missing = [[terminal.state(h.state), h.id, for_terminal(h.path, 80) + (" (after the port's last commit)" if h.after_through else "")]
+                       for h in c.hunks if h.state != "applied"]
+            if missing:
+                out.append(terminal.table(_HUNK_COLUMNS, missing, indent=4, header=False))
+    return out
+
+
+_QUEUE_COLUMNS = (
+    terminal.Column("PATCH", "cut"), terminal.Column("STATE"), terminal.Column("PR"), terminal.Column("TRACK", "cut"),
+    terminal.Column("TAKEN"), terminal.Column("LEFT OUT", "wrap"),
+)
+_HUNK_COLUMNS = (terminal.Column(), terminal.Column(), terminal.Column(fit="wrap"))
 
 
 @cli.command("drop")

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack import clock
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, pass_ctx, say, terminal
+from porttrack.cli.terminal import Progress, Terminal
 from porttrack.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
@@ -38,15 +39,21 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
     config = ctx.config
     fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
-    report, problem = refresh(
-        ctx.workspace,
-        config,
-        client=None if offline else ctx.github(config.upstream.repo),
-        repo=None if no_fetch else fork,
-        dry_run=dry_run,
-        progress=(lambda line: say(f"  fetch: {line}")) if not as_json else None,
-        know=gather(ctx.workspace, config, fork, fork_problem),
-    )
+    # git's progress: one line redrawn in place on a terminal, each phase's last line otherwise
+    progress = None if as_json else Progress("fetch")
+    try:
+        report, problem = refresh(
+            ctx.workspace,
+            config,
+            client=None if offline else ctx.github(config.upstream.repo),
+            repo=None if no_fetch else fork,
+            dry_run=dry_run,
+            progress=progress,
+            know=gather(ctx.workspace, config, fork, fork_problem),
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
         report = replace(report, findings=search_upstream(ctx.workspace, config, client, report))
@@ -65,67 +72,89 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     if as_json:
         emit_json(report_to_json(report))
     else:
-        click.echo(render(report))
+        ctx.show(parts(report))
     if dry_run and report.mode == "live":
         say("dry run: nothing was recorded")
     return int(problem.exit_code) if problem is not None else 0
 
 
-def render(report: "StatusReport") -> str:
+def render(report: "StatusReport", term: Terminal) -> str:
+    return terminal.render(term, parts(report))
+
+
+def parts(report: "StatusReport") -> list:
+    """What `status` prints, as terminal parts: wrapped prose, one aligned row per PR, titles cut."""
     from porttrack.collisions import render_lines as collision_lines
     from porttrack.knowledge import findings_lines
-    from porttrack.status import change_words, recorded_ago
+    from porttrack.status import recorded_ago
 
-    lines = []
+    out: list = []
     if report.mode == "live":
         when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" + ("" if report.authenticated else ", unauthenticated")
     else:
         when = f"OFFLINE (recorded state, {recorded_ago(report.observed_at, clock.now())})"
-    lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
+    out.append(terminal.paragraph(f"upstream state as of {report.observed_at or 'never'} — {when}", hang=2))
     for note in report.notes:
-        lines.append(f"note: {for_terminal(note, 300)}")
+        out.append(terminal.paragraph(f"note: {for_terminal(note, 300)}", hang=6))
     findings = report.findings
     if findings is not None and findings.cost is not None:
-        lines.append(findings.cost.text)
+        out.append(terminal.paragraph(findings.cost.text, hang=2))
     for track in report.tracks:
-        lines.append("")
-        lines.append(f"{track.id}  {for_terminal(track.title, 100)}")
-        for pr in track.prs:
-            state = pr.state
-            if pr.state == "merged":
-                state = f"merged {(pr.merged_at or '')[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
-            elif pr.state == "closed":
-                state = f"closed without merging {(pr.closed_at or '')[:10]}".strip()
-            head = f"head {short_sha(pr.head_sha)}"
-            if pr.head_change in ("appended", "force-pushed"):
-                count = f" +{pr.head_change_commits}" if pr.head_change_commits else ""
-                head += f" ({pr.head_change}{count})"
-            elif pr.head_change == "unchanged":
-                head += " (unchanged)"
-            elif pr.head_change is None and report.mode == "live" and pr.state != "unobserved":
-                head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
-            base = f"base {pr.base_ref}" if pr.base_ref else ""
-            lines.append(f"  #{pr.number:<6} {state:<36} {head:<34} {base}".rstrip())
-            if pr.title:
-                lines.append(f"           {for_terminal(pr.title, 110)}")
-            for link in pr.stacked_on:
-                lines.append(f"           stacked on #{link['number']} ({link['state']}, from {link['via']})")
-            for change in pr.changes:
-                lines.append(f"           changed: {for_terminal(change_words(change), 110)}")
-            for note in pr.notes:
-                lines.append(f"           {for_terminal(note.text, 110)}")
-            if pr.updated_at:
-                lines.append(f"           last updated {pr.updated_at}")
+        out.append("")
+        out.append(terminal.cut(terminal.joined(terminal.text(track.id, "bold"), "  ", for_terminal(track.title, 100))))
+        rows = [_pr_row(pr, report.mode) for pr in track.prs]
+        for pr, row in zip(track.prs, rows):
+            out.append(terminal.table(_PR_COLUMNS, [row], indent=2, header=False, measure=rows))
+            out += _pr_details(pr)
         action = track.next_action
-        lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{action.command}]" if action.command else ""))
-        lines += [_kept_indent(f"    {line}") for line in findings_lines(findings, track)]
+        words = terminal.joined("next: ", terminal.state(action.kind, for_terminal(action.text, 160)),
+                                f"  [{action.command}]" if action.command else "")
+        out.append(terminal.paragraph(words, indent=2, hang=6))
+        out += [_kept_indent(f"    {line}") for line in findings_lines(findings, track)]
     if findings is not None and findings.collisions is not None:
-        lines.append("")
-        lines += [_kept_indent(line) for line in collision_lines(findings.collisions)]
-    return "\n".join(lines)
+        out.append("")
+        out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
+    return out
 
 
-def _kept_indent(line: str) -> str:
-    """`for_terminal` of a line whose leading spaces matter (the tracks.yaml lines to adopt)."""
+# #N, state, head, base: state and head wrap within their columns when the terminal is narrow
+_PR_COLUMNS = (terminal.Column(), terminal.Column(fit="wrap"), terminal.Column(fit="wrap"), terminal.Column())
+_DETAIL = 11  # where a PR's title and details start (under its state)
+
+
+def _pr_row(pr, mode: str) -> list:
+    state = pr.state
+    if pr.state == "merged":
+        state = f"merged {(pr.merged_at or '')[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
+    elif pr.state == "closed":
+        state = f"closed without merging {(pr.closed_at or '')[:10]}".strip()
+    head = f"head {short_sha(pr.head_sha)}"
+    if pr.head_change in ("appended", "force-pushed"):
+        count = f" +{pr.head_change_commits}" if pr.head_change_commits else ""
+        head += f" ({pr.head_change}{count})"
+    elif pr.head_change == "unchanged":
+        head += " (unchanged)"
+    elif pr.head_change is None and mode == "live" and pr.state != "unobserved":
+        head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
+    return [f"#{pr.number:<6}", terminal.state(pr.state, state), head, f"base {pr.base_ref}" if pr.base_ref else ""]
+
+
+def _pr_details(pr) -> list:
+    from porttrack.status import change_words
+
+    out: list = []
+    if pr.title:
+        out.append(terminal.cut(for_terminal(pr.title, 110), indent=_DETAIL))
+    lines = [f"stacked on #{link['number']} ({link['state']}, from {link['via']})" for link in pr.stacked_on]
+    lines += [f"changed: {for_terminal(change_words(change), 110)}" for change in pr.changes]
+    lines += [for_terminal(note.text, 110) for note in pr.notes]
+    lines += [f"last updated {pr.updated_at}"] if pr.updated_at else []
+    return out + [terminal.paragraph(line, indent=_DETAIL, hang=2) for line in lines]
+
+
+def _kept_indent(line: str):
+    """`for_terminal` of a line whose leading spaces matter (the tracks.yaml lines to adopt): kept
+    whole, never wrapped, so it can be copied as it is."""
     body = line.lstrip(" ")
-    return " " * (len(line) - len(body)) + for_terminal(body, 200)
+    indent = len(line) - len(body)
+    return " " * indent + for_terminal(body, 200)
