@@ -264,9 +264,12 @@ def _page(output: str) -> bool:
 
 # -- progress ----------------------------------------------------------------------------------
 # git's progress lines ("Receiving objects:  45% (101/222), 1.2 MiB | 3 MiB/s", "remote: Counting
-# objects: 300") and porttrack's own ("PRs answered: 3/12"): a phase, a colon, a count.
-_PROGRESS = re.compile(r"^(?:remote: )?[A-Za-z][A-Za-z ]{0,40}: +(?:\d+% \(\d+/\d+\)|\d+(?:/\d+)?\b)")
-_DONE = re.compile(r"(?:, done\.?$)|(?:\((\d+)/\1\))|(?:^[^:]+: +(\d+)/\2$)")
+# objects: 300", "remote: Total 603 (delta 492), reused 0") and porttrack's own ("PRs answered: 3/12"): a phase, a colon, a count.
+_PROGRESS = re.compile(r"^(?:remote: )?(?:[A-Za-z][A-Za-z ]{0,40}: +(?:\d+% \(\d+/\d+\)|\d+(?:/\d+)?\b)|Total \d+ \(delta \d+\))")
+# git's account of the refs it moved ("From <url>", " * [new ref] refs/pull/7/head -> …", " + a1...b2"):
+# one line per ref, 100 for 100 PRs; porttrack records what moved itself. A refusal ("! [rejected]") stays.
+_REF_LINE = re.compile(r"^(?:From \S|[*+\-t=]? ?(?:\[[a-z ]+\]|[0-9a-f]{4,}\.\.\.?[0-9a-f]{4,})\s)")
+_DONE = re.compile(r", done\.?$|^[^:]+: +(\d+)/\1$")  # a phase's last line: git's ", done." or our "12/12"
 
 
 class Progress:
@@ -286,7 +289,7 @@ class Progress:
         from porttrack.text import for_terminal
 
         line = for_terminal(line, 300)
-        if not line:
+        if not line or _REF_LINE.match(line):
             return
         if not _PROGRESS.match(line):
             self._print(line)

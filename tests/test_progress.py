@@ -1,0 +1,108 @@
+"""Progress of a real `git fetch` (`GitRepo.fetch` with `porttrack.cli.terminal.Progress`): on a
+pseudo-terminal one line redrawn in place; piped, a few summary lines, never one per update.
+
+The fetch runs in a child process whose stderr is a pty (python's `pty` module) or a pipe, from a
+fixture upstream with a few hundred files: enough objects for git to report many updates."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testing.gitfixtures import Upstream, clone_fork
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FILES = 600
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from porttrack.cli.terminal import Progress
+    from porttrack.gitrepo import GitRepo
+
+    updates = []
+    with Progress("fetch") as progress:
+        def seen(line):
+            updates.append(line)
+            progress(line)
+        GitRepo(sys.argv[1]).fetch("upstream", ["+refs/pull/1/head:refs/porttrack/pr-1"], seen)
+    print(f"updates={len(updates)}", file=sys.stdout)
+""")
+
+
+@pytest.fixture
+def fork(tmp_path: Path, git_env) -> Path:
+    up = Upstream(tmp_path / "up")
+    fork = clone_fork(up, tmp_path / "fork")
+    # distinct content per file: hundreds of objects to send, so git reports progress many times
+    up.open_pr(1, {f"pkg/m{i:04d}.py": f"value = {i}\n" + "# filler line\n" * (i % 40) for i in range(FILES)}, "many files")
+    return fork
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "COLUMNS")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(extra)
+    return env
+
+
+def _on_pty(fork: Path, env: dict[str, str]) -> tuple[bytes, bytes]:
+    """(what the terminal received, stdout) of the fetch with stderr on a pseudo-terminal."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(fork)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave, env=env, cwd=REPO_ROOT)
+    os.close(slave)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(master)
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0, received.decode(errors="replace")
+    return received, out
+
+
+def _updates(stdout: bytes) -> int:
+    return int(stdout.decode().strip().rpartition("updates=")[2])
+
+
+def test_on_a_terminal_a_fetch_is_one_line_redrawn_in_place(fork: Path) -> None:
+    received, out = _on_pty(fork, _env(TERM="xterm", COLUMNS="80"))
+    updates = _updates(out)
+    assert updates >= 10, f"the fixture should make git report many updates, it made {updates}"
+    # a pty turns "\n" into "\r\n": a line ended is "\r\n", a redraw is a bare "\r"
+    newlines = received.count(b"\n")
+    redraws = received.count(b"\r") - received.count(b"\r\n")
+    assert newlines == 1, received[-600:]
+    assert redraws >= updates - 2, (redraws, updates)
+    text = received.decode()
+    assert "fetch: " in text and "objects" in text
+    lines = [seg for seg in text.replace("\r\n", "\r").split("\r") if seg]
+    assert all(len(seg.replace("\x1b[0K", "")) < 80 for seg in lines), "each redraw fits the width"
+
+
+def test_piped_a_fetch_says_a_few_summary_lines(fork: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(fork)], capture_output=True, env=_env(), cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert _updates(proc.stdout) >= 10
+    lines = proc.stderr.decode().splitlines()
+    assert 1 <= len(lines) <= 5, lines
+    assert b"\r" not in proc.stderr and b"\x1b" not in proc.stderr
+    assert all(line.startswith("  fetch: ") and line.rstrip().endswith("done.") for line in lines), lines
+
+
+def test_in_ci_a_terminal_gets_summary_lines_too(fork: Path) -> None:
+    received, out = _on_pty(fork, _env(TERM="xterm", CI="true"))
+    assert _updates(out) >= 10
+    assert received.count(b"\r") == received.count(b"\r\n"), "no redraws in CI"
+    assert 1 <= received.count(b"\n") <= 5, received
