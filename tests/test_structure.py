@@ -96,8 +96,8 @@ def test_only_the_github_door_imports_pygithub() -> None:
 
 def test_processes_start_in_the_doors_only() -> None:
     """git runs only in gitrepo; a user's job command only in the one job runner; `gh auth token`
-    only where the token is resolved."""
-    allowed = {"porttrack.gitrepo", "porttrack.jobs.runner", "porttrack.secrets"}
+    only where the token is resolved; the user's pager only where output meets the terminal."""
+    allowed = {"porttrack.gitrepo", "porttrack.jobs.runner", "porttrack.secrets", "porttrack.cli.terminal"}
     starts = {name: _process_calls(tree) for name, tree in _modules().items()}
     assert {name: lines for name, lines in starts.items() if lines and name not in allowed} == {}
     assert starts.get("porttrack.jobs.runner"), "the job runner exists and starts the jobs"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say, terminal
 from porttrack.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for

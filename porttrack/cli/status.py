@@ -101,7 +101,7 @@ def parts(report: "StatusReport") -> list:
         out.append(terminal.paragraph(findings.cost.text, hang=2))
     for track in report.tracks:
         out.append("")
-        out.append(terminal.cut(terminal.joined(terminal.text(track.id, "bold"), "  ", for_terminal(track.title, 100))))
+        out.append(terminal.cut(terminal.joined(terminal.text(track.id, "bold"), "  ", for_terminal(track.title, 300))))
         rows = [_pr_row(pr, report.mode) for pr in track.prs]
         for pr, row in zip(track.prs, rows):
             out.append(terminal.table(_PR_COLUMNS, [row], indent=2, header=False, measure=rows))
@@ -136,7 +136,7 @@ def _pr_row(pr, mode: str) -> list:
         head += " (unchanged)"
     elif pr.head_change is None and mode == "live" and pr.state != "unobserved":
         head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
-    return [f"#{pr.number:<6}", terminal.state(pr.state, state), head, f"base {pr.base_ref}" if pr.base_ref else ""]
+    return [f"#{pr.number}", terminal.state(pr.state, state), head, f"base {pr.base_ref}" if pr.base_ref else ""]
 
 
 def _pr_details(pr) -> list:
@@ -144,7 +144,7 @@ def _pr_details(pr) -> list:
 
     out: list = []
     if pr.title:
-        out.append(terminal.cut(for_terminal(pr.title, 110), indent=_DETAIL))
+        out.append(terminal.cut(for_terminal(pr.title, 300), indent=_DETAIL))
     lines = [f"stacked on #{link['number']} ({link['state']}, from {link['via']})" for link in pr.stacked_on]
     lines += [f"changed: {for_terminal(change_words(change), 110)}" for change in pr.changes]
     lines += [for_terminal(note.text, 110) for note in pr.notes]

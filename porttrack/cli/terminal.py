@@ -36,7 +36,8 @@ STATE_STYLES: Mapping[str, str] = {
     # upstream PRs
     "open": "green", "merged": "magenta", "closed": "red", "unobserved": "yellow",
     # queued patches
-    "queued": "cyan", "gated": "blue", "default-enabled": "green", "dropped": "dim", "converged": "magenta",
+    "queued": "cyan", "ungated": "cyan", "gated-pass": "green", "gated-fail": "red", "default-enabled": "bold green",
+    "dropped": "dim", "converged": "magenta",
     # eligibility
     "eligible": "green", "conditional": "yellow", "ineligible": "red",
     # gate cells and apply outcomes
@@ -229,7 +230,11 @@ def render(term: Terminal, parts: Iterable["RenderableType | str"]) -> str:
             console.print(text(part), no_wrap=True, overflow="ignore", crop=False)
         else:
             console.print(part)
-    return "\n".join(line.rstrip(" ") for line in buffer.getvalue().splitlines())
+    return "\n".join(_TRAILING.sub(r"\1", line) for line in buffer.getvalue().splitlines())
+
+
+# Spaces at the end of a line, also where a style's reset follows them (rich pads styled cells)
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")
 
 
 def show(term: Terminal, output: str) -> None:
