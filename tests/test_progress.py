@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from porttrack.cli.terminal import Progress
 from testing.gitfixtures import Upstream, clone_fork
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -106,3 +107,16 @@ def test_in_ci_a_terminal_gets_summary_lines_too(fork: Path) -> None:
     assert _updates(out) >= 10
     assert received.count(b"\r") == received.count(b"\r\n"), "no redraws in CI"
     assert 1 <= received.count(b"\n") <= 5, received
+
+
+def test_a_poll_counts_in_place_on_a_terminal_and_once_on_a_pipe() -> None:
+    """porttrack's own progress ("PRs answered: 2/3") follows the same rules as git's."""
+    import io
+
+    piped = io.StringIO()
+    with Progress("upstream", stream=piped, environ={}) as progress:
+        for done in range(1, 4):
+            progress(f"PRs answered: {done}/3")
+        progress("warning: a line that is not progress is always shown")
+    assert piped.getvalue().splitlines() == ["  upstream: PRs answered: 3/3",
+                                              "  upstream: warning: a line that is not progress is always shown"]

@@ -40,7 +40,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     config = ctx.config
     fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
     # git's progress: one line redrawn in place on a terminal, each phase's last line otherwise
-    progress = None if as_json else Progress("fetch")
+    progress = None if as_json else Progress("upstream")
     try:
         report, problem = refresh(
             ctx.workspace,
