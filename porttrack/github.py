@@ -343,15 +343,16 @@ class GitHubClient:
         return PullRequest.from_json(answer.data), answer.from_cache
 
     def get_pulls(self, numbers: Iterable[int], max_workers: int = 8) -> dict[int, tuple[PullRequest, bool]]:
-        """Several PRs at once, and for each whether it is unchanged since the last poll. Up to one
-        wave of concurrent REST requests (`max_workers`) costs 1 round trip and, warm, 0 points
-        (304s); more PRs go through GraphQL, 100 to a query (`_get_pulls_graphql`)."""
+        """Several PRs at once, each with whether it is unchanged since the last poll: concurrent
+        REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves."""
         numbers = sorted(set(int(n) for n in numbers))
         if not numbers:
             return {}
-        if self._graphql_pays(numbers, max_workers):
-            return self._get_pulls_graphql(numbers, max_workers)
-        return self._get_pulls_rest(numbers, max_workers)
+        pulls = self._pulls_by_graphql(numbers, max_workers) if github_graphql.pays(bool(self._token), len(numbers), max_workers) else {}
+        rest = [n for n in numbers if n not in pulls]   # a 404 stays REST's
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
+            pulls.update(zip(rest, pool.map(self.get_pull, rest)))
+        return {n: pulls[n] for n in numbers}
 
     def find_pull_by_head(self, branch: str) -> int | None:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
@@ -588,60 +589,19 @@ class GitHubClient:
                 break
         return tuple(files), cached
 
-    # -- many pull requests ---------------------------------------------------------------------
-    # Past one wave of REST requests, PRs are asked for through GraphQL (porttrack.github_graphql):
-    # 100 to a query, the queries concurrent, 1 point of the GraphQL budget each, cold or warm.
-    # Whatever GraphQL does not answer goes to REST, as before: a failed query, the whole batch;
-    # a PR it reports missing, that PR alone (so a missing PR is REST's 404, as it always was).
-
-    def _graphql_pays(self, numbers: Sequence[int], max_workers: int) -> bool:
-        """GraphQL needs a token; `PORTTRACK_GRAPHQL` may force it (always) or forbid it (never)."""
-        mode = github_graphql.mode_from_env()
-        if not self._token or mode == "never":
-            return False
-        return mode == "always" or len(numbers) > max_workers
-
-    def _get_pulls_rest(self, numbers: Sequence[int], max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
-        """One conditional GET per PR, `max_workers` in flight."""
-        if not numbers:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
-            results = list(pool.map(self.get_pull, numbers))
-        return dict(zip(numbers, results))
-
-    def _get_pulls_graphql(self, numbers: Sequence[int], max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
-        batches = github_graphql.batches(numbers)
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(batches)), thread_name_prefix="gql") as pool:
-            answers = list(pool.map(self._graphql_batch, batches))
-        pulls = {number: got for answer in answers for number, got in answer.items()}
-        return {**pulls, **self._get_pulls_rest([n for n in numbers if n not in pulls], max_workers)}
-
-    def _graphql_batch(self, numbers: Sequence[int]) -> dict[int, tuple[PullRequest, bool]]:
-        """The PRs one query answered, each with whether its answer equals the one kept from the
-        last poll (GraphQL has no 304: the kept fingerprint plays the ETag). {} when the query
-        failed in any way: its PRs then go to REST, which retries and reports as it always did."""
+    def _pulls_by_graphql(self, numbers: Sequence[int], max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
+        """What GraphQL answers, 100 PRs to a query, the queries concurrent (porttrack.github_graphql)."""
         url = github_graphql.graphql_url(self.api_url)
-        try:
-            status, _, text = self._send("POST", url, None, None, {"query": github_graphql.pulls_query(self.repo, numbers)})
-            answer = github_graphql.read_answer(json.loads(text or "null"), numbers) if status == 200 else None
-        except (_Transient, ValueError, RecursionError):
-            answer = None
-        if answer is None:
-            return {}
-        pulls: dict[int, tuple[PullRequest, bool]] = {}
-        for number, shaped in answer.found.items():
+
+        def batch(part: Sequence[int]) -> dict[int, tuple[PullRequest, bool]]:
             try:
-                pr = PullRequest.from_json(shaped)
-            except MalformedResponse:
-                continue   # REST reads it
-            key = f"{url}#{self.repo}/pulls/{number}"
-            kept = self.cache.get(key)
-            digest = github_graphql.fingerprint(shaped)
-            unchanged = bool(kept) and kept.get("etag") == digest
-            if not unchanged:
-                self.cache.put(key, digest, None, None)
-            pulls[number] = (pr, unchanged)
-        return pulls
+                status, _, text = self._send("POST", url, None, None, {"query": github_graphql.pulls_query(self.repo, part)})
+            except _Transient:
+                return {}   # its PRs go to REST, which retries
+            return github_graphql.read_pulls(status, text, part, self.cache, f"{url}#{self.repo}")
+        parts = github_graphql.batches(numbers)
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(parts)), thread_name_prefix="gql") as pool:
+            return {n: got for answer in pool.map(batch, parts) for n, got in answer.items()}
 
 
 class _Transient(Exception):

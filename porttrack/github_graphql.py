@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from porttrack.errors import ConfigError
+from porttrack.github_records import MalformedResponse, PullRequest
 
 BATCH = 100  # PRs per query: GitHub's node ceiling for one point
 MODES = ("auto", "always", "never")
@@ -52,6 +53,13 @@ def mode_from_env(environ: Mapping[str, str] | None = None) -> str:
     return value
 
 
+def pays(authenticated: bool, count: int, wave: int) -> bool:
+    """GraphQL needs a token. Up to one wave of concurrent REST requests costs a round trip and,
+    warm, nothing (304s); past it REST needs more round trips and GraphQL fewer points."""
+    mode = mode_from_env()
+    return authenticated and mode != "never" and (mode == "always" or count > wave)
+
+
 def graphql_url(api_url: str) -> str:
     """GitHub's GraphQL endpoint for a REST API base: api.github.com/graphql, and on GitHub
     Enterprise Server `https://HOST/api/graphql` for `https://HOST/api/v3` (as PyGithub does)."""
@@ -73,6 +81,28 @@ def pulls_query(repo: str, numbers: Sequence[int]) -> str:
         f"query {{ repository(owner: {json.dumps(owner)}, name: {json.dumps(name)}) {{ "
         f"defaultBranchRef {{ name }} {aliases} }} }} fragment PR on PullRequest {{ {PR_FIELDS} }}"
     )
+
+
+def read_pulls(status: int, text: str, numbers: Sequence[int], cache: Any, key: str) -> dict[int, tuple[PullRequest, bool]]:
+    """The records one answer gave, each with whether it equals the answer kept from the last
+    poll (no 304 in GraphQL: a fingerprint kept in the ETag cache plays the ETag). {} when the
+    answer is unusable: its PRs then go to REST, which retries and reports as it always did."""
+    try:
+        answer = read_answer(json.loads(text or "null"), numbers) if status == 200 else None
+    except (ValueError, RecursionError):
+        return {}
+    pulls: dict[int, tuple[PullRequest, bool]] = {}
+    for number, shaped in (answer.found.items() if answer else ()):
+        try:
+            pr = PullRequest.from_json(shaped)
+        except MalformedResponse:
+            continue   # REST reads it
+        kept, digest = cache.get(f"{key}/pulls/{number}"), fingerprint(shaped)
+        unchanged = bool(kept) and kept.get("etag") == digest
+        if not unchanged:
+            cache.put(f"{key}/pulls/{number}", digest, None, None)
+        pulls[number] = (pr, unchanged)
+    return pulls
 
 
 def read_answer(payload: Any, numbers: Sequence[int]) -> BatchAnswer | None:
