@@ -207,6 +207,7 @@ class GraphQLHandlers:
         errors: list[dict] = []
         try:
             operation, fragments = _Parser(body["query"], dict(body.get("variables") or {})).document()
+            _validate("Query", operation, fragments)   # as GitHub does, before anything runs
             data = self._gql_select("Query", None, operation, fragments, errors, [])
         except QueryError as exc:
             return Reply(200, {"errors": [{"message": str(exc)}]})
@@ -217,39 +218,33 @@ class GraphQLHandlers:
         out: dict[str, Any] = {}
         for sel in selections:
             if isinstance(sel, Spread):
-                if sel.fragment not in fragments:
-                    raise QueryError(f"Fragment {sel.fragment} was used, but not defined")
                 out.update(self._gql_select(type_name, obj, fragments[sel.fragment], fragments, errors, path))
                 continue
             if sel.name == "__typename":   # an interface (Actor) names its object's own type
                 out[sel.alias] = obj.get("__typename", type_name) if isinstance(obj, dict) else type_name
                 continue
-            resolver = _SCHEMA.get(type_name, {}).get(sel.name)
-            if resolver is None:
-                raise QueryError(f"Field '{sel.name}' doesn't exist on type '{type_name}'")
-            child_type, value = resolver(self, obj, sel.args, errors, path + [sel.alias])
+            child_type, resolve = _SCHEMA[type_name][sel.name]
+            value = resolve(self, obj, sel.args, errors, path + [sel.alias])
             if child_type is None or value is None:
                 out[sel.alias] = value
             else:
-                if not sel.selections:
-                    raise QueryError(f"Field must have selections (field '{sel.name}' returns {child_type})")
                 out[sel.alias] = self._gql_select(child_type, value, sel.selections, fragments, errors, path + [sel.alias])
         return out
 
-    def _gql_repository(self, _: Any, args: dict, errors: list[dict], path: list[Any]) -> tuple[str, Any]:
+    def _gql_repository(self, _: Any, args: dict, errors: list[dict], path: list[Any]) -> Repo | None:
         repo = self._repos.get(f"{args.get('owner')}/{args.get('name')}".lower())  # type: ignore[attr-defined]
         if repo is None:
             errors.append({"type": "NOT_FOUND", "path": path, "message":
                            f"Could not resolve to a Repository with the name '{args.get('owner')}/{args.get('name')}'."})
-        return "Repository", repo
+        return repo
 
-    def _gql_pull_request(self, r: Repo, args: dict, errors: list[dict], path: list[Any]) -> tuple[str, Any]:
+    def _gql_pull_request(self, r: Repo, args: dict, errors: list[dict], path: list[Any]) -> tuple[Repo, Item] | None:
         item = r.items.get(args.get("number")) if isinstance(args.get("number"), int) else None
         if item is None or item.pull is None:
             errors.append({"type": "NOT_FOUND", "path": path, "message":
                            f"Could not resolve to a PullRequest with the number of {args.get('number')}."})
-            return "PullRequest", None
-        return "PullRequest", (r, item)
+            return None
+        return r, item
 
     def _gql_head_repo(self, item: Item) -> Repo | str | None:
         assert item.pull is not None
@@ -261,12 +256,31 @@ class GraphQLHandlers:
         return item.pull.html_url or f"{self.html_base}/{r.full_name}/pull/{item.number}"  # type: ignore[attr-defined]
 
 
-def _scalar(get: Callable[[Any], Any]) -> Callable[..., tuple[None, Any]]:
-    return lambda self, obj, args, errors, path: (None, get(obj))
+def _validate(type_name: str, selections: tuple[Any, ...], fragments: dict) -> None:
+    for sel in selections:
+        if isinstance(sel, Spread):
+            if sel.fragment not in fragments:
+                raise QueryError(f"Fragment {sel.fragment} was used, but not defined")
+            _validate(type_name, fragments[sel.fragment], fragments)
+        elif sel.name != "__typename":
+            if sel.name not in _SCHEMA[type_name]:
+                raise QueryError(f"Field '{sel.name}' doesn't exist on type '{type_name}'")
+            child_type = _SCHEMA[type_name][sel.name][0]
+            if child_type is not None and not sel.selections:
+                raise QueryError(f"Field must have selections (field '{sel.name}' returns {child_type} but has no selections.)")
+            if child_type is not None:
+                _validate(child_type, sel.selections, fragments)
 
 
-def _object(type_name: str, get: Callable[[Any], Any]) -> Callable[..., tuple[str, Any]]:
-    return lambda self, obj, args, errors, path: (type_name, get(obj))
+Resolver = Callable[..., Any]   # (handlers, parent object, arguments, errors, path) -> value
+
+
+def _scalar(get: Callable[[Any], Any]) -> tuple[None, Resolver]:
+    return None, lambda self, obj, args, errors, path: get(obj)
+
+
+def _object(type_name: str, get: Callable[[Any], Any]) -> tuple[str, Resolver]:
+    return type_name, lambda self, obj, args, errors, path: get(obj)
 
 
 def _pr_state(item: Item) -> str:
@@ -282,13 +296,14 @@ def _author(login: str | None) -> dict | None:
     return {"login": login, "__typename": "User"}
 
 
-_SCHEMA: dict[str, dict[str, Callable[..., tuple[str | None, Any]]]] = {
-    "Query": {"repository": GraphQLHandlers._gql_repository},
+# type -> field -> (the type of its object, None for a scalar; how to get it)
+_SCHEMA: dict[str, dict[str, tuple[str | None, Resolver]]] = {
+    "Query": {"repository": ("Repository", GraphQLHandlers._gql_repository)},
     "Repository": {
         # a head repository the emulator does not hold is only its name
         "nameWithOwner": _scalar(lambda r: r if isinstance(r, str) else r.full_name),
         "defaultBranchRef": _object("Ref", lambda r: {"name": r.default_branch}),
-        "pullRequest": GraphQLHandlers._gql_pull_request,
+        "pullRequest": ("PullRequest", GraphQLHandlers._gql_pull_request),
     },
     "Ref": {"name": _scalar(lambda ref: ref["name"])},
     "Commit": {"oid": _scalar(lambda c: c["oid"])},
@@ -299,7 +314,7 @@ _SCHEMA: dict[str, dict[str, Callable[..., tuple[str | None, Any]]]] = {
         "body": _scalar(lambda ri: ri[1].body or ""),
         "state": _scalar(lambda ri: _pr_state(ri[1])),
         "merged": _scalar(lambda ri: ri[1].pull.merged),
-        "url": lambda self, ri, args, errors, path: (None, self._gql_pr_url(*ri)),
+        "url": (None, lambda self, ri, args, errors, path: self._gql_pr_url(*ri)),
         "isDraft": _scalar(lambda ri: ri[1].pull.draft),
         "createdAt": _scalar(lambda ri: iso(ri[1].created_at)),
         "updatedAt": _scalar(lambda ri: iso(ri[1].updated_at)),
@@ -309,7 +324,7 @@ _SCHEMA: dict[str, dict[str, Callable[..., tuple[str | None, Any]]]] = {
                                if ri[1].pull.merged and ri[1].pull.merge_commit_sha else None),
         "headRefOid": _scalar(lambda ri: ri[1].pull.head_sha),
         "headRefName": _scalar(lambda ri: ri[1].pull.head_ref),
-        "headRepository": lambda self, ri, args, errors, path: ("Repository", self._gql_head_repo(ri[1])),
+        "headRepository": ("Repository", lambda self, ri, args, errors, path: self._gql_head_repo(ri[1])),
         "baseRefName": _scalar(lambda ri: ri[1].pull.base_ref),
         "baseRefOid": _scalar(lambda ri: ri[1].pull.base_sha),
         "author": _object("Actor", lambda ri: _author(ri[1].user)),
