@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""How much a `porttrack status` poll costs: wall time and requests, cold and warm.
+"""How much a `porttrack status` poll costs: wall time, round trips, requests and rate-limit
+points, cold and warm.
 
 Runs the real CLI as a subprocess against the GitHub emulator on loopback with injected latency
-(default 100 ms per request), for 4 and for 100 tracked PRs, with no fork checkout (API only).
-Prints medians over --repeat runs, the number of round trips on the critical path (the wall time
-at the given latency minus the wall time of the same poll at 0 ms, divided by the latency), and the
-median time of `porttrack --help`.
+(default 100 ms per request), for 4, 100 and 500 tracked PRs, with no fork checkout (API only),
+once as porttrack chooses (`PORTTRACK_GRAPHQL=auto`: GraphQL past one wave of 8 REST requests)
+and once REST only (`never`). Prints medians over --repeat runs: the number of round trips on the
+critical path (the wall time at the given latency minus the wall time of the same poll at 0 ms,
+divided by the latency), the requests the emulator logged, and the points it took from the
+token's REST core budget and from its GraphQL budget (the emulator's own accounting: a 304 costs
+no core point, a GraphQL query of up to 100 PRs 1 point). Also the median time of `porttrack --help`.
 
-Targets (issue 2): cold poll <= 1 request per PR; warm poll 0 non-conditional requests; 4 PRs
-within 3 round trips plus start-up (start-up = the same poll against a 0 ms emulator);
-`--help` <= 150 ms median.
+Targets: issue 2: cold poll <= 1 request per PR; 4 PRs within 3 round trips plus start-up;
+`--help` <= 150 ms median. Issue 15: 100 PRs in at most 3 round trips cold and warm, and a warm
+poll costing at most 1 point per 100 PRs.
 
-    python benchmarks/status_poll.py [--latency 0.1] [--repeat 5]
+    python benchmarks/status_poll.py [--latency 0.1] [--repeat 5] [--prs 4,100,500] [--modes auto,never]
 """
 
 from __future__ import annotations
@@ -43,12 +47,12 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subpro
     return elapsed, proc
 
 
-def bench_poll(n_prs: int, latency: float, repeat: int) -> dict[str, float]:
-    """Cold (no ETags) and warm (ETags stored) polls, each run against the same emulator with no
-    added latency and with `latency`: the difference divided by the latency is the number of
-    round trips on the critical path; the zero-latency run is the command's own cost."""
+def bench_poll(n_prs: int, latency: float, repeat: int, mode: str) -> dict[str, float]:
+    """Cold (no ETags or fingerprints kept) and warm polls, each run against the same emulator
+    with no added latency and with `latency`: the difference divided by the latency is the number
+    of round trips on the critical path; the zero-latency run is the command's own cost."""
     times: dict[tuple[str, float], list[float]] = {}
-    cold_req = warm_req = warm_unconditional = 0
+    cost: dict[str, dict[str, int]] = {}
     with running_emulator(latency_s=0.0) as fake:
         fake.add_repo(UPSTREAM, default_branch="main")
         for n in range(1, n_prs + 1):
@@ -60,34 +64,31 @@ def bench_poll(n_prs: int, latency: float, repeat: int) -> dict[str, float]:
                 tmp = Path(tempfile.mkdtemp(prefix="porttrack-bench-"))
                 try:
                     ws = make_workspace(tmp / "ws", tracks, api_url=fake.base_url, token=DEFAULT_TOKEN)
-                    env = ws.env()
-                    cmd = [sys.executable, "-m", "porttrack", "status"]
-                    fake.clear_log()
-                    t, _ = timed(cmd, env, ws.root)
-                    times.setdefault(("cold", lat), []).append(t)
-                    cold_req = len(fake.log)
-                    fake.clear_log()
-                    t, _ = timed(cmd, env, ws.root)
-                    times.setdefault(("warm", lat), []).append(t)
-                    warm_req = len(fake.log)
-                    warm_unconditional = sum(1 for r in fake.log if not (r.conditional and r.status == 304))
-                    t, _ = timed(cmd + ["--offline"], env, ws.root)
-                    times.setdefault(("offline", lat), []).append(t)
+                    env = {**ws.env(), "PORTTRACK_GRAPHQL": mode}
+                    for poll in ("cold", "warm"):
+                        t, cost[poll] = measured(fake, [sys.executable, "-m", "porttrack", "status"], env, ws.root)
+                        times.setdefault((poll, lat), []).append(t)
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
     med = {key: statistics.median(values) for key, values in times.items()}
-    return {
-        "prs": n_prs,
-        "cold_s": med[("cold", latency)],
-        "warm_s": med[("warm", latency)],
-        "cold0_s": med[("cold", 0.0)],
-        "offline_s": med[("offline", 0.0)],
-        "cold_round_trips": (med[("cold", latency)] - med[("cold", 0.0)]) / latency,
-        "warm_round_trips": (med[("warm", latency)] - med[("warm", 0.0)]) / latency,
-        "cold_requests": cold_req,
-        "warm_requests": warm_req,
-        "warm_unconditional": warm_unconditional,
-    }
+    result: dict[str, float] = {"prs": n_prs, "cold0_s": med[("cold", 0.0)]}
+    for poll in ("cold", "warm"):
+        result[f"{poll}_s"] = med[(poll, latency)]
+        result[f"{poll}_round_trips"] = (med[(poll, latency)] - med[(poll, 0.0)]) / latency
+        result.update({f"{poll}_{k}": v for k, v in cost[poll].items()})
+    return result
+
+
+def measured(fake, cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, dict[str, int]]:
+    """One run, and what it cost by the emulator's accounting (both budgets refilled first, so
+    repeated 500-PR REST polls never run into the hourly limit)."""
+    fake.set_rate_limit(DEFAULT_TOKEN, remaining=5000)
+    fake.set_graphql_rate_limit(DEFAULT_TOKEN, remaining=5000)
+    fake.clear_log()
+    t, _ = timed(cmd, env, cwd)
+    return t, {"requests": len(fake.log),
+               "rest_points": 5000 - fake.rate_limit(DEFAULT_TOKEN)["remaining"],
+               "graphql_points": 5000 - fake.graphql_rate_limit(DEFAULT_TOKEN)["remaining"]}
 
 
 def bench_help(repeat: int) -> float:
@@ -108,16 +109,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.1, help="seconds added to every request")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--prs", default="4,100,500", help="tracked PR counts, comma-separated")
+    parser.add_argument("--modes", default="auto,never", help="PORTTRACK_GRAPHQL values to measure")
     args = parser.parse_args()
     print(f"porttrack status poll, emulator latency {args.latency * 1000:.0f} ms, median of {args.repeat}")
-    print(f"{'PRs':>5} {'cold s':>8} {'warm s':>8} {'cold@0ms s':>11} {'offline s':>10} {'cold RTs':>9} {'warm RTs':>9} {'cold req':>9} {'warm req':>9} {'warm non-304':>13}")
-    for n in (4, 100):
-        r = bench_poll(n, args.latency, args.repeat)
-        print(
-            f"{r['prs']:>5} {r['cold_s']:>8.3f} {r['warm_s']:>8.3f} {r['cold0_s']:>11.3f} {r['offline_s']:>10.3f} "
-            f"{r['cold_round_trips']:>9.1f} {r['warm_round_trips']:>9.1f} {r['cold_requests']:>9} {r['warm_requests']:>9} {r['warm_unconditional']:>13}"
-        )
+    columns = ("PRs", "mode", "cold s", "warm s", "cold@0ms s", "cold RTs", "warm RTs", "cold req", "warm req",
+               "cold REST pts", "warm REST pts", "cold GQL pts", "warm GQL pts")
+    print(" ".join(f"{c:>{max(len(c), 5)}}" for c in columns))
+    for n in (int(x) for x in args.prs.split(",")):
+        for mode in args.modes.split(","):
+            r = bench_poll(n, args.latency, args.repeat, mode)
+            cells = (r["prs"], mode, f"{r['cold_s']:.3f}", f"{r['warm_s']:.3f}", f"{r['cold0_s']:.3f}",
+                     f"{r['cold_round_trips']:.1f}", f"{r['warm_round_trips']:.1f}", r["cold_requests"], r["warm_requests"],
+                     r["cold_rest_points"], r["warm_rest_points"], r["cold_graphql_points"], r["warm_graphql_points"])
+            print(" ".join(f"{c!s:>{max(len(h), 5)}}" for c, h in zip(cells, columns)), flush=True)
     print("RTs = (wall at the given latency - wall at 0 ms) / latency: round trips on the critical path")
+    print("points: taken from the emulator's REST core budget and its GraphQL budget (requests/points of the last run)")
     print(f"porttrack --help: median {bench_help(max(args.repeat, 15)) * 1000:.0f} ms (15+ runs)")
     return 0
 

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from porttrack import secrets
+from porttrack import github_graphql, secrets
 from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
 from porttrack.github_records import (
     Artifact,
@@ -343,13 +343,16 @@ class GitHubClient:
         return PullRequest.from_json(answer.data), answer.from_cache
 
     def get_pulls(self, numbers: Iterable[int], max_workers: int = 8) -> dict[int, tuple[PullRequest, bool]]:
-        """Several PRs at once: the requests go out concurrently, so N PRs cost ~1 round trip."""
+        """Several PRs at once, each with whether it is unchanged since the last poll: concurrent
+        REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves."""
         numbers = sorted(set(int(n) for n in numbers))
         if not numbers:
             return {}
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
-            results = list(pool.map(self.get_pull, numbers))
-        return dict(zip(numbers, results))
+        pulls = self._pulls_by_graphql(numbers, max_workers) if github_graphql.pays(bool(self._token), len(numbers), max_workers) else {}
+        rest = [n for n in numbers if n not in pulls]   # a 404 stays REST's
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
+            pulls.update(zip(rest, pool.map(self.get_pull, rest)))
+        return {n: pulls[n] for n in numbers}
 
     def find_pull_by_head(self, branch: str) -> int | None:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
@@ -585,6 +588,20 @@ class GitHubClient:
             if not more:
                 break
         return tuple(files), cached
+
+    def _pulls_by_graphql(self, numbers: Sequence[int], max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
+        """What GraphQL answers, 100 PRs to a query, the queries concurrent (porttrack.github_graphql)."""
+        url = github_graphql.graphql_url(self.api_url)
+
+        def batch(part: Sequence[int]) -> dict[int, tuple[PullRequest, bool]]:
+            try:
+                status, _, text = self._send("POST", url, None, None, {"query": github_graphql.pulls_query(self.repo, part)})
+            except _Transient:
+                return {}   # its PRs go to REST, which retries
+            return github_graphql.read_pulls(status, text, part, self.cache, f"{url}#{self.repo}")
+        parts = github_graphql.batches(numbers)
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(parts)), thread_name_prefix="gql") as pool:
+            return {n: got for answer in pool.map(batch, parts) for n, got in answer.items()}
 
 
 class _Transient(Exception):

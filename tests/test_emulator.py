@@ -6,6 +6,7 @@ import ast
 import io
 import re
 import time
+import urllib.parse
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,9 +22,11 @@ from github import (
     UnknownObjectException,
 )
 
+from porttrack.github_graphql import graphql_url, pulls_query
 from testing.gitfixtures import git
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, files_from_git, running_emulator
 from testing.github_emulator.handlers import actions as actions_area
+from testing.github_emulator.handlers import graphql as graphql_area
 from testing.github_emulator.handlers import issues as issues_area
 from testing.github_emulator.handlers import meta as meta_area
 from testing.github_emulator.handlers import searches as searches_area
@@ -612,6 +615,70 @@ def test_emulator_routes_exactly_what_porttrack_sends() -> None:
     assert len(sent) >= 10, sent
     assert sorted(p for p in sent if not any(r.fullmatch(p) for r in routes)) == []   # all answered
     assert [r.pattern for r in routes if not any(r.fullmatch(p) for p in sent)] == []  # nothing more
+
+
+def test_the_graphql_route_is_where_porttrack_sends_queries() -> None:
+    """porttrack/github.py takes its GraphQL endpoint from github_graphql.graphql_url (GitHub
+    Enterprise moves it), so the census above cannot read it: checked here."""
+    assert [(m, p) for m, p, _ in graphql_area.ROUTES] == [("POST", "/graphql")]
+    assert urllib.parse.urlsplit(graphql_url("http://127.0.0.1:9")).path == "/graphql"
+    assert graphql_url("https://api.github.com") == "https://api.github.com/graphql"
+    assert graphql_url("https://ghe.example/api/v3/") == "https://ghe.example/api/graphql"
+
+
+def _graphql(fake: FakeGitHub, query: str, token: str | None = DEFAULT_TOKEN, **variables) -> requests.Response:
+    headers = {"Authorization": f"bearer {token}"} if token else {}
+    return requests.post(f"{fake.base_url}/graphql", json={"query": query, "variables": variables},
+                         headers=headers, timeout=10)
+
+
+def test_graphql_answers_pull_requests_by_number_with_its_own_budget(repos: FakeGitHub) -> None:
+    repos.put_pull(UP, 1, title="one", user="renovate[bot]")
+    repos.put_pull(UP, 2, title="two", merged=True, merge_commit_sha="ab" * 20)
+    core_before = repos.rate_limit(DEFAULT_TOKEN)["remaining"]
+    answer = _graphql(repos, pulls_query(UP, [1, 2]))
+    assert answer.status_code == 200
+    assert {k: answer.headers[k] for k in ("X-RateLimit-Resource", "X-RateLimit-Limit", "X-RateLimit-Remaining")} == \
+        {"X-RateLimit-Resource": "graphql", "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999"}
+    assert repos.graphql_rate_limit(DEFAULT_TOKEN)["used"] == 1, "a query without connections costs 1 point"
+    assert repos.rate_limit(DEFAULT_TOKEN)["remaining"] == core_before, "the core REST budget is untouched"
+    data = answer.json()["data"]["repository"]
+    rest = {n: requests.get(f"{repos.base_url}/repos/{UP}/pulls/{n}", headers={"Authorization": f"token {DEFAULT_TOKEN}"},
+                            timeout=10).json() for n in (1, 2)}
+    assert data["defaultBranchRef"] == {"name": rest[1]["base"]["repo"]["default_branch"]}
+    for n in (1, 2):
+        node = data[f"pr{n}"]
+        assert (node["number"], node["title"], node["headRefOid"], node["baseRefName"], node["updatedAt"], node["url"]) == \
+            (n, rest[n]["title"], rest[n]["head"]["sha"], rest[n]["base"]["ref"], rest[n]["updated_at"], rest[n]["html_url"])
+        assert node["state"] == ("MERGED" if rest[n]["merged"] else rest[n]["state"].upper())
+    assert data["pr1"]["author"] == {"login": "renovate", "__typename": "Bot"} and rest[1]["user"]["login"] == "renovate[bot]"
+    assert data["pr2"]["mergeCommit"] == {"oid": "ab" * 20} and data["pr1"]["mergeCommit"] is None
+    meta = requests.get(f"{repos.base_url}/rate_limit", headers={"Authorization": f"token {DEFAULT_TOKEN}"}, timeout=10)
+    assert meta.json()["resources"]["graphql"]["used"] == 1
+
+
+def test_graphql_takes_variables_and_refuses_unknown_fields(repos: FakeGitHub) -> None:
+    repos.put_pull(UP, 1, title="one")
+    query = "query($o: String!, $n: String!, $k: Int!) { repository(owner: $o, name: $n) { nameWithOwner pullRequest(number: $k) { number author { login __typename } } } }"
+    body = _graphql(repos, query, o=UP.split("/")[0], n=UP.split("/")[1], k=1).json()
+    assert body["data"]["repository"]["nameWithOwner"] == UP
+    assert body["data"]["repository"]["pullRequest"] == {"number": 1, "author": {"login": "contributor", "__typename": "User"}}
+    body = _graphql(repos, f"{{ repository(owner: \"{UP.split('/')[0]}\", name: \"x\") {{ nameWithOwner mergeQueue }} }}").json()
+    assert "data" not in body and body["errors"] == [{"message": "Field 'mergeQueue' doesn't exist on type 'Repository'"}]
+    body = _graphql(repos, '{ repository(owner: "nobody", name: "nothing") { nameWithOwner } }').json()
+    assert body["data"] == {"repository": None} and body["errors"][0]["type"] == "NOT_FOUND"
+    assert _graphql(repos, pulls_query(UP, [1]), token=None).status_code == 401
+    assert _graphql(repos, "{ repository(owner: ").json()["errors"][0]["message"].startswith("Parse error")
+    assert repos.problems() == []
+
+
+def test_a_spent_graphql_budget_is_a_rate_limited_error(repos: FakeGitHub) -> None:
+    repos.put_pull(UP, 1, title="one")
+    repos.set_graphql_rate_limit(DEFAULT_TOKEN, remaining=0)
+    answer = _graphql(repos, pulls_query(UP, [1]))
+    assert answer.status_code == 200 and answer.headers["X-RateLimit-Remaining"] == "0"
+    assert [e["type"] for e in answer.json()["errors"]] == ["RATE_LIMITED"] and "data" not in answer.json()
+    assert repos.rate_limit(DEFAULT_TOKEN)["remaining"] > 0, "REST still answers: its budget is another"
 
 
 def test_running_emulator_outside_pytest_fixtures() -> None:

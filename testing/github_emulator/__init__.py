@@ -20,7 +20,7 @@ The package, by idea:
 - `payloads`: GitHub's JSON shapes rendered from the records.
 - `gitdata`: commits and files read from linked git repositories.
 - `handlers/`: the routes, by area: meta (/rate_limit), repos (repository, compare), pulls,
-  issues, actions.
+  issues, actions, graphql (`POST /graphql`: pull requests by number, its own points budget).
 - `emulator`: `FakeGitHub` assembled from the above, and `running_emulator()`.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .faults import Fault, FaultsMixin
 from .gitdata import GitMixin
-from .handlers import actions, issues, meta, pulls, repos, searches
+from .handlers import actions, graphql, issues, meta, pulls, repos, searches
 from .payloads import PayloadsMixin
 from .seeding import SeedingMixin
 from .state import Artifact, Repo, Run, Token
@@ -27,12 +27,12 @@ from .transport import LoggedRequest, Reply, TransportMixin
 DEFAULT_TOKEN = "ghp" + "_porttrackTestRW000000000000000000001"   # push access, login porttrack-bot
 READONLY_TOKEN = "ghp" + "_porttrackTestRO000000000000000000002"  # pull only, login reader
 
-_HANDLER_AREAS = (meta, repos, pulls, issues, actions, searches)
+_HANDLER_AREAS = (meta, repos, pulls, issues, actions, searches, graphql)
 
 
 class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMixin,
                  meta.MetaHandlers, repos.ReposHandlers, pulls.PullsHandlers, issues.IssuesHandlers,
-                 actions.ActionsHandlers, searches.SearchesHandlers):
+                 actions.ActionsHandlers, searches.SearchesHandlers, graphql.GraphQLHandlers):
     """Stateful GitHub REST emulator; call it with a werkzeug Request.
 
     Seed state with add_repo / add_token / put_pull / put_issue / add_workflow / link_git;
@@ -65,6 +65,7 @@ class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMi
         self._tokens: dict[str, Token] = {}
         self._anon = Token("", False, False, 60, 60, int(time.time()) + 3600)
         self._anon_budgets: dict[str, Token] = {}   # client address -> its budget without a token
+        self._graphql_budgets: dict[int, graphql.GraphQLBudget] = {}   # id(token) -> its GraphQL points
         self._faults: list[Fault] = []
         self._runs: dict[int, Run] = {}
         self._artifacts: dict[int, Artifact] = {}

@@ -183,9 +183,16 @@ class TransportMixin:
             return resp
         address = request.remote_addr or "unknown"
         budget = token or self._anonymous_budget(address)
+        graphql = token is not None and path == "/graphql"
+        if graphql:   # its own points budget (handlers/graphql.py)
+            budget = self._graphql_budget(token)  # type: ignore[attr-defined]
         with self._lock:
             self._refill(budget)
             exhausted = budget.remaining <= 0 and path != "/rate_limit"
+        if exhausted and graphql:
+            resp = self._respond(self._graphql_rate_limited(budget), budget, counted=False)  # type: ignore[attr-defined]
+            record(resp.status_code, token)
+            return resp
         if exhausted:
             message = (PRIMARY_LIMIT_MESSAGE.format(uid=user_id(token.login), rid=self._request_id()) if token
                        else ANONYMOUS_LIMIT_MESSAGE.format(address=address))
@@ -279,7 +286,8 @@ class TransportMixin:
         t = token or self._anon
         resp.headers.update({"X-RateLimit-Limit": str(t.limit), "X-RateLimit-Remaining": str(t.remaining),
                              "X-RateLimit-Used": str(t.limit - t.remaining),
-                             "X-RateLimit-Reset": str(t.reset), "X-RateLimit-Resource": "core"})
+                             "X-RateLimit-Reset": str(t.reset),
+                             "X-RateLimit-Resource": getattr(t, "resource", "core")})
 
     def _respond(self, reply: Reply, token: Token | None, *, counted: bool,
                  not_modified: bool = False) -> Response:

@@ -4,6 +4,7 @@ GitHub: transport.py exempts it)."""
 
 from __future__ import annotations
 
+from ..state import Token
 from ..transport import Ctx, Reply
 
 ROUTES = [
@@ -19,5 +20,10 @@ class MetaHandlers:
                 "used": t.limit - t.remaining, "resource": "core"}
         res = {"core": core,
                "search": {"limit": 30, "remaining": 30, "reset": t.reset, "used": 0, "resource": "search"},
-               "graphql": {"limit": 5000, "remaining": 5000, "reset": t.reset, "used": 0, "resource": "graphql"}}
+               "graphql": self._graphql_resource(ctx.token)}
         return Reply(payload={"resources": res, "rate": core})
+
+    def _graphql_resource(self, token: Token | None) -> dict:
+        """The token's GraphQL points (handlers/graphql.py); none without a token, as on GitHub."""
+        g = self._refill(self._graphql_budget(token)) if token else Token("", False, False, 0, 0, 0)  # type: ignore[attr-defined]
+        return {"limit": g.limit, "remaining": g.remaining, "reset": g.reset, "used": g.limit - g.remaining, "resource": "graphql"}
