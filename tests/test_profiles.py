@@ -179,3 +179,10 @@ def test_init_profile_neutral_on_the_command_line(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "porttrack", "init", "--upstream", "a/b", "--fork", "c/d", "--profile", "gpu"],
                          capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
     assert bad.returncode != 0 and "vllm-gpu" in bad.stderr and "neutral" in bad.stderr
+
+
+def test_init_offers_exactly_the_profiles_that_exist_default_first() -> None:
+    from porttrack.cli.init import PROFILE_NAMES
+    from porttrack.config import DEFAULT_PROFILE, PROFILES
+
+    assert sorted(PROFILE_NAMES) == sorted(PROFILES) and PROFILE_NAMES[0] == DEFAULT_PROFILE

@@ -18,20 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import platformdirs
 from click.shell_completion import CompletionItem
 
 from porttrack import __version__
-from porttrack import completion
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
-from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.secrets import redact
-from porttrack.workspace import Workspace, dump_json
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
     from porttrack.config import Config
     from porttrack.github import GitHubClient
+    from porttrack.gitrepo import GitRepo
+    from porttrack.workspace import Workspace
 
 
 @dataclass
@@ -53,6 +51,8 @@ class Context:
     @property
     def workspace(self) -> Workspace:
         if "ws" not in self._cache:
+            from porttrack.workspace import Workspace
+
             self._cache["ws"] = Workspace.locate(self.workspace_arg)
         return self._cache["ws"]
 
@@ -81,6 +81,8 @@ class Context:
     def fork(self) -> GitRepo:
         """The fork checkout as a `GitRepo`; `gitrepo.NO_FORK_CHECKOUT` when there is none."""
         if "fork" not in self._cache:
+            from porttrack.gitrepo import open_fork
+
             self._cache["fork"] = open_fork(self.config.fork_checkout())
         return self._cache["fork"]
 
@@ -127,6 +129,10 @@ def completes(kind: str):
     found through --workspace when it was typed before the word being completed."""
 
     def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        # here, not at the top: completion reads tracks.yaml and the queue (~25 ms of imports
+        # that `--help` and every other command need not pay)
+        from porttrack import completion
+
         workspace = ctx.find_root().params.get("workspace")
         return [CompletionItem(value, help=words) for value, words in completion.candidates(kind, incomplete, workspace)]
 
@@ -156,6 +162,8 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
 
 def emit_json(data: Any) -> None:
     """Data goes to stdout; talk goes to stderr (`say`)."""
+    from porttrack.workspace import dump_json
+
     click.echo(dump_json(data), nl=False)
 
 
@@ -204,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
 def crash_log_dir() -> Path:
     """PORTTRACK_LOG_DIR, else the platform's cache folder (~/.cache/porttrack on Linux,
     ~/Library/Caches/porttrack on macOS, %LOCALAPPDATA%\\porttrack\\Cache on Windows)."""
+    import platformdirs  # only for a crash, like traceback below
+
     return Path(os.environ.get("PORTTRACK_LOG_DIR") or platformdirs.user_cache_dir("porttrack", appauthor=False))
 
 

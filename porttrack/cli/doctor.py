@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from porttrack import doctor as doctor_mod
 from porttrack.cli import Context, cli, emit_json, pass_ctx
 from porttrack.errors import CheckFailed
 from porttrack.text import for_terminal
@@ -17,6 +16,8 @@ def doctor_command(ctx: Context, as_json: bool) -> int:
     """Check the workspace, the fork checkout and its upstream remote, the token and GitHub, quilt
     and runner labels: one line each, and the command that fixes what is broken. Exit 0 only when
     every check passes (warnings pass)."""
+    from porttrack import doctor as doctor_mod
+
     findings = doctor_mod.diagnose(lambda: ctx.workspace, lambda: ctx.config, ctx.github)
     if as_json:
         emit_json(doctor_mod.to_json(findings))

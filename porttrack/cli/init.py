@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
-from porttrack import init as init_mod
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
-from porttrack.config import DEFAULT_PROFILE, PROFILES
+
+# porttrack.config's profile names, the default first; written here because importing the records
+# module costs `--help` ~25 ms (tests/test_profiles.py checks the two agree)
+PROFILE_NAMES = ["vllm-gpu", "neutral"]
 
 
 @cli.command("init")
@@ -20,7 +22,7 @@ from porttrack.config import DEFAULT_PROFILE, PROFILES
 @click.option("--checkout", metavar="DIR", help="Where to clone the fork, relative to FOLDER [default: ../<fork name>].")
 @click.option("--upstream-url", metavar="URL", help="Clone URL of upstream [default: https://github.com/OWNER/NAME.git].")
 @click.option("--fork-url", metavar="URL", help="Clone URL of the fork [default: https://github.com/OWNER/NAME.git].")
-@click.option("--profile", type=click.Choice(list(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=PROFILE_NAMES[0], show_default=True,
               help="Which tracks.yaml skeleton: vllm-gpu (GPU targets, models) or neutral (any fork: named targets and axes).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written and cloned; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (schema porttrack/init/v1).")
@@ -33,6 +35,8 @@ def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, bran
 
     Never overwrites: over an existing workspace it refuses and lists what exists; run again
     when everything is in place, it changes nothing."""
+    from porttrack import init as init_mod
+
     if fork_checkout and checkout:
         raise click.UsageError("--fork-checkout names an existing clone and --checkout where to clone one: give one")
     options = init_mod.checked(init_mod.Options(
