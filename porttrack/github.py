@@ -25,10 +25,11 @@ import zipfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from porttrack import secrets
 from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
@@ -44,10 +45,15 @@ from porttrack.github_records import (
     int_or_none,
     require_object,
 )
+from porttrack.text import for_terminal
 from porttrack.workspace import atomic_write_text
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
+# The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits
+# together; time between requests, such as a gate's poll interval, does not count).
+DEFAULT_DEADLINE_S = 600.0
+_MAX_REDIRECTS = 3
 
 
 class WriteUncertain(UpstreamUnreachable):
@@ -123,11 +129,16 @@ class GitHubClient:
         max_attempts: int = 4,
         backoff_s: float = 0.5,
         max_wait_s: float = 60.0,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_accepted: int = 3,
         cache: EtagCache | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.repo = repo
-        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        # `api_url` is what is shown and stored (messages, recorded state, ETag cache keys): never
+        # the user:password a URL may carry. The credentials are kept apart and sent only as
+        # basic auth where there is no token.
+        self.api_url, self._url_auth = _split_userinfo((api_url or DEFAULT_API_URL).rstrip("/"))
         self._token = token
         if token:
             secrets.register(token)
@@ -135,55 +146,105 @@ class GitHubClient:
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
+        self.max_accepted = max(0, max_accepted)
         self.cache = cache or EtagCache(None)
         self._sleep = sleep
-        self._local = threading.local()
+        self._sessions: list[Any] = []  # idle requests sessions (keep-alive), one per request in flight
         self.requests_sent = 0
         self._count_lock = threading.Lock()
+        self._budget = _Budget(deadline_s)
 
     # -- transport ----------------------------------------------------------------------------
-    def _requester(self):
-        """One PyGithub requester per thread: requests' sessions are not documented thread-safe."""
-        requester = getattr(self._local, "requester", None)
-        if requester is None:
-            import logging
-
-            import github
-
-            github.set_log_level(logging.WARNING)
-            auth = github.Auth.Token(self._token) if self._token else None
-            gh = github.Github(
-                base_url=self.api_url,
-                auth=auth,
-                timeout=max(1, math.ceil(self.timeout_s)),  # PyGithub asserts an int
-                retry=None,  # retries are ours: GET only, bounded (see module docstring)
-                lazy=True,
-                per_page=100,
-                seconds_between_requests=None,
-                seconds_between_writes=None,
-            )
-            requester = self._local.requester = gh.requester
-        return requester
+    # Plain `requests`, not PyGithub's requester: PyGithub re-sends a GET answered 202 every 2 s
+    # without end, follows a 301 only to raise RuntimeError, and its timeout bounds each socket
+    # read, not the answer (a server trickling a byte a second held one attempt 25 s at 2 s).
+    # Each exchange runs in a worker thread joined with the attempt's deadline, so connect + every
+    # read is bounded whatever the server does; a worker left behind is a daemon and ends with
+    # the server's connection or the process.
 
     def _send(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None, body: Any):
-        import requests
-
+        limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
         with self._count_lock:
             self.requests_sent += 1
-        try:
-            status, hdrs, text = self._requester().requestJson(verb, path, parameters=dict(params or {}) or None, headers=headers, input=body)
-        except requests.exceptions.Timeout as exc:
-            raise _Transient(f"timed out after {self.timeout_s:g}s") from exc
-        except requests.exceptions.RequestException as exc:
-            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
-        except (AssertionError, ValueError) as exc:  # PyGithub asserts on foreign hosts in payload URLs
-            raise _Transient(f"unexpected answer: {exc}") from exc
+        box: dict[str, Any] = {}
+
+        def exchange() -> None:
+            try:
+                box["answer"] = self._exchange(verb, path, params, headers, body, limit)
+            except BaseException as exc:  # handed to the caller's thread below
+                box["error"] = exc
+
+        worker = threading.Thread(target=exchange, name="gh-request", daemon=True)
+        with self._budget.busy():
+            worker.start()
+            worker.join(limit)
+        if worker.is_alive():
+            raise _Transient(f"timed out: no complete answer within {limit:g}s")
+        if "error" in box:
+            raise box["error"]
+        status, hdrs, text = box["answer"]
         if text and secrets.contains_secret(text):
             # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
             # error) is masked at the door: nothing that reads the answer — recorded state, the
             # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
             text = secrets.redact(text)
-        return status, {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}, text
+        return status, hdrs, text
+
+    def _exchange(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None,
+                  body: Any, limit: float) -> tuple[int, dict[str, str], str]:
+        """One request and its whole answer; a redirect is followed only within the API's own host."""
+        import requests
+
+        session = self._session()
+        url = f"{self.api_url}{path}"
+        sent_headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack", **(headers or {})}
+        if self._token:
+            sent_headers["Authorization"] = f"token {self._token}"
+        data = None
+        if body is not None:
+            data, sent_headers["Content-Type"] = json.dumps(body).encode("utf-8"), "application/json"
+        auth = self._url_auth if not self._token else None
+        try:
+            for _hop in range(_MAX_REDIRECTS + 1):
+                resp = session.request(verb, url, params=dict(params or {}) or None, headers=sent_headers, data=data,
+                                       auth=auth, timeout=(limit, limit), allow_redirects=False)
+                location = resp.headers.get("Location")
+                if resp.status_code not in (301, 302, 307, 308) or not location or verb not in IDEMPOTENT:
+                    break
+                url, params = self._redirect_target(url, location, path), None
+            else:
+                raise UpstreamUnreachable(f"GitHub at {self.api_url} redirected GET {path} more than {_MAX_REDIRECTS} times")
+            text = resp.content.decode("utf-8", "replace")
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"timed out after {limit:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        self._sessions.append(session)  # list.append is atomic: a finished exchange gives its session back
+        return resp.status_code, {str(k).lower(): str(v) for k, v in resp.headers.items()}, text
+
+    def _session(self):
+        import requests
+
+        try:
+            return self._sessions.pop()
+        except IndexError:
+            session = requests.Session()
+            session.trust_env = False  # no ~/.netrc credentials, no proxy settings picked up behind our back
+            return session
+
+    def _redirect_target(self, url: str, location: str, path: str) -> str:
+        """Where a redirect of a GET leads, when that is the API's own scheme and host (a renamed
+        repository answers 301 to its new URL); anywhere else is refused: the token must not go
+        to another host, and porttrack does not follow GitHub elsewhere."""
+        from urllib.parse import urljoin, urlsplit
+
+        target = urljoin(url, location)
+        here, there = urlsplit(self.api_url), urlsplit(target)
+        if (there.scheme, there.hostname, there.port) != (here.scheme, here.hostname, here.port):
+            shown = f"{there.scheme}://{there.hostname or '?'}{f':{there.port}' if there.port else ''}"
+            raise UpstreamUnreachable(
+                f"GitHub at {self.api_url} redirected GET {path} to another host ({for_terminal(shown, 120)}); not followed")
+        return target
 
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
             shape: Callable[[Any], Any] | None = None) -> Answer:
@@ -198,7 +259,10 @@ class GitHubClient:
             elif cached.get("last_modified"):
                 headers["If-Modified-Since"] = cached["last_modified"]
         last_problem = "no attempt made"
-        for attempt in range(1, self.max_attempts + 1):
+        accepted = 0
+        attempt = 0
+        while attempt < self.max_attempts:
+            attempt += 1
             try:
                 status, hdrs, text = self._send("GET", path, params, headers or None, None)
             except _Transient as exc:
@@ -207,7 +271,14 @@ class GitHubClient:
                 continue
             if status == 304 and cached:
                 return Answer(200, hdrs, cached["body"], from_cache=True)
-            if 200 <= status < 300:
+            if status == 202 and accepted < self.max_accepted:
+                # "Accepted: still computing" (statistics endpoints): asked again a bounded number
+                # of times, each an attempt of its own; then given up like any failure.
+                accepted += 1
+                last_problem = "GitHub answered 202 (still computing)"
+                self._backoff(attempt)
+                continue
+            if 200 <= status < 300 and status != 202:
                 try:
                     data = json.loads(text) if text else None
                 except (ValueError, RecursionError):  # RecursionError: nested too deep to decode
@@ -226,14 +297,18 @@ class GitHubClient:
                 return Answer(status, hdrs, data)
             wait = self._rate_limit_wait(status, hdrs, text)
             if wait is not None:
-                self._sleep(wait)
+                if attempt >= self.max_attempts:
+                    # no retry will be sent: waiting now would only delay the failure
+                    last_problem = f"rate limited (asked to wait {wait:.0f}s; no attempt left)"
+                    break
+                self._pause(wait, f"GET {path} (rate limited)")
                 last_problem = f"rate limited (waited {wait:.0f}s)"
                 continue
             self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
         raise UpstreamUnreachable(
-            f"GitHub at {self.api_url} failed for GET {path} after {self.max_attempts} attempts: {secrets.redact(last_problem)}"
+            f"GitHub at {self.api_url} failed for GET {path} after {attempt} attempt{'s' if attempt != 1 else ''}: {secrets.redact(last_problem)}"
         )
 
     def write(self, verb: str, path: str, body: Any) -> Answer:
@@ -259,8 +334,14 @@ class GitHubClient:
         raise UpstreamUnreachable(f"{verb} {path} answered HTTP {status}")
 
     def _backoff(self, attempt: int) -> None:
+        """Sleep before the next attempt; none after the last one."""
         if attempt < self.max_attempts:
-            self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+            self._pause(self.backoff_s * (2 ** (attempt - 1)), "a retry")
+
+    def _pause(self, seconds: float, what: str) -> None:
+        """Sleep `seconds`, unless that would pass the command's deadline: then give up now."""
+        self._budget.check_wait(seconds, what, self.api_url)
+        self._sleep(seconds)
 
     def _rate_limit_wait(self, status: int, hdrs: dict[str, str], text: str) -> float | None:
         """Seconds to wait for a rate-limit answer, None if the answer is not a rate limit.
@@ -440,7 +521,10 @@ class GitHubClient:
                 raise NotFound(f"artifact {artifact_id} has expired (HTTP 410)")
             wait = self._rate_limit_wait(status, {k.lower(): v for k, v in final.headers.items()}, text)
             if wait is not None:
-                self._sleep(wait)
+                if attempt >= self.max_attempts:
+                    last_problem = f"rate limited (asked to wait {wait:.0f}s; no attempt left)"
+                    break
+                self._pause(wait, f"artifact {artifact_id} (rate limited)")
                 last_problem = f"rate limited (waited {wait:.0f}s)"
                 continue
             if final is first:
@@ -507,6 +591,68 @@ class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
 
 
+class _Budget:
+    """The command's deadline: the time spent inside requests and the waits between them, counted
+    once however many requests are in flight at the same time (`get_pulls` sends them together)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._spent = 0.0
+        self._active = 0
+        self._since = 0.0
+        self._lock = threading.Lock()
+
+    def used(self) -> float:
+        with self._lock:
+            return self._spent + (time.monotonic() - self._since if self._active else 0.0)
+
+    def left(self) -> float:
+        return self.seconds - self.used()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        with self._lock:
+            if self._active == 0:
+                self._since = time.monotonic()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._spent += time.monotonic() - self._since
+
+    def attempt_limit(self, timeout_s: float, where: str) -> float:
+        left = self.left()
+        if left <= 0:
+            raise UpstreamUnreachable(self._spent_words(where))
+        return min(timeout_s, left)
+
+    def check_wait(self, seconds: float, what: str, where: str) -> None:
+        if seconds >= self.left():
+            raise UpstreamUnreachable(self._spent_words(where) + f" (not waiting {seconds:.0f}s more for {what})")
+
+    def _spent_words(self, where: str) -> str:
+        return (f"gave up on GitHub at {where}: this command's requests reached their deadline of "
+                f"{self.seconds:g}s (PORTTRACK_DEADLINE)")
+
+
+def _split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """(the URL without user:password@, the credentials or None). The password is registered as a
+    secret, so a message quoting the URL some other way cannot carry it either."""
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    for value in (userinfo, password, unquote(password)):
+        secrets.register(value)
+    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment)), (unquote(user), unquote(password))
+
+
 def _require_list(data: Any, path: str) -> None:
     if data is not None and not isinstance(data, list):
         raise MalformedResponse(f"expected a list from {path}")
@@ -535,8 +681,9 @@ def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
 def _message(text: str) -> str:
     try:
         data = json.loads(text or "")
-        return secrets.redact(str(data.get("message") or ""))[:200] if isinstance(data, dict) else ""
-    except ValueError:
+        # GitHub's words are server-controlled text: cleaned of escapes and controls like a title
+        return for_terminal(secrets.redact(str(data.get("message") or "")), 200) if isinstance(data, dict) else ""
+    except (ValueError, RecursionError):
         return ""
 
 
@@ -563,18 +710,33 @@ def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw)
     api_url = api_url_arg or os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL
     cache = EtagCache.load(cache_dir / "etags.json" if cache_dir else None)
     # Operators (and tests) may tune the network policy; the defaults suit a cron job.
-    for env_name, key, kind in (
-        ("PORTTRACK_HTTP_TIMEOUT", "timeout_s", float),
-        ("PORTTRACK_HTTP_ATTEMPTS", "max_attempts", int),
-        ("PORTTRACK_HTTP_BACKOFF", "backoff_s", float),
-        ("PORTTRACK_RATE_LIMIT_MAX_WAIT", "max_wait_s", float),
-    ):
+    for env_name, key, kind, least in KNOBS:
         if os.environ.get(env_name):
-            try:
-                kw.setdefault(key, kind(os.environ[env_name]))
-            except ValueError:
-                raise ConfigError(f"{env_name}={os.environ[env_name]!r}: expected a number") from None
+            kw.setdefault(key, knob_value(env_name, os.environ[env_name], kind, least))
     return GitHubClient(repo, token, api_url, cache=cache, **kw)
+
+
+# (environment variable, GitHubClient argument, type, smallest value allowed)
+KNOBS: tuple[tuple[str, str, type, float], ...] = (
+    ("PORTTRACK_HTTP_TIMEOUT", "timeout_s", float, 0.001),
+    ("PORTTRACK_HTTP_ATTEMPTS", "max_attempts", int, 1),
+    ("PORTTRACK_HTTP_BACKOFF", "backoff_s", float, 0.0),
+    ("PORTTRACK_RATE_LIMIT_MAX_WAIT", "max_wait_s", float, 0.0),
+    ("PORTTRACK_DEADLINE", "deadline_s", float, 0.001),
+)
+_KNOB_MOST = 86400.0  # a day: anything longer is a typo, not a policy
+
+
+def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
+    """A knob's value, or a usage error (exit 2) naming what is accepted: finite, within bounds."""
+    shown = for_terminal(raw, 40)
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={shown!r}: expected {'a whole number' if kind is int else 'a number of seconds'}") from None
+    if not math.isfinite(value) or value < least or value > _KNOB_MOST:
+        raise ConfigError(f"{name}={shown!r}: expected a finite number from {least:g} to {_KNOB_MOST:g}")
+    return value
 
 
 def has_token() -> bool:
