@@ -377,8 +377,10 @@ class GitHubClient:
             raise GitHubAuthError(f"GitHub refused the token for {verb} {path}: {message or 'bad credentials'}")
         if status == 403:
             raise GitHubAuthError(f"GitHub denied {verb} {path}: {message or 'forbidden'} (check the token's permissions)")
-        if status == 404:
-            raise NotFound(f"GitHub has no {path} (HTTP 404){': ' + message if message else ''}")
+        if status in (404, 410):
+            gone = NotFound(f"GitHub has no {path} (HTTP {status}){': ' + message if message else ''}")
+            gone.status = status  # what `absent_pull` reports, as data
+            raise gone
         if 400 <= status < 500:
             raise PorttrackError(f"GitHub rejected {verb} {path} (HTTP {status}): {message}")
         # 5xx and anything else: the caller's retry loop continues
@@ -397,6 +399,35 @@ class GitHubClient:
         with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
             results = list(pool.map(self.get_pull, numbers))
         return dict(zip(numbers, results))
+
+    def get_pulls_present(self, numbers: Iterable[int], max_workers: int = 8) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
+        """Like `get_pulls`, but a number GitHub has no PR for is not a failure of the rest: it
+        comes back in the second mapping with why ("is an issue, not a PR", "answered 404")."""
+        def one(number: int):
+            try:
+                return self.get_pull(number)
+            except NotFound as exc:
+                return self.absent_pull(number, getattr(exc, "status", 404))
+
+        numbers = sorted(set(int(n) for n in numbers))
+        if not numbers:
+            return {}, {}
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
+            results = dict(zip(numbers, pool.map(one, numbers)))
+        found = {n: r for n, r in results.items() if not isinstance(r, str)}
+        return found, {n: r for n, r in results.items() if isinstance(r, str)}
+
+    def absent_pull(self, number: int, status: int) -> str:
+        """Why GitHub has no PR `number`: an issue of that number (one more GET, only in this
+        case) is the usual reason, from text such as "requires #1"."""
+        if status == 404:
+            try:
+                data = self.get(f"/repos/{self.repo}/issues/{int(number)}", conditional=False).data
+            except NotFound:
+                data = None
+            if isinstance(data, dict) and "pull_request" not in data:
+                return f"#{int(number)} is an issue, not a PR"
+        return f"#{int(number)} answered {status}" + (" (gone)" if status == 410 else " (no such PR, or not visible to this token)")
 
     def find_pull_by_head(self, branch: str) -> int | None:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""

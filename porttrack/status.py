@@ -36,8 +36,9 @@ class NextAction:
 
 @dataclass(frozen=True)
 class Note:
-    """Something else porttrack knows about a PR, as data: `kind` is coverage (of a hand port) or
-    coverage-unknown (it could not be evaluated; the weekly report lists it as a problem)."""
+    """Something else porttrack knows about a PR, as data: `kind` is coverage (of a hand port),
+    coverage-unknown (it could not be evaluated; the weekly report lists it as a problem) or
+    upstream (what the poll found odd: a reference that is no PR, a 404, a stacking cycle)."""
 
     kind: str
     text: str
@@ -234,9 +235,10 @@ def build_report(
 
 def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commits: tuple[str, ...], know: Knowledge) -> PRStatus:
     pr = state.prs.get(n)
+    upstream_notes = tuple(Note("upstream", text) for text in (change.notes if change else ()))
     if pr is None:
         return PRStatus(
-            n, None, None, None, (), (), fork_commits, (),
+            n, None, None, None, (), (), fork_commits, upstream_notes,
             NextAction("unknown", f"#{n} has not been observed yet: run a live `porttrack status`", "porttrack status"),
         )
     head = change.head_change if change else None
@@ -245,7 +247,7 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
         for s in pr.stacked_on
     )
     coverage = know.coverage.get(n)
-    notes = (Note("coverage-unknown" if n in know.coverage_unknown else "coverage", coverage),) if coverage else ()
+    notes = upstream_notes + ((Note("coverage-unknown" if n in know.coverage_unknown else "coverage", coverage),) if coverage else ())
     return PRStatus(
         number=n,
         recorded=pr,

@@ -144,10 +144,11 @@ _EVENT_WORDS = {
     "reopened": "reopened",
     "retitled": "retitled",
     "rebased-onto": "base branch changed",
+    "compacted": "earlier history compacted",
 }
 
 # Event details porttrack writes itself (SHAs, counts, states); a retitle quotes the PR's new title.
-_OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto"})
+_OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto", "compacted"})
 
 
 def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
