@@ -22,7 +22,8 @@ import click
 from porttrack import __version__
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.gitrepo import GitRepo, open_fork
-from porttrack.secrets import redact
+from porttrack.secrets import redact, register_configured
+from porttrack.text import for_terminal_lines
 from porttrack.workspace import Workspace, dump_json
 
 if TYPE_CHECKING:
@@ -125,7 +126,9 @@ def emit_json(data: Any) -> None:
 
 
 def say(message: str) -> None:
-    click.echo(message, err=True)
+    """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
+    branch name): the terminal cleaner keeps escape sequences and controls out of it."""
+    click.echo(for_terminal_lines(message), err=True)
 
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="porttrack", standalone_mode=False)
     except PorttrackError as exc:
-        click.echo(f"porttrack: error: {exc}", err=True)
+        register_configured()  # a message may quote an argument: a token pasted as one is masked
+        click.echo(for_terminal_lines(f"porttrack: error: {redact(str(exc))}"), err=True)
         return int(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("porttrack: interrupted; nothing was changed", err=True)
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.ClickException as exc:
         shown = io.StringIO()
         exc.show(file=shown)  # usage errors quote what was typed, which may be a pasted token
-        click.echo(redact(shown.getvalue()), err=True, nl=False)
+        register_configured()  # so a configured token is masked whatever its shape
+        click.echo(for_terminal_lines(redact(shown.getvalue())), err=True, nl=False)
         return int(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

@@ -59,18 +59,18 @@ def render(report: "StatusReport") -> str:
 
     lines = []
     when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" if report.mode == "live" else "OFFLINE (recorded state)"
-    lines.append(f"upstream state as of {report.observed_at or 'never'} — {when}")
+    lines.append(f"upstream state as of {for_terminal(report.observed_at, 40) or 'never'} — {when}")
     for note in report.notes:
         lines.append(f"note: {for_terminal(note, 300)}")
     for track in report.tracks:
         lines.append("")
-        lines.append(f"{track.id}  {for_terminal(track.title, 100)}")
+        lines.append(f"{for_terminal(track.id, 60)}  {for_terminal(track.title, 100)}")
         for pr in track.prs:
             state = pr.state
             if pr.state == "merged":
-                state = f"merged {(pr.merged_at or '')[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
+                state = f"merged {for_terminal(pr.merged_at, 40)[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
             elif pr.state == "closed":
-                state = f"closed without merging {(pr.closed_at or '')[:10]}".strip()
+                state = f"closed without merging {for_terminal(pr.closed_at, 40)[:10]}".strip()
             head = f"head {short_sha(pr.head_sha)}"
             if pr.head_change in ("appended", "force-pushed"):
                 count = f" +{pr.head_change_commits}" if pr.head_change_commits else ""
@@ -79,18 +79,18 @@ def render(report: "StatusReport") -> str:
                 head += " (unchanged)"
             elif pr.head_change is None and report.mode == "live" and pr.state != "unobserved":
                 head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
-            base = f"base {pr.base_ref}" if pr.base_ref else ""
-            lines.append(f"  #{pr.number:<6} {state:<36} {head:<34} {base}".rstrip())
+            base = f"base {for_terminal(pr.base_ref, 80)}" if pr.base_ref else ""
+            lines.append(f"  #{pr.number:<6} {for_terminal(state, 60):<36} {head:<34} {base}".rstrip())
             if pr.title:
                 lines.append(f"           {for_terminal(pr.title, 110)}")
             for link in pr.stacked_on:
-                lines.append(f"           stacked on #{link['number']} ({link['state']}, from {link['via']})")
+                lines.append(f"           stacked on #{link['number']} ({for_terminal(link['state'], 20)}, from {link['via']})")
             for change in pr.changes:
                 lines.append(f"           changed: {for_terminal(change_words(change), 110)}")
             for note in pr.notes:
                 lines.append(f"           {for_terminal(note.text, 110)}")
             if pr.updated_at:
-                lines.append(f"           last updated {pr.updated_at}")
+                lines.append(f"           last updated {for_terminal(pr.updated_at, 40)}")
         action = track.next_action
-        lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{action.command}]" if action.command else ""))
+        lines.append(f"  next: {for_terminal(action.text, 160)}" + (f"  [{for_terminal(action.command, 120)}]" if action.command else ""))
     return "\n".join(lines)
