@@ -140,7 +140,7 @@ def compact(pr: RecordedPR) -> RecordedPR:
     kept_events = events[-(MAX_EVENTS - 1):]
     heads = pr.heads if len(pr.heads) <= MAX_HEADS else (pr.heads[0], *pr.heads[-(MAX_HEADS - 1):])
     since = earlier.at if earlier else (events[0].at if events else pr.observed_at)
-    note = Event(since, "compacted", f"{dropped_events} earlier events and {dropped_heads} heads left out")
+    note = Event(since, "compacted", f"{dropped_events} events and {dropped_heads} heads left out, the earliest")
     return replace(pr, events=(note, *kept_events), heads=tuple(heads))
 
 
