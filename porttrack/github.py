@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import zipfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from porttrack import secrets
-from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
+from porttrack.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
 from porttrack.github_records import (
     Artifact,
     Comparison,
@@ -45,15 +43,17 @@ from porttrack.github_records import (
     int_or_none,
     require_object,
 )
+from porttrack.github_policy import DEFAULT_DEADLINE_S, KNOBS, Budget, EtagCache, knob_value, split_userinfo
 from porttrack.text import for_terminal
-from porttrack.workspace import atomic_write_text
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
-# The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits
-# together; time between requests, such as a gate's poll interval, does not count).
-DEFAULT_DEADLINE_S = 600.0
 _MAX_REDIRECTS = 3
+
+
+class Rejected(PorttrackError):
+    """GitHub refused the request itself (a 4xx other than 401/403/404/410): asked wrongly, not
+    unreachable. A caller that can do without the answer says so and goes on."""
 
 
 class WriteUncertain(UpstreamUnreachable):
@@ -68,46 +68,6 @@ def _read_limited(response: Any, max_bytes: int, what: str) -> bytes:
             raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-@dataclass
-class EtagCache:
-    """url -> (etag, last-modified, decoded body). Loaded once, saved once, atomically."""
-
-    path: Path | None
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    dirty: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @classmethod
-    def load(cls, path: Path | None) -> "EtagCache":
-        cache = cls(path)
-        if path and path.is_file():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("schema") == "porttrack/etag-cache/v1":
-                    cache.entries = dict(data.get("entries") or {})
-            except (OSError, ValueError):
-                pass  # a broken cache only costs a full request
-        return cache
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            return self.entries.get(key)
-
-    def put(self, key: str, etag: str | None, last_modified: str | None, body: Any) -> None:
-        if not etag and not last_modified:
-            return
-        with self._lock:
-            self.entries[key] = {"etag": etag, "last_modified": last_modified, "body": body}
-            self.dirty = True
-
-    def save(self) -> None:
-        if self.path and self.dirty:
-            with self._lock:
-                payload = {"schema": "porttrack/etag-cache/v1", "entries": self.entries}
-                atomic_write_text(self.path, json.dumps(payload, sort_keys=True))
-                self.dirty = False
 
 
 @dataclass(frozen=True)
@@ -138,7 +98,7 @@ class GitHubClient:
         # `api_url` is what is shown and stored (messages, recorded state, ETag cache keys): never
         # the user:password a URL may carry. The credentials are kept apart and sent only as
         # basic auth where there is no token.
-        self.api_url, self._url_auth = _split_userinfo((api_url or DEFAULT_API_URL).rstrip("/"))
+        self.api_url, self._url_auth = split_userinfo((api_url or DEFAULT_API_URL).rstrip("/"))
         self._token = token
         if token:
             secrets.register(token)
@@ -152,7 +112,7 @@ class GitHubClient:
         self._sessions: list[Any] = []  # idle requests sessions (keep-alive), one per request in flight
         self.requests_sent = 0
         self._count_lock = threading.Lock()
-        self._budget = _Budget(deadline_s)
+        self._budget = Budget(deadline_s)
 
     # -- transport ----------------------------------------------------------------------------
     # Plain `requests`, not PyGithub's requester: PyGithub re-sends a GET answered 202 every 2 s
@@ -382,7 +342,7 @@ class GitHubClient:
             gone.status = status  # what `absent_pull` reports, as data
             raise gone
         if 400 <= status < 500:
-            raise PorttrackError(f"GitHub rejected {verb} {path} (HTTP {status}): {message}")
+            raise Rejected(f"GitHub rejected {verb} {_short_path(path)} (HTTP {status}): {message}")
         # 5xx and anything else: the caller's retry loop continues
 
     # -- pull requests ------------------------------------------------------------------------
@@ -440,7 +400,7 @@ class GitHubClient:
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
             answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: require_object(d, "comparison"))
-        except NotFound:
+        except (NotFound, Rejected):
             return None  # e.g. the old head was garbage-collected after a force-push
         data = answer.data or {}
         return Comparison(str(data.get("status")), int(data.get("ahead_by") or 0), int(data.get("behind_by") or 0))
@@ -622,68 +582,6 @@ class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
 
 
-class _Budget:
-    """The command's deadline: the time spent inside requests and the waits between them, counted
-    once however many requests are in flight at the same time (`get_pulls` sends them together)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self._spent = 0.0
-        self._active = 0
-        self._since = 0.0
-        self._lock = threading.Lock()
-
-    def used(self) -> float:
-        with self._lock:
-            return self._spent + (time.monotonic() - self._since if self._active else 0.0)
-
-    def left(self) -> float:
-        return self.seconds - self.used()
-
-    @contextmanager
-    def busy(self) -> Iterator[None]:
-        with self._lock:
-            if self._active == 0:
-                self._since = time.monotonic()
-            self._active += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._active -= 1
-                if self._active == 0:
-                    self._spent += time.monotonic() - self._since
-
-    def attempt_limit(self, timeout_s: float, where: str) -> float:
-        left = self.left()
-        if left <= 0:
-            raise UpstreamUnreachable(self._spent_words(where))
-        return min(timeout_s, left)
-
-    def check_wait(self, seconds: float, what: str, where: str) -> None:
-        if seconds >= self.left():
-            raise UpstreamUnreachable(self._spent_words(where) + f" (not waiting {seconds:.0f}s more for {what})")
-
-    def _spent_words(self, where: str) -> str:
-        return (f"gave up on GitHub at {where}: this command's requests reached their deadline of "
-                f"{self.seconds:g}s (PORTTRACK_DEADLINE)")
-
-
-def _split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
-    """(the URL without user:password@, the credentials or None). The password is registered as a
-    secret, so a message quoting the URL some other way cannot carry it either."""
-    from urllib.parse import unquote, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    for value in (userinfo, password, unquote(password)):
-        secrets.register(value)
-    return urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment)), (unquote(user), unquote(password))
-
-
 def _require_list(data: Any, path: str) -> None:
     if data is not None and not isinstance(data, list):
         raise MalformedResponse(f"expected a list from {path}")
@@ -718,6 +616,11 @@ def _message(text: str) -> str:
         return ""
 
 
+def _short_path(path: str) -> str:
+    """A request path as messages quote it: parts of it (a SHA, a branch) come from GitHub."""
+    return for_terminal(path, 160)
+
+
 def _retry_at(hdrs: Mapping[str, str]) -> str | None:
     if "x-ratelimit-reset" in hdrs:
         try:
@@ -747,31 +650,8 @@ def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw)
     return GitHubClient(repo, token, api_url, cache=cache, **kw)
 
 
-# (environment variable, GitHubClient argument, type, smallest value allowed)
-KNOBS: tuple[tuple[str, str, type, float], ...] = (
-    ("PORTTRACK_HTTP_TIMEOUT", "timeout_s", float, 0.001),
-    ("PORTTRACK_HTTP_ATTEMPTS", "max_attempts", int, 1),
-    ("PORTTRACK_HTTP_BACKOFF", "backoff_s", float, 0.0),
-    ("PORTTRACK_RATE_LIMIT_MAX_WAIT", "max_wait_s", float, 0.0),
-    ("PORTTRACK_DEADLINE", "deadline_s", float, 0.001),
-)
-_KNOB_MOST = 86400.0  # a day: anything longer is a typo, not a policy
-
-
-def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
-    """A knob's value, or a usage error (exit 2) naming what is accepted: finite, within bounds."""
-    shown = for_terminal(raw, 40)
-    try:
-        value = kind(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name}={shown!r}: expected {'a whole number' if kind is int else 'a number of seconds'}") from None
-    if not math.isfinite(value) or value < least or value > _KNOB_MOST:
-        raise ConfigError(f"{name}={shown!r}: expected a finite number from {least:g} to {_KNOB_MOST:g}")
-    return value
-
-
 def has_token() -> bool:
     return secrets.resolve_token() is not None
 
 
-__all__: Sequence[str] = ("EtagCache", "GitHubClient", "WriteUncertain", "client_for", "has_token")
+__all__: Sequence[str] = ("EtagCache", "GitHubClient", "Rejected", "WriteUncertain", "client_for", "has_token")

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from porttrack.errors import GitError, without_userinfo
+from porttrack.github import Rejected
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.clock import utcnow
+from porttrack.text import for_terminal
 from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:
@@ -36,6 +38,8 @@ _STACK_TEXT = re.compile(
     r"\s{1,5}(?:(?P<repo>[\w.-]{1,100}/[\w.-]{1,100})?#(?P<num>\d{1,9})|https://github\.com/(?P<urepo>[\w.-]{1,100}/[\w.-]{1,100})/pull/(?P<unum>\d{1,9}))"
 )
 _TEXT_SCAN_LIMIT = 65536
+_BRANCH_MAX = 255  # git allows longer names, GitHub does not; a longer one is text, not a branch
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def stacked_from_text(title: str, body: str, repo: str) -> list[int]:
@@ -157,8 +161,11 @@ def _cycles(stacks: dict[int, tuple[StackLink, ...]]) -> dict[int, str]:
 def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, ...]:
     links: list[StackLink] = []
     default = pr.default_branch or "main"
-    if pr.base_ref and pr.base_ref != default:
-        base_pr = client.find_pull_by_head(pr.base_ref)
+    if pr.base_ref and pr.base_ref != default and len(pr.base_ref) <= _BRANCH_MAX:
+        try:
+            base_pr = client.find_pull_by_head(pr.base_ref)
+        except Rejected:  # a branch name GitHub will not search for owns no PR we could stack on
+            base_pr = None
         if base_pr and base_pr != pr.number:
             links.append(StackLink(base_pr, "base-branch"))
     for number in stacked_from_text(pr.title, pr.body, client.repo):
@@ -196,6 +203,11 @@ def _classify_heads(
     # ask GitHub whether the new head is ahead of the old one or diverged from it.
     for number, (old, new) in moved.items():
         if number in result and result[number].kind != "unknown":
+            continue
+        if not (_SHA.fullmatch(old) and _SHA.fullmatch(new)):
+            # the head is text from GitHub like any other: never put in a request path unchecked
+            notes.append(f"#{number}: head {for_terminal(new, 50)!r} is not a commit SHA; its change was not classified")
+            result[number] = HeadChange("unknown", None, "none")
             continue
         cmp = client.compare(old, new)
         if cmp is None:

@@ -14,7 +14,7 @@ from porttrack import secrets
 from porttrack import state as state_mod
 from porttrack.config import Config
 from porttrack.converge_record import RecordedVerdict
-from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
+from porttrack.errors import PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
 from porttrack.state import Event, RecordedPR, UpstreamState
@@ -300,7 +300,7 @@ def refresh(
         return build_report(config, recorded, mode="offline", offline_reason=reason, know=know), None
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
-    except (UpstreamUnreachable, GitHubAuthError) as exc:
+    except PorttrackError as exc:  # whatever GitHub answered, the recorded state is still shown
         report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
         return report, exc
     if not dry_run:

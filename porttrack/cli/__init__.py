@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,8 +122,14 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
 
 
 def emit_json(data: Any) -> None:
-    """Data goes to stdout; talk goes to stderr (`say`)."""
-    click.echo(dump_json(data), nl=False)
+    """Data goes to stdout; talk goes to stderr (`say`). Strings keep every character, but those a
+    terminal would act on or hide (C1 controls, bidi and invisible format characters, lone
+    surrogates) are written as \\u escapes: the same JSON to a parser, inert on a terminal."""
+    click.echo(_INERT_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", dump_json(data)), nl=False)
+
+
+# Outside strings JSON is ASCII, so these only ever occur inside a string, where the escape is exact.
+_INERT_IN_JSON = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]")
 
 
 def say(message: str) -> None:
