@@ -179,6 +179,8 @@ class GitHubClient:
             raise _Transient(f"timed out after {limit:g}s") from exc
         except requests.exceptions.RequestException as exc:
             raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        except (UnicodeError, ValueError) as exc:  # a path or parameter made of text no URL can carry
+            raise Rejected(f"{verb} {_short_path(path)} cannot be sent ({type(exc).__name__})") from None
         self._sessions.append(session)  # list.append is atomic: a finished exchange gives its session back
         return resp.status_code, {str(k).lower(): str(v) for k, v in resp.headers.items()}, text
 

@@ -38,7 +38,9 @@ _STACK_TEXT = re.compile(
     r"\s{1,5}(?:(?P<repo>[\w.-]{1,100}/[\w.-]{1,100})?#(?P<num>\d{1,9})|https://github\.com/(?P<urepo>[\w.-]{1,100}/[\w.-]{1,100})/pull/(?P<unum>\d{1,9}))"
 )
 _TEXT_SCAN_LIMIT = 65536
-_BRANCH_MAX = 255  # git allows longer names, GitHub does not; a longer one is text, not a branch
+# What can name a branch GitHub would search for: no controls, spaces, surrogates or the characters
+# git refuses, at most 255 characters. Anything else is text from GitHub, not a branch to look up.
+_BRANCH = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\\ud800-\udfff]{1,255}")
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -161,7 +163,7 @@ def _cycles(stacks: dict[int, tuple[StackLink, ...]]) -> dict[int, str]:
 def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, ...]:
     links: list[StackLink] = []
     default = pr.default_branch or "main"
-    if pr.base_ref and pr.base_ref != default and len(pr.base_ref) <= _BRANCH_MAX:
+    if pr.base_ref and pr.base_ref != default and _BRANCH.fullmatch(pr.base_ref):
         try:
             base_pr = client.find_pull_by_head(pr.base_ref)
         except Rejected:  # a branch name GitHub will not search for owns no PR we could stack on
