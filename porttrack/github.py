@@ -126,15 +126,25 @@ class GitHubClient:
         limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
         with self._count_lock:
             self.requests_sent += 1
+        status, hdrs, text = self._within(limit, lambda: self._exchange(verb, path, params, headers, body, limit))
+        if text and secrets.contains_secret(text):
+            # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
+            # error) is masked at the door: nothing that reads the answer — recorded state, the
+            # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
+            text = secrets.redact(text)
+        return status, hdrs, text
+
+    def _within(self, limit: float, exchange: Callable[[], Any]) -> Any:
+        """`exchange()`'s result, or _Transient when it has none within `limit` seconds."""
         box: dict[str, Any] = {}
 
-        def exchange() -> None:
+        def run() -> None:
             try:
-                box["answer"] = self._exchange(verb, path, params, headers, body, limit)
+                box["answer"] = exchange()
             except BaseException as exc:  # handed to the caller's thread below
                 box["error"] = exc
 
-        worker = threading.Thread(target=exchange, name="gh-request", daemon=True)
+        worker = threading.Thread(target=run, name="gh-request", daemon=True)
         with self._budget.busy():
             worker.start()
             worker.join(limit)
@@ -142,13 +152,7 @@ class GitHubClient:
             raise _Transient(f"timed out: no complete answer within {limit:g}s")
         if "error" in box:
             raise box["error"]
-        status, hdrs, text = box["answer"]
-        if text and secrets.contains_secret(text):
-            # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
-            # error) is masked at the door: nothing that reads the answer — recorded state, the
-            # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
-            text = secrets.redact(text)
-        return status, hdrs, text
+        return box["answer"]
 
     def _exchange(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None,
                   body: Any, limit: float) -> tuple[int, dict[str, str], str]:
@@ -469,50 +473,31 @@ class GitHubClient:
         """The artifact's zip archive, as bytes.
 
         GitHub answers `/zip` with a 302 to a short-lived signed URL on another host (blob
-        storage). PyGithub refuses to follow redirects to hosts it does not know, so both legs are
-        sent here with `requests`: the first with the token, the second without it (the URL is
-        signed; the token must not travel to another host). GETs: retried like any other.
+        storage): both legs are sent here, the first with the token, the second without it (the
+        URL is signed; the token must not travel to another host). GETs: retried like any other,
+        each attempt (both legs and the whole body) within the request timeout.
         """
-        import requests
-
         path = f"/repos/{self.repo}/actions/artifacts/{int(artifact_id)}/zip"
-        headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
         last_problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
-            with self._count_lock:
-                self.requests_sent += 1
+            limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
             try:
-                first = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=self.timeout_s)
-                if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
-                    with self._count_lock:
-                        self.requests_sent += 1
-                    final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
-                                         timeout=self.timeout_s, stream=True)
-                else:
-                    final = first
-                if final.status_code == 200:
-                    data = _read_limited(final, max_bytes, f"artifact {artifact_id}")
-                    if zipfile.is_zipfile(io.BytesIO(data)):
-                        return data
-                    # an artifact is always a zip: anything else is a download cut short (or an
-                    # error page answered 200) and is retried like a 5xx, not refused as results
-                    last_problem = "the download was not a whole zip archive"
-                    self._backoff(attempt)
-                    continue
-                status, text = final.status_code, final.text if final is first else ""
-            except requests.exceptions.Timeout:
-                last_problem = f"timed out after {self.timeout_s:g}s"
+                status, hdrs, text, data, direct = self._within(limit, lambda: self._artifact_legs(path, limit, max_bytes, artifact_id))
+            except _Transient as exc:
+                last_problem = str(exc)
                 self._backoff(attempt)
                 continue
-            except requests.exceptions.RequestException as exc:
-                last_problem = f"connection failed: {type(exc).__name__}"
+            if status == 200:
+                if zipfile.is_zipfile(io.BytesIO(data)):
+                    return data
+                # an artifact is always a zip: anything else is a download cut short (or an
+                # error page answered 200) and is retried like a 5xx, not refused as results
+                last_problem = "the download was not a whole zip archive"
                 self._backoff(attempt)
                 continue
             if status == 410:
                 raise NotFound(f"artifact {artifact_id} has expired (HTTP 410)")
-            wait = self._rate_limit_wait(status, {k.lower(): v for k, v in final.headers.items()}, text)
+            wait = self._rate_limit_wait(status, hdrs, text)
             if wait is not None:
                 if attempt >= self.max_attempts:
                     last_problem = f"rate limited (asked to wait {wait:.0f}s; no attempt left)"
@@ -520,11 +505,36 @@ class GitHubClient:
                 self._pause(wait, f"artifact {artifact_id} (rate limited)")
                 last_problem = f"rate limited (waited {wait:.0f}s)"
                 continue
-            if final is first:
+            if direct:
                 self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
         raise UpstreamUnreachable(f"downloading artifact {artifact_id} failed after {self.max_attempts} attempts: {secrets.redact(last_problem)}")
+
+    def _artifact_legs(self, path: str, limit: float, max_bytes: int, artifact_id: int):
+        """Both legs of one download attempt: (status, headers, error text, body, answered by the
+        API itself rather than the storage host)."""
+        import requests
+
+        headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        with self._count_lock:
+            self.requests_sent += 1
+        try:
+            first = final = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=(limit, limit))
+            if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
+                with self._count_lock:
+                    self.requests_sent += 1
+                final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
+                                     timeout=(limit, limit), stream=True)
+            data = _read_limited(final, max_bytes, f"artifact {artifact_id}") if final.status_code == 200 else b""
+            text = final.text if final is first and final.status_code != 200 else ""
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"timed out after {limit:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        return final.status_code, {k.lower(): v for k, v in final.headers.items()}, text, data, final is first
 
     # -- issues ---------------------------------------------------------------------------------
     # The weekly status issue. Reads are GETs (retried, bounded); each write is sent once and a
