@@ -2,7 +2,8 @@
 # README's two set-up commands. Everything Python goes into a virtual environment, .venv next to
 # this file; the system Python is never installed into (Debian's refuses: externally-managed-environment).
 #
-#   sh setup.sh tool         install porttrack into .venv and run `porttrack status`
+#   sh setup.sh tool         install porttrack into .venv and run `porttrack status --offline` (the
+#                            recorded state, saying how old it is: no network to GitHub needed)
 #   sh setup.sh test [ARG…]  install porttrack with its [test] extra into .venv, and quilt (which
 #                            the tests run for real), then run the whole suite: pytest -q ARG…
 #
@@ -57,7 +58,9 @@ tool)
     make_venv
     say "installing porttrack into .venv"
     .venv/bin/python -m pip install -q .
-    exec .venv/bin/porttrack status
+    .venv/bin/porttrack status --offline && rc=0 || rc=$?
+    say "to poll GitHub live: .venv/bin/porttrack status (no token needed for a public upstream: 60 requests an hour; GITHUB_TOKEN or GH_TOKEN raises it)"
+    exit "$rc"
     ;;
 test)
     check_python

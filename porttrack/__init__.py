@@ -10,7 +10,8 @@ converge -> tell). Each verb's command lives in `porttrack/cli/<module>.py`; the
   apply                   apply           apply
   gate run|ingest|check   gates           gaterun (running jobs: jobs.runner), gates (the judge),
                                           evidence, results; the jobs themselves: jobs.cells,
-                                          jobs.vllm, with probe inside the process under test
+                                          jobs.vllm, with probe inside the process under test;
+                                          jobs.timed (any fork: times a command)
   eligibility             eligibility     eligibility
   promote, demote         gates           promote
   verify-converged        converge        converge (the verdict: converge_decide;
@@ -26,7 +27,8 @@ command layer (`porttrack.cli.Context`) and handed in:
                                returns: github_records)
   local jobs (job.command,     jobs.runner (argv, placeholders per argument, no shell)
     regression.command)
-  tracks.yaml                  tracks_file (read, cache) -> config (the records)
+  tracks.yaml                  tracks_file (read, cache) -> config (the records, PROFILES);
+                               tracks_validation (+ tracks_examples), tracks_schema (JSON Schema)
   the workspace's files        workspace (lock, atomic writes), state (recorded upstream)
   tokens                       secrets (resolve, redact, strip from job environments)
   time                         clock
@@ -34,7 +36,7 @@ command layer (`porttrack.cli.Context`) and handed in:
 Shared vocabulary: errors (the one error hierarchy and exit-code table), hunks (diffs and hunk
 ids), relations (which hunks travel together, revisions compared), presence (is a hunk in a
 file), coverage (hand ports), paths and markdown and text (untrusted input made safe),
-testhooks (the one pause point for tests).
+testhooks (the one pause point for tests), completion (what a shell completes from the workspace).
 """
 
 __version__ = "0.1.0"

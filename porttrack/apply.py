@@ -50,7 +50,7 @@ from porttrack.clock import utcnow
 from porttrack.config import Config
 from porttrack.errors import ConfigError, ConflictError, InputError, PreconditionError, UnsafeInput
 from porttrack.gitrepo import GitRepo, ScratchIndex
-from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.hunks import SYMLINK_MODE, FileDiff, Hunk, build_patch, parse_diff
 from porttrack.paths import check_diff_paths, check_symlink_targets
 from porttrack.queue import Patch
 from porttrack.testhooks import checkpoint
@@ -73,6 +73,7 @@ _REDUCED = re.compile(r"^Context reduced to \((\d+)/(\d+)\) to apply fragment at
 _FAILED_AT = re.compile(r"^error: patch failed: .*:(\d+)$")
 _WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$")
 _NO_BLOB = "lacks the necessary blob"
+_BEYOND_SYMLINK = "beyond a symbolic link"  # git's refusal to write under a symlinked folder
 _MBOX_FROM = re.compile(rb"^From [0-9a-f]{40,64} Mon Sep 17 00:00:00 2001$", re.M)
 
 
@@ -300,6 +301,7 @@ def _build(scratch: ScratchIndex, base: str, patches: Sequence[Patch], contents:
         file = scratch.path("patch")
         file.write_bytes(data)
         files = _parse(patch, data)
+        _refuse_beyond_symlink(repo, tree, files, patch)
         result = _apply_one(scratch, file, files, tree, patch)
         notes = _dependency_notes(patch, patches[:n], {p.name for p in patches})
         if notes:
@@ -333,6 +335,27 @@ def _parse(patch: Patch, data: bytes) -> tuple[FileDiff, ...]:
     except UnsafeInput as exc:
         raise UnsafeInput(f"patches/{patch.file}: {exc}") from None
     return files
+
+
+def _refuse_beyond_symlink(repo: GitRepo, tree: str, files: tuple[FileDiff, ...], patch: Patch) -> None:
+    """A patch that writes under a folder that is a symlink, in the tree it goes onto or created by
+    the patch itself, is unsafe (exit 6), not a conflict: git refuses it ("beyond a symbolic link")
+    and no merge by a human could make it apply. Such a link may lead anywhere, outside the tree too."""
+    paths = {p for fd in files for p in (fd.old_path, fd.new_path) if p}
+    parents = {"/".join(parts[:i]) for parts in (p.split("/") for p in paths) for i in range(1, len(parts))}
+    if not parents:
+        return
+    made = {fd.new_path for fd in files if fd.new_mode == SYMLINK_MODE and fd.new_path in parents}
+    listing = repo.run("ls-tree", "-z", tree, "--", *sorted(parents)).stdout.split(b"\0")
+    links = [entry.split(b"\t", 1) for entry in listing if entry.startswith(b"120000 ")]
+    in_tree = {name.decode("utf-8", "surrogateescape"): meta.split()[2].decode() for meta, name in links}
+    for link in sorted(made | (set(in_tree) & parents)):
+        under = sorted(p for p in paths if p.startswith(link + "/"))
+        target = "made by this patch" if link in made else (
+            "to " + repr(repo.run("cat-file", "blob", in_tree[link]).stdout.decode("utf-8", "replace")))
+        raise UnsafeInput(f"patches/{patch.file}: {_display(under[0])!r} lies beyond the symlink "
+                          f"{_display(link)!r} ({target}); git does not write through a symlink and "
+                          f"neither does porttrack")
 
 
 def _dependency_notes(patch: Patch, before: Sequence[Patch], in_build: set[str]) -> tuple[str, ...]:
@@ -452,6 +475,9 @@ def _apply_one(scratch: ScratchIndex, file: Path, files: tuple[FileDiff, ...], t
         final, outcome = _run_apply(scratch, file, "--3way", FUZZ_CONTEXT), "fuzz"
     if final.rc == 0:
         return _result(patch, _classify(scratch, files, tree, plain, outcome, conflicted=set()), outcome)
+    if _BEYOND_SYMLINK in final.stderr:  # a case `_refuse_beyond_symlink` did not foresee: still unsafe
+        said = next(line for line in final.stderr.splitlines() if _BEYOND_SYMLINK in line)
+        raise UnsafeInput(f"patches/{patch.file}: {_display(said)}")
     conflicted = set(final.errors) or {-1}
     files_named = {_display(files[e].path) for e in conflicted if 0 <= e < len(files)}
     errors = [line for lines in final.errors.values() for line in lines] or [final.stderr.strip()[-300:]]

@@ -1,6 +1,13 @@
 """tracks.yaml: the human-owned statement of intent, as frozen, typed records (reading the file and
 caching the validated records: `porttrack.tracks_file`).
 
+Profiles (`PROFILES`, the file's `profile:` key): `vllm-gpu` — the records `Config`, `Target`,
+`Model`, `Gate`... below, and the default when the key is absent, so a file written before
+profiles existed keeps its meaning — and `neutral` — `NeutralConfig` and its records: named
+targets with free-form attributes, gates over named axes, no models. A `Profile` holds each one's
+rules as data (which records, whether models and eligibility apply, the report's sections); the
+core asks `config.rules`, never which profile it is.
+
 The file is read, never written, by porttrack (machine state lives elsewhere). The records here are
 plain frozen dataclasses; what they may hold is stated in their annotations, which pydantic reads
 when `porttrack.tracks_validation` checks a file, and which nothing else evaluates. This module
@@ -12,9 +19,10 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from porttrack.errors import ConfigError
@@ -311,6 +319,14 @@ class Matrix(_Record):
     batches: Annotated[list[PositiveInt], NonEmpty]
     targets: Annotated[list[Id], NonEmpty] | None = None  # None: the track's targets
 
+    def axis_lists(self) -> list[tuple[tuple[str, ...], list[Any], str]]:
+        """The axes besides models and targets: (where in the matrix, values, what one value is)."""
+        return [(("contexts",), list(self.contexts), "context"), (("batches",), list(self.batches), "batch")]
+
+    def required_axes(self, models: Sequence[str]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        """The named axes of the required matrix, models (as eligibility decided) first."""
+        return (("model", tuple(models)), ("context", tuple(self.contexts)), ("batch", tuple(self.batches)))
+
 
 @record
 class Tolerance(_Record):
@@ -412,16 +428,13 @@ class ReportConfig(_Record):
     output_dir: RelPath = "reports"
 
 
-@record
-class Config(_Record):
-    path: Path  # the tracks.yaml this was read from (not a key of the file)
-    upstream: UpstreamConfig
+class _ConfigMethods:
+    """What every profile's Config answers the same way (the core reads these, never the profile)."""
+
+    path: Path
     fork: ForkConfig
-    targets: Annotated[dict[Id, Target], NonEmpty]
-    models: dict[Id, Model]
-    proofs: dict[Id, Proof] = field(default_factory=dict)
-    tracks: dict[Id, Track]  # in file order
-    report: ReportConfig
+    tracks: dict[str, Any]
+    targets: dict[str, Any]
 
     def fork_checkout(self) -> Path | None:
         """The fork's local checkout: fork.checkout, relative to this file (`load_config` puts
@@ -448,7 +461,191 @@ class Config(_Record):
             return list(track.gate.matrix.targets)
         return list(track.targets)
 
+    @property
+    def rules(self) -> "Profile":
+        return PROFILES[self.profile]  # type: ignore[attr-defined]
 
+
+@record
+class Config(_ConfigMethods, _Record):
+    """Profile vllm-gpu: GPU targets, models selected by attributes, LLM-serving gate axes."""
+
+    path: Path  # the tracks.yaml this was read from (not a key of the file)
+    # Absent: vllm-gpu, so that a file written before profiles existed keeps its meaning.
+    profile: Literal["vllm-gpu"] = "vllm-gpu"
+    upstream: UpstreamConfig
+    fork: ForkConfig
+    targets: Annotated[dict[Id, Target], NonEmpty]
+    models: dict[Id, Model]
+    proofs: dict[Id, Proof] = field(default_factory=dict)
+    tracks: dict[Id, Track]  # in file order
+    report: ReportConfig
+
+
+# --------------------------------------------------------------------------- profile neutral
+#
+# A fork of anything: targets are named machines with free-form attributes, gates measure a job's
+# metrics over named axes of any name, and there are no models (so no eligibility): a track
+# applies everywhere. Phases and a numeric tolerance are optional.
+
+
+def _check_axis_value(value: Any) -> Any:
+    # Runs before the type check: one sentence instead of a union's two, and the reason for 3.12.
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        shown = "true/false" if isinstance(value, bool) else repr(value)
+        raise _invalid(f'expected a string or an integer, got {shown}; quote a value such as "3.12"')
+    if isinstance(value, str) and not value:
+        raise _invalid("expected a non-empty string")
+    return value
+
+
+AxisValue = Annotated[Union[str, int], _Rule(before=_check_axis_value)]
+
+
+@record
+class NeutralTarget(_Record):
+    """A machine a gate runs on; `attributes` hold anything a job needs (os, python, runner...)."""
+
+    name: NonEmptyStr | None = None
+    arch: NonEmptyStr | None = None  # when given, results must report this machine arch (e.g. x86_64)
+    runner_labels: list[NonEmptyStr] = field(default_factory=list)
+    attributes: dict[Id, str] = field(default_factory=dict)
+
+
+@record
+class AxisMatrix(_Record):
+    """Named axes of any name; the required cells are their product × targets × phases."""
+
+    axes: dict[Id, Annotated[list[AxisValue], NonEmpty]] = field(default_factory=dict)
+    targets: Annotated[list[Id], NonEmpty] | None = None  # None: the track's targets
+
+    def axis_lists(self) -> list[tuple[tuple[str, ...], list[Any], str]]:
+        return [(("axes", name), list(values), f"{name} value") for name, values in self.axes.items()]
+
+    def required_axes(self, models: Sequence[str] = ()) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+        return tuple((name, tuple(values)) for name, values in self.axes.items())
+
+
+@record
+class NeutralGate(_Record):
+    job: Job
+    matrix: AxisMatrix = field(default_factory=AxisMatrix)
+    metrics: Annotated[list[Metric], NonEmpty]
+    phases: Annotated[list[Phase], NonEmpty] | None = None  # None: one measurement per cell
+    reference_backend: NonEmptyStr | None = None  # with tolerance: numerics compared against it
+    tolerance: Tolerance | None = None
+    promote: bool = True
+    # Not part of this profile: the judge reads them and finds nothing to assert.
+    graph_replay: ClassVar[None] = None
+    no_jit_after_warmup: ClassVar[None] = None
+
+    def __post_init__(self) -> None:
+        missing = self.missing_for_promotion()
+        if self.promote and missing:
+            raise _invalid(
+                "promote is true, so this gate must define " + ", ".join(missing)
+                + " (or set promote: false to run it as a measurement only)"
+            )
+
+    def missing_for_promotion(self) -> list[str]:
+        return [f"allowed_regression_pct or allowed_regression_abs for metric {m.name}"
+                for m in self.metrics if m.allowed_regression_pct is None and m.allowed_regression_abs is None]
+
+    @property
+    def key_metric(self) -> Metric | None:
+        return next((m for m in self.metrics if m.key), None)
+
+
+@record
+class NeutralProof(_Record):
+    description: NonEmptyStr
+    gate: NeutralGate | None = None
+
+
+@record
+class NeutralTrack(_Record):
+    title: NonEmptyStr
+    prs: Annotated[list[PositiveInt], NonEmpty]
+    fork_commits: list[Sha] = field(default_factory=list)
+    targets: Annotated[list[Id], NonEmpty]
+    paths: PathRules = field(default_factory=PathRules)
+    gate: NeutralGate | None = None
+    regression: Job | None = None
+    notes: str = ""
+    requires: ClassVar[Requirements] = Requirements()  # no models: every track applies everywhere
+
+
+@record
+class NeutralReport(_Record):
+    """Every key has a default; `repo` defaults to the fork's."""
+
+    repo: Repo | None = None
+    labels: list[NonEmptyStr] = field(default_factory=lambda: ["porttrack"])
+    title: Title = "porttrack weekly status {week}"
+    tracking_issue: PositiveInt | None = None
+    output_dir: RelPath = "reports"
+
+
+@record
+class NeutralConfig(_ConfigMethods, _Record):
+    path: Path
+    profile: Literal["neutral"]
+    upstream: UpstreamConfig
+    fork: ForkConfig
+    targets: Annotated[dict[Id, NeutralTarget], NonEmpty]
+    proofs: dict[Id, NeutralProof] = field(default_factory=dict)
+    tracks: dict[Id, NeutralTrack]
+    report: Union[ReportConfig, NeutralReport] = field(default_factory=NeutralReport)
+    models: ClassVar[Mapping[str, Model]] = MappingProxyType({})  # no models in this profile
+
+    def __post_init__(self) -> None:
+        # The core reads one report record: fill the defaults here, once (also when thawed).
+        if isinstance(self.report, NeutralReport):
+            r = self.report
+            filled = ReportConfig(repo=r.repo or self.fork.repo, labels=r.labels, title=r.title,
+                                  tracking_issue=r.tracking_issue, output_dir=r.output_dir)
+            object.__setattr__(self, "report", filled)
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One profile's rules, as data: the core asks these, never `if profile == ...`."""
+
+    name: str
+    record: type  # the Config record a file of this profile validates as
+    summary: str
+    uses_models: bool  # models, track `requires`, eligibility, the model axis of every gate
+    gpu_attributes: bool  # targets carry vendor/arch; results carry the GPU fingerprint
+    # The weekly report's sections that apply, in order: shown "always", or only "when-filled".
+    report_sections: tuple[tuple[str, str], ...]
+    schema_file: str  # in porttrack/schemas/, for editors and for the schema tests
+    example_axis: str  # the matrix line a missing-axis message suggests
+
+
+PROFILES: dict[str, Profile] = {
+    "vllm-gpu": Profile(
+        name="vllm-gpu", record=Config,
+        summary="a vLLM fork on GPUs: vendors and arch, models by attributes, model × context × batch gates with numerics, graph and JIT checks",
+        uses_models=True, gpu_attributes=True,
+        report_sections=(("summary", "always"), ("upstream", "always"), ("queue", "always"), ("gates", "always"),
+                         ("eligibility", "always"), ("trends", "always"), ("problems", "always")),
+        schema_file="tracks.vllm-gpu.schema.json", example_axis="contexts: [4096]",
+    ),
+    "neutral": Profile(
+        name="neutral", record=NeutralConfig,
+        summary="any fork: named targets, gates over named axes with a job and its metrics",
+        uses_models=False, gpu_attributes=False,
+        # No models, so no eligibility; gates and trends only once there is something to show.
+        report_sections=(("summary", "always"), ("upstream", "always"), ("queue", "always"), ("gates", "when-filled"),
+                         ("trends", "when-filled"), ("problems", "always")),
+        schema_file="tracks.neutral.schema.json", example_axis='axes: {python: ["3.12"]}',
+    ),
+}
+DEFAULT_PROFILE = "vllm-gpu"  # a file without `profile:` was written for the vLLM fork: it keeps its meaning
+AnyConfig = Union[Config, NeutralConfig]
 
 # --------------------------------------------------------------------------- entry points
 

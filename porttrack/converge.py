@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from porttrack import hunks as hunks_mod
 from porttrack import queue as queue_mod
-from porttrack import secrets
 from porttrack import state as state_mod
 from porttrack.converge_decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
     Drop,
@@ -145,8 +144,9 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
 
     A merge is final: once the recorded state (written by `status`, from GitHub) has the PR merged
     with its merge commit, that is used as it is, without a request (and without importing
-    PyGithub, 0.4 s): `github` is not called. Otherwise GitHub is asked; when it cannot be, the
-    command stops with GitHub's error (or the missing token) and what the recorded state last saw.
+    PyGithub, 0.4 s): `github` is not called. Otherwise GitHub is asked (with a token or, for a
+    public upstream, without); when it cannot be, the command stops with GitHub's error and what the
+    recorded state last saw.
     """
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     known = recorded.prs.get(number)
@@ -154,11 +154,6 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
         sha = _checked_sha(known.merge_commit_sha, ws.upstream_state_file.name)
         return MergedPR(number, known.title, sha, known.merged_at, "recorded",
                         f"merges are final: the merge commit as recorded at {known.observed_at} ({recorded.source}); GitHub not asked")
-    if secrets.resolve_token() is None:
-        why = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN)"
-        if known is not None and known.state != "merged":  # the best knowledge says not merged
-            raise PreconditionError(f"{why}; {_last_seen(ws, number, known)}")
-        raise CannotEvaluate(f"{why}; {_last_seen(ws, number, known)}")
     try:
         pull, _ = github().get_pull(number)
     except (UpstreamUnreachable, GitHubAuthError) as exc:  # its exit code (5 or 3), with what was recorded

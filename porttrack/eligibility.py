@@ -14,6 +14,9 @@ Each reason is kept as data (`Reason`: kind, value, and the sentence), so what s
 (the weekly report's table) reads the kind instead of parsing the sentence.
 - `eligible`: everything matches (`reasons` is empty).
 
+Under a profile without models (tracks.yaml `profile: neutral`) eligibility is not used: a track
+applies everywhere, `used` is false, and the command and the weekly report say so (NOT_USED).
+
 This module only reads the typed config; it imports neither pydantic nor click.
 """
 
@@ -32,6 +35,7 @@ CONDITIONAL = "conditional"
 VERDICTS = (ELIGIBLE, CONDITIONAL, INELIGIBLE)
 
 JSON_SCHEMA_ID = "porttrack/eligibility/v1"
+NOT_USED = "eligibility is not used: this tracks.yaml's profile has no models, so every track applies on all its targets"
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class TrackEligibility:
 class Eligibility:
     tracks: tuple[TrackEligibility, ...]  # in tracks.yaml order
     proofs_passed: frozenset[str]
+    used: bool = True  # False: the profile has no models (every track applies everywhere)
 
     def track(self, track_id: str) -> TrackEligibility:
         for entry in self.tracks:
@@ -159,7 +164,7 @@ def evaluate(config: Config, proofs_passed: Iterable[str] = frozenset()) -> Elig
     for track_id, track in config.tracks.items():
         cells = tuple(_cell(model_id, model, track_id, track, passed) for model_id, model in config.models.items())
         tracks.append(TrackEligibility(track_id, tuple(config.gate_targets(track_id)), cells))
-    return Eligibility(tuple(tracks), passed)
+    return Eligibility(tuple(tracks), passed, used=config.rules.uses_models)
 
 
 def _cell(model_id: str, model: Model, track_id: str, track: Track, passed: frozenset[str]) -> Cell:
@@ -200,6 +205,8 @@ def to_json(result: Eligibility) -> dict[str, Any]:
     {
       "schema": "porttrack/eligibility/v1",
       "proofs_passed": ["<proof id>", ...],                       # sorted
+      "used": false,                                              # only under a profile without models
+      "note": "<NOT_USED>",                                       # (then tracks' cells are [])
       "tracks": [                                                 # tracks.yaml order
         {"track": "<track id>",
          "targets": ["<target id>", ...],                         # where its gate must pass
@@ -211,9 +218,11 @@ def to_json(result: Eligibility) -> dict[str, Any]:
             "proofs": [{"proof": "<id>", "passed": bool, "reason": "<text>"}, ...]}]}]
     }
     """
+    not_used = {} if result.used else {"used": False, "note": NOT_USED}
     return {
         "schema": JSON_SCHEMA_ID,
         "proofs_passed": sorted(result.proofs_passed),
+        **not_used,
         "tracks": [
             {
                 "track": entry.track,
@@ -238,6 +247,9 @@ def to_json(result: Eligibility) -> dict[str, Any]:
 
 def render_text(result: Eligibility) -> str:
     """A plain models × tracks table, then one line per verdict that is not `eligible` (why)."""
+    if not result.used:
+        targets = [f"{entry.track}: required on {', '.join(entry.targets)}" for entry in result.tracks]
+        return "\n".join([NOT_USED, "", *targets]) + "\n"
     tracks = [entry.track for entry in result.tracks]
     models = [cell.model for cell in result.tracks[0].cells] if result.tracks else []
     rows = [["model", *tracks]]

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 from porttrack.errors import InputError, NotFound, PreconditionError
 from porttrack.state import utcnow
 from porttrack.testhooks import checkpoint
-from porttrack.workspace import Workspace, dump_json, lock
+from porttrack.workspace import Workspace, dump_json, lock, write_temp
 
 SCHEMA = "porttrack/evidence/v1"
 MACHINE_FIELDS = ("gpu", "arch", "driver", "cuda", "rocm", "torch", "triton")  # the hardware/software part
@@ -314,17 +314,13 @@ def _append(ws: Workspace, data: dict[str, Any], now: str | None, dry_run: bool,
 def _create(path: Path, content: bytes) -> None:
     """Write a new file, refusing to replace one: write a temp file, then hard-link it into place.
 
-    The caller holds the workspace lock, so a `.<id>.json.tmp` already there is debris of a
-    process killed mid-write (never a record: records end in `.json`): it is removed first.
+    The temp file is `workspace.write_temp`'s: in the git-ignored `.porttrack/tmp/`, after refusing
+    a symlinked folder that leads out of the workspace. The caller holds the workspace lock, so a
+    `.<id>.json.tmp` beside the records is debris an older version left when killed: removed.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(write_temp(path, content))
     for debris in path.parent.glob(".*.json.tmp"):
         debris.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
     checkpoint("evidence:tmp")
     try:
         os.link(tmp, path)  # fails if the record exists: evidence is never overwritten

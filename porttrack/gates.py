@@ -1,8 +1,12 @@
 """Gates: what a queued patch (or a proof) must show, and the verdict of the evidence, cell by cell.
 
-A gate (tracks.yaml, per track; `porttrack.config.Gate`) defines a matrix — models (by default the
-track's eligible models), contexts, batches, targets — and per cell the checks below. The matrix
-is multiplied by the gate's phases: `cold` and `warm` are separate cells, judged separately.
+A gate (tracks.yaml, per track; `porttrack.config.Gate`) defines a matrix of named axes — under
+profile vllm-gpu: models (by default the track's eligible models), contexts, batches; under profile
+neutral: whatever axes the gate names — and targets, and per cell the checks below. The matrix is
+multiplied by the gate's phases: `cold` and `warm` are separate cells, judged separately (a
+neutral gate without phases has one measurement per cell). A cell's coordinates are
+(axis, value) pairs; a results cell carries them as model/context/batch (results v1 GPU cells)
+or as `axes` (neutral cells), and `cell_coords` reads either.
 
 Checks on one cell (candidate = the latest non-superseded evidence for the subject on that target
 containing the cell):
@@ -29,6 +33,7 @@ This module only judges; running a gate job and ingesting its results is `porttr
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -110,22 +115,73 @@ class LeftOut:
     reasons: tuple[str, ...]
 
 
+Coords = tuple[tuple[str, Any], ...]  # ((axis, value), ...) in the matrix's order
+GPU_AXES = ("model", "context", "batch")  # how a results v1 GPU cell names its coordinates
+
+
+@dataclass(frozen=True)
+class CellKey:
+    coords: Coords
+    target: str
+    phase: str | None  # None: the gate has no phases
+
+
 @dataclass(frozen=True)
 class Required:
-    models: tuple[str, ...]
-    contexts: tuple[int, ...]
-    batches: tuple[int, ...]
+    axes: tuple[tuple[str, tuple[Any, ...]], ...]  # (axis name, values) in the matrix's order
     targets: tuple[str, ...]
-    phases: tuple[str, ...]
+    phases: tuple[str, ...]  # empty: no phases, one measurement per cell
     left_out: tuple[LeftOut, ...] = ()
 
-    def cells(self) -> Iterable[tuple[str, int, int, str, str]]:
-        for model in self.models:
-            for context in self.contexts:
-                for batch in self.batches:
-                    for target in self.targets:
-                        for phase in self.phases:
-                            yield model, context, batch, target, phase
+    def axis(self, name: str) -> tuple[Any, ...]:
+        return dict(self.axes).get(name, ())
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.axis("model")
+
+    @property
+    def contexts(self) -> tuple[int, ...]:
+        return self.axis("context")
+
+    @property
+    def batches(self) -> tuple[int, ...]:
+        return self.axis("batch")
+
+    def cells(self) -> Iterable[CellKey]:
+        names = [name for name, _ in self.axes]
+        for values in itertools.product(*(values for _, values in self.axes)):
+            for target in self.targets:
+                for phase in self.phases or (None,):
+                    yield CellKey(tuple(zip(names, values)), target, phase)
+
+
+def cell_coords(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """A results cell's coordinates, whichever shape it has (neutral `axes`, or the GPU triple)."""
+    if "axes" in cell:
+        return dict(cell["axes"])
+    return {name: cell.get(name) for name in GPU_AXES}
+
+
+def find_cell(record: Record, coords: Coords, phase: str | None) -> Mapping[str, Any] | None:
+    wanted = dict(coords)
+    return next((c for c in record.cells if c.get("phase") == phase and cell_coords(c) == wanted), None)
+
+
+def describe_coords(coords: Coords) -> str:
+    """`GLM-5.2 ctx=1024 batch=1` for the GPU axes, `python=3.12 os=linux` for any others."""
+    named = dict(coords)
+    if tuple(named) == GPU_AXES:
+        return f"{named['model']} ctx={named['context']} batch={named['batch']}"
+    return " ".join(f"{name}={value}" for name, value in coords) or "(one cell)"
+
+
+def coords_json(coords: Coords) -> dict[str, Any]:
+    """As the results file writes them: the GPU triple as fields, other axes under `axes`."""
+    named = dict(coords)
+    if tuple(named) == GPU_AXES:
+        return named
+    return {"model": None, "context": None, "batch": None, "axes": named}
 
 
 def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[str]) -> Required:
@@ -133,6 +189,10 @@ def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[st
     gate = subject.gate
     assert gate is not None
     matrix = gate.matrix
+    phases = tuple(gate.phases or ())
+    if not config.rules.uses_models:
+        targets = list(matrix.targets or config.targets) if subject.kind == "proof" else config.gate_targets(subject.track)
+        return Required(matrix.required_axes(()), tuple(targets), phases)
     if subject.kind == "proof":
         if matrix.models == "eligible":
             models = [m for m, model in config.models.items() if any(c.proof == subject.name for c in model.conditional)]
@@ -151,7 +211,7 @@ def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[st
                 left_out.append(LeftOut(cell.model, "not-in-matrix", ("not listed in the gate's matrix.models",)))
             else:
                 left_out.append(LeftOut(cell.model, cell.verdict, tuple(cell.reasons)))
-    return Required(tuple(models), tuple(matrix.contexts), tuple(matrix.batches), tuple(targets), tuple(gate.phases), tuple(left_out))
+    return Required(matrix.required_axes(models), tuple(targets), phases, tuple(left_out))
 
 
 # -- the verdict -------------------------------------------------------------------------------
@@ -171,16 +231,31 @@ class Check:
 
 @dataclass(frozen=True)
 class CellVerdict:
-    model: str
-    context: int
-    batch: int
+    coords: Coords
     target: str
-    phase: str
+    phase: str | None
     verdict: str  # one of CELL_VERDICTS
     reason: str
     evidence: str | None = None
     baseline: str | None = None
     checks: tuple[Check, ...] = ()
+
+    # The GPU axes by name (None where the matrix has no such axis).
+    @property
+    def model(self) -> Any:
+        return dict(self.coords).get("model")
+
+    @property
+    def context(self) -> Any:
+        return dict(self.coords).get("context")
+
+    @property
+    def batch(self) -> Any:
+        return dict(self.coords).get("batch")
+
+    @property
+    def label(self) -> str:
+        return " ".join(part for part in (describe_coords(self.coords), self.target, self.phase) if part)
 
 
 @dataclass(frozen=True)
@@ -263,29 +338,30 @@ def _why_not_counted(subject: GateSubject, record: Record, log: EvidenceLog) -> 
     return None
 
 
-def _judge_cell(subject: GateSubject, key: tuple[str, int, int, str, str],
+def _judge_cell(subject: GateSubject, key: CellKey,
                 candidates: Sequence[Record], baselines: Sequence[Record]) -> CellVerdict:
-    model, context, batch, target, phase = key
+    coords, target, phase = key.coords, key.target, key.phase
     gate = subject.gate
     assert gate is not None
-    where = dict(model=model, context=context, batch=batch, target=target, phase=phase)
-    holding = [r for r in candidates if r.target == target and r.cell(model, context, batch, phase) is not None]
+    where = dict(coords=coords, target=target, phase=phase)
+    holding = [r for r in candidates if r.target == target and find_cell(r, coords, phase) is not None]
     if not holding:
-        other_phase = any(r.target == target and any(r.cell(model, context, batch, p) for p in ("cold", "warm")) for r in candidates)
-        reason = f"no {phase} measurement for this cell" if other_phase else "no evidence for this cell"
+        wanted = dict(coords)
+        other_phase = any(r.target == target and any(cell_coords(c) == wanted for c in r.cells) for r in candidates)
+        reason = f"no {phase or 'phase-less'} measurement for this cell" if other_phase else "no evidence for this cell"
         return CellVerdict(**where, verdict=MISSING, reason=reason)
     record = holding[-1]
-    cell = record.cell(model, context, batch, phase)
+    cell = find_cell(record, coords, phase)
     assert cell is not None
     checks = list(_absolute_checks(gate, cell))
 
     baseline_id, baseline_problem = None, None
     judged_metrics = [m for m in gate.metrics if m.allowed_regression_pct is not None or m.allowed_regression_abs is not None]
     if judged_metrics:
-        base_record, baseline_problem = _baseline_for(subject, record, baselines, (model, context, batch, phase))
+        base_record, baseline_problem = _baseline_for(subject, record, baselines, coords, phase)
         if base_record is not None:
             baseline_id = base_record.id
-            base_cell = base_record.cell(model, context, batch, phase)
+            base_cell = find_cell(base_record, coords, phase)
             assert base_cell is not None
             checks += [_metric_check(m, cell, base_cell) for m in judged_metrics]
     for metric in gate.metrics:
@@ -320,13 +396,16 @@ def _absolute_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
     elif gate.tolerance is not None:
         yield _tolerance_check(gate, numerics)
     if gate.graph_replay == "required":
-        replays = cell["graph_replays"]
+        replays = cell.get("graph_replays", 0)
         if replays >= 1:
             yield Check("graph-replay", PASS, f"{replays} graph replays observed", observed=replays, limit=1)
         else:
             yield Check("graph-replay", FAIL, "graph replay not observed (0 replays; the gate requires at least 1)", observed=replays, limit=1, over_by=1)
     if gate.no_jit_after_warmup == "required":
-        compiles = cell["jit_compiles_after_warmup"]
+        compiles = cell.get("jit_compiles_after_warmup")
+        if compiles is None:
+            yield Check("no-jit-after-warmup", MISSING, "JIT compiles after warmup were not reported", limit=0)
+            return
         if compiles == 0:
             yield Check("no-jit-after-warmup", PASS, "no JIT compile after warmup", observed=0, limit=0)
         else:
@@ -337,6 +416,8 @@ def _absolute_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
 def _tolerance_check(gate: "Gate", numerics: Mapping[str, Any]) -> Check:
     tol = gate.tolerance
     assert tol is not None
+    if "max_abs_err" not in numerics or "max_rel_err" not in numerics:  # optional in a neutral cell
+        return Check("numerics", MISSING, "numerics were not reported (the gate defines a tolerance)", limit={"abs": tol.abs, "rel": tol.rel})
     abs_err, rel_err = numerics["max_abs_err"], numerics["max_rel_err"]
     limit = {"abs": tol.abs, "rel": tol.rel}
     observed = {"max_abs_err": abs_err, "max_rel_err": rel_err}
@@ -398,9 +479,9 @@ def _describe_change(worse: float, pct: float) -> str:
 
 
 def _baseline_for(subject: GateSubject, record: Record, baselines: Sequence[Record],
-                  cell_key: tuple[str, int, int, str]) -> tuple[Record | None, tuple[str, str] | None]:
+                  coords: Coords, phase: str | None) -> tuple[Record | None, tuple[str, str] | None]:
     """The latest baseline on the candidate's exact environment; never another one."""
-    holding = [b for b in baselines if b.target == record.target and b.cell(*cell_key) is not None]
+    holding = [b for b in baselines if b.target == record.target and find_cell(b, coords, phase) is not None]
     if not holding:
         return None, (BASELINE_MISSING, f"no baseline measured on {record.target} for this cell (run `porttrack gate run {subject.name} --baseline --target {record.target}`)")
     matching = [b for b in holding if not baseline_differences(subject, record, b)]
@@ -418,6 +499,11 @@ def baseline_differences(subject: GateSubject, candidate: Record, baseline: Reco
     for name in MACHINE_FIELDS:
         if candidate.environment.get(name) != baseline.environment.get(name):
             diffs.append(f"{name} {baseline.environment.get(name)} vs {candidate.environment.get(name)}")
+    # A neutral results file (v2) fingerprints its machine under `machine`: every entry must match.
+    ours, theirs = candidate.environment.get("machine") or {}, baseline.environment.get("machine") or {}
+    for name in sorted(set(ours) | set(theirs)):
+        if ours.get(name) != theirs.get(name):
+            diffs.append(f"machine {name} {theirs.get(name)} vs {ours.get(name)}")
     if candidate.environment.get("fork_commit") != baseline.environment.get("fork_commit"):
         diffs.append(f"fork commit {str(baseline.environment.get('fork_commit'))[:12]} vs {str(candidate.environment.get('fork_commit'))[:12]}")
     if candidate.commits.get("upstream_base") != baseline.commits.get("upstream_base"):
@@ -475,7 +561,7 @@ def gate_to_json(gate: "Gate | None") -> dict[str, Any] | None:
              "allowed_regression_pct": m.allowed_regression_pct, "allowed_regression_abs": m.allowed_regression_abs}
             for m in gate.metrics
         ],
-        "phases": list(gate.phases),
+        "phases": list(gate.phases or []),
         "graph_replay": gate.graph_replay,
         "no_jit_after_warmup": gate.no_jit_after_warmup,
         "promote": gate.promote,
@@ -495,7 +581,8 @@ def to_json(result: GateCheck) -> dict[str, Any]:
                       "tolerance": {"abs", "rel"}, "metrics": [{"name", "unit", "direction",
                       "allowed_regression_pct", "allowed_regression_abs"}], "phases",
                       "graph_replay", "no_jit_after_warmup", "promote"},
-      "required": null | {"models", "contexts", "batches", "targets", "phases"},
+      "required": null | {"models", "contexts", "batches", "targets", "phases",
+                          "axes": {name: [values]} (only when the axes are not model/context/batch)},
       "not_required": [{"model", "verdict": "ineligible"|"conditional"|"not-in-matrix", "reasons"}],
       "counts": {"pass", "fail", "missing", "baseline-missing", "baseline-other-environment"},
       "cells": [{"model", "context", "batch", "target", "phase",
@@ -508,7 +595,9 @@ def to_json(result: GateCheck) -> dict[str, Any]:
       "ignored": [{"id", "why"}],      # the subject's records that do not count (superseded, other track, stale)
       "invalid": [{"path", "why"}]     # evidence files that could not be read or were edited
     }
-    Cells are ordered model × context × batch × target × phase as the gate lists them.
+    Cells are ordered model × context × batch × target × phase as the gate lists them. A cell of a
+    neutral gate (axes of other names) has model/context/batch null and `"axes": {name: value}`,
+    and phase null when the gate has no phases; the order is then axes × target × phase.
     """
     req = result.required
     return {
@@ -518,15 +607,12 @@ def to_json(result: GateCheck) -> dict[str, Any]:
         "exit_code": result.exit_code,
         "reason": result.reason,
         "gate": gate_to_json(result.subject.gate),
-        "required": None if req is None else {
-            "models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
-            "targets": list(req.targets), "phases": list(req.phases),
-        },
+        "required": None if req is None else _required_json(req),
         "not_required": [] if req is None else [{"model": l.model, "verdict": l.verdict, "reasons": list(l.reasons)} for l in req.left_out],
         "counts": result.counts(),
         "cells": [
             {
-                "model": c.model, "context": c.context, "batch": c.batch, "target": c.target, "phase": c.phase,
+                **coords_json(c.coords), "target": c.target, "phase": c.phase,
                 "verdict": c.verdict, "reason": c.reason, "evidence": c.evidence, "baseline": c.baseline,
                 "checks": [
                     {"check": k.check, "outcome": k.outcome, "detail": k.detail, "observed": k.observed, "limit": k.limit,
@@ -542,17 +628,29 @@ def to_json(result: GateCheck) -> dict[str, Any]:
     }
 
 
+def _required_json(req: Required) -> dict[str, Any]:
+    shape: dict[str, Any] = {"models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
+                             "targets": list(req.targets), "phases": list(req.phases)}
+    if tuple(name for name, _ in req.axes) != GPU_AXES:
+        shape["axes"] = {name: list(values) for name, values in req.axes}
+    return shape
+
+
 def render(result: GateCheck) -> str:
     s = result.subject
     lines = [f"{s.kind} {s.name}  (track {s.track}{', state ' + s.state if s.state else ''})"]
     req = result.required
     if req is not None:
-        lines.append(f"required: models {', '.join(req.models) or '(none)'} × contexts {', '.join(map(str, req.contexts))} × "
-                     f"batches {', '.join(map(str, req.batches))} × targets {', '.join(req.targets)} × phases {', '.join(req.phases)}")
+        if tuple(name for name, _ in req.axes) == GPU_AXES:
+            lines.append(f"required: models {', '.join(req.models) or '(none)'} × contexts {', '.join(map(str, req.contexts))} × "
+                         f"batches {', '.join(map(str, req.batches))} × targets {', '.join(req.targets)} × phases {', '.join(req.phases)}")
+        else:
+            axes = "".join(f"{name} {', '.join(map(str, values))} × " for name, values in req.axes)
+            lines.append(f"required: {axes}targets {', '.join(req.targets)}" + (f" × phases {', '.join(req.phases)}" if req.phases else ""))
         for left in req.left_out:
             lines.append(f"  not required: {left.model} ({left.verdict}: {for_terminal('; '.join(left.reasons), 160)})")
     for cell in result.cells:
-        head = f"  {cell.verdict.upper():<27} {cell.model} ctx={cell.context} batch={cell.batch} {cell.target} {cell.phase}"
+        head = f"  {cell.verdict.upper():<27} {cell.label}"
         lines.append(head)
         if cell.verdict != PASS:
             lines.append(f"      {for_terminal(cell.reason, 400)}")

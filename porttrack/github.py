@@ -25,25 +25,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from porttrack import secrets
 from porttrack.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
-from porttrack.github_records import (
-    Artifact,
-    Comparison,
-    Issue,
-    IssueComment,
-    MalformedResponse,
-    PullRequest,
-    RateLimit,
-    WorkflowRun,
-    int_or_none,
-    require_object,
-)
-from porttrack.github_policy import DEFAULT_DEADLINE_S, KNOBS, Budget, EtagCache, knob_value, split_userinfo
+from porttrack.github_records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
+                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
+from porttrack.github_policy import (DEFAULT_DEADLINE_S, KNOBS, Budget, EtagCache, artifacts_listing, error_message,
+                                     header_int, knob_value, list_of_numbered, read_limited, require_list, retry_at,
+                                     search_listing, short_path, split_userinfo)
 from porttrack.text import for_terminal
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -56,18 +47,12 @@ class Rejected(PorttrackError):
     unreachable. A caller that can do without the answer says so and goes on."""
 
 
+# Where a token comes from, for every message that asks for one (`secrets.resolve_token`'s order).
+TOKEN_HINT = "set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`"
+
+
 class WriteUncertain(UpstreamUnreachable):
     """A write failed in a way that leaves it unknown whether GitHub applied it. Look before retrying."""
-
-
-def _read_limited(response: Any, max_bytes: int, what: str) -> bytes:
-    chunks, size = [], 0
-    for chunk in response.iter_content(chunk_size=1 << 16):
-        size += len(chunk)
-        if size > max_bytes:
-            raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @dataclass(frozen=True)
@@ -113,6 +98,15 @@ class GitHubClient:
         self.requests_sent = 0
         self._count_lock = threading.Lock()
         self._budget = Budget(deadline_s)
+        # The core budget as the last answer stated it (X-RateLimit-* headers, sent with every
+        # answer, 304s included): what is left is shown without spending a request on /rate_limit.
+        self.rate_seen: RateLimit | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        """False: no token, so GitHub answers reads of public repositories only, from the
+        address's own budget (60 requests an hour), and refuses every write."""
+        return bool(self._token)
 
     # -- transport ----------------------------------------------------------------------------
     # Plain `requests`, not PyGithub's requester: PyGithub re-sends a GET answered 202 every 2 s
@@ -132,6 +126,7 @@ class GitHubClient:
             # error) is masked at the door: nothing that reads the answer — recorded state, the
             # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
             text = secrets.redact(text)
+        self._note_rate(hdrs)
         return status, hdrs, text
 
     def _within(self, limit: float, exchange: Callable[[], Any]) -> Any:
@@ -184,7 +179,7 @@ class GitHubClient:
         except requests.exceptions.RequestException as exc:
             raise _Transient(f"connection failed: {type(exc).__name__}") from exc
         except (UnicodeError, ValueError) as exc:  # a path or parameter made of text no URL can carry
-            raise Rejected(f"{verb} {_short_path(path)} cannot be sent ({type(exc).__name__})") from None
+            raise Rejected(f"{verb} {short_path(path)} cannot be sent ({type(exc).__name__})") from None
         self._sessions.append(session)  # list.append is atomic: a finished exchange gives its session back
         return resp.status_code, {str(k).lower(): str(v) for k, v in resp.headers.items()}, text
 
@@ -211,6 +206,20 @@ class GitHubClient:
             raise UpstreamUnreachable(
                 f"GitHub at {self.api_url} redirected GET {path} to another host ({for_terminal(shown, 120)}); not followed")
         return target
+
+    def _note_rate(self, hdrs: Mapping[str, str]) -> None:
+        """Keep the lowest budget stated for the newest window: concurrent answers arrive in any order."""
+        if hdrs.get("x-ratelimit-resource", "core") != "core":
+            return
+        limit, remaining = header_int(hdrs, "x-ratelimit-limit"), header_int(hdrs, "x-ratelimit-remaining")
+        if limit is None or remaining is None:
+            return
+        seen = RateLimit(self.authenticated, limit, remaining, header_int(hdrs, "x-ratelimit-reset"), None)
+        with self._count_lock:
+            old = self.rate_seen
+            if old is None or (seen.reset or 0) > (old.reset or 0) or (
+                    seen.reset == old.reset and (seen.remaining or 0) < (old.remaining or 0)):
+                self.rate_seen = seen
 
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
             shape: Callable[[Any], Any] | None = None) -> Answer:
@@ -295,7 +304,7 @@ class GitHubClient:
         if status >= 500:
             raise WriteUncertain(f"{verb} {path} answered {status}; it may or may not have been applied")
         if self._rate_limit_wait(status, hdrs, text) is not None or status == 429:
-            raise RateLimited(f"{verb} {path} was rate limited; nothing was written", _retry_at(hdrs))
+            raise RateLimited(f"{verb} {path} was rate limited; nothing was written", retry_at(hdrs))
         self._raise_for_status(verb, path, status, text)
         raise UpstreamUnreachable(f"{verb} {path} answered HTTP {status}")
 
@@ -333,22 +342,26 @@ class GitHubClient:
             return None
         if wait > self.max_wait_s:
             raise RateLimited(
-                f"GitHub rate limit reached; retry after {_retry_at(hdrs) or f'{wait:.0f}s'}", _retry_at(hdrs)
+                f"GitHub rate limit reached; retry after {retry_at(hdrs) or f'{wait:.0f}s'}", retry_at(hdrs)
             )
         return wait
 
     def _raise_for_status(self, verb: str, path: str, status: int, text: str) -> None:
-        message = _message(text)
+        message = error_message(text)
+        if status == 401 and not self._token:
+            raise GitHubAuthError(f"GitHub requires authentication for {verb} {path}: {TOKEN_HINT}")
         if status == 401:
             raise GitHubAuthError(f"GitHub refused the token for {verb} {path}: {message or 'bad credentials'}")
         if status == 403:
             raise GitHubAuthError(f"GitHub denied {verb} {path}: {message or 'forbidden'} (check the token's permissions)")
         if status in (404, 410):
-            gone = NotFound(f"GitHub has no {path} (HTTP {status}){': ' + message if message else ''}")
+            # without a token GitHub answers 404, not 401, for a private repository
+            private = "" if self._token or status != 404 else f"; without a token only public repositories can be read ({TOKEN_HINT})"
+            gone = NotFound(f"GitHub has no {path} (HTTP {status}){': ' + message if message else ''}{private}")
             gone.status = status  # what `absent_pull` reports, as data
             raise gone
         if 400 <= status < 500:
-            raise Rejected(f"GitHub rejected {verb} {_short_path(path)} (HTTP {status}): {message}")
+            raise Rejected(f"GitHub rejected {verb} {short_path(path)} (HTTP {status}): {message}")
         # 5xx and anything else: the caller's retry loop continues
 
     # -- pull requests ------------------------------------------------------------------------
@@ -399,7 +412,7 @@ class GitHubClient:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
         owner = self.repo.split("/")[0]
         answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10},
-                          shape=_list_of_numbered)
+                          shape=list_of_numbered)
         items = answer.data or []
         return int(items[0]["number"]) if items else None
 
@@ -417,7 +430,7 @@ class GitHubClient:
         page = 1
         while len(items) < limit:
             answer = self.get(path, {**dict(params or {}), "per_page": 100, "page": page}, conditional=False,
-                              shape=lambda d: _require_list(d, path))
+                              shape=lambda d: require_list(d, path))
             batch = answer.data or []
             items.extend(batch)
             if 'rel="next"' not in answer.headers.get("link", "") or not batch:
@@ -465,7 +478,7 @@ class GitHubClient:
 
     def list_run_artifacts(self, run_id: int) -> list[Artifact]:
         answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}/artifacts", {"per_page": 100}, conditional=False,
-                          shape=_artifacts_listing)
+                          shape=artifacts_listing)
         items = (answer.data or {}).get("artifacts") if isinstance(answer.data, dict) else None
         return [Artifact.from_json(item) for item in items or ()]
 
@@ -528,7 +541,7 @@ class GitHubClient:
                     self.requests_sent += 1
                 final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
                                      timeout=(limit, limit), stream=True)
-            data = _read_limited(final, max_bytes, f"artifact {artifact_id}") if final.status_code == 200 else b""
+            data = read_limited(final, max_bytes, f"artifact {artifact_id}") if final.status_code == 200 else b""
             text = final.text if final is first and final.status_code != 200 else ""
         except requests.exceptions.Timeout as exc:
             raise _Transient(f"timed out after {limit:g}s") from exc
@@ -589,26 +602,59 @@ class GitHubClient:
         answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
         return _written(IssueComment.from_json, answer, f"POST /issues/{int(number)}/comments")
 
+    # -- searches -------------------------------------------------------------------------------
+    # What successors (porttrack.successors) and collisions (porttrack.collisions) read: one
+    # bounded page each, conditional like every poll, so a run that finds nothing new costs 304s.
+    # Each returns its records and whether every answer came from the ETag cache.
+
+    def issue_timeline(self, number: int, per_page: int = 100) -> tuple[tuple[IssueRef, ...], bool]:
+        """The items that cross-reference issue/PR `number` (its timeline's `cross-referenced`
+        events; GitHub is known to leave some out: callers do not rest on these alone)."""
+        answer = self.get(f"/repos/{self.repo}/issues/{int(number)}/timeline", {"per_page": per_page}, shape=cross_references)
+        return cross_references(answer.data or []), answer.from_cache
+
+    def search_pulls(self, terms: str, per_page: int = 30) -> tuple[tuple[IssueRef, ...], bool]:
+        """Pull requests of this repository matching the search `terms` (GitHub's issue search;
+        it has its own, smaller rate limit, so callers send one per question)."""
+        answer = self.get("/search/issues", {"q": f"repo:{self.repo} is:pr {terms}", "per_page": per_page},
+                          shape=search_listing)
+        items = (answer.data or {}).get("items") or []
+        return tuple(IssueRef.from_json(i) for i in items), answer.from_cache
+
+    def pulls_by_author(self, author: str, per_page: int = 30) -> tuple[tuple[IssueRef, ...], bool]:
+        """`author`'s newest pull requests in this repository, any state (the issues listing's
+        `creator` filter: core rate limit, conditional, unlike the search API)."""
+        params = {"creator": author, "state": "all", "sort": "created", "direction": "desc", "per_page": per_page}
+        answer = self.get(f"/repos/{self.repo}/issues", params, shape=lambda d: require_list(d, "the issues listing"))
+        refs = tuple(IssueRef.from_json(i) for i in answer.data or () if isinstance(i, Mapping))
+        return tuple(r for r in refs if r.is_pull), answer.from_cache
+
+    def open_pulls(self, per_page: int = 30) -> tuple[tuple[PullRequest, ...], bool]:
+        """The most recently updated open pull requests (one page)."""
+        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page}
+        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered)
+        return tuple(PullRequest.from_json(i) for i in answer.data or ()), answer.from_cache
+
+    def pull_files(self, number: int, max_pages: int = 3) -> tuple[tuple[PRFile, ...], bool]:
+        """The files of PR `number` with their hunks (GitHub lists at most 3000; we read at most
+        `max_pages` pages of 100). Every page is conditional."""
+        files: list[PRFile] = []
+        cached = True
+        for page in range(1, max_pages + 1):
+            answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}/files", {"per_page": 100, "page": page},
+                              shape=lambda d: require_list(d, "a pull request's files"))
+            batch = [PRFile.from_json(i) for i in answer.data or ()]
+            files.extend(batch)
+            cached = cached and answer.from_cache
+            # a 304 carries no Link header: a full cached page means there may be another
+            more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(batch) == 100)
+            if not more:
+                break
+        return tuple(files), cached
+
 
 class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
-
-
-def _require_list(data: Any, path: str) -> None:
-    if data is not None and not isinstance(data, list):
-        raise MalformedResponse(f"expected a list from {path}")
-
-
-def _list_of_numbered(data: Any) -> None:
-    _require_list(data, "the pulls listing")
-    if data and not (isinstance(data[0], Mapping) and isinstance(data[0].get("number"), int)):
-        raise MalformedResponse("pulls listing item has no number")
-
-
-def _artifacts_listing(data: Any) -> None:
-    require_object(data, "artifacts listing")
-    if not isinstance(data.get("artifacts"), list):
-        raise MalformedResponse("the artifacts listing has no list of artifacts")
 
 
 def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
@@ -619,37 +665,10 @@ def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
         raise WriteUncertain(f"{what} answered {answer.status} with an unreadable body ({exc}); it may or may not have been applied") from None
 
 
-def _message(text: str) -> str:
-    try:
-        data = json.loads(text or "")
-        # GitHub's words are server-controlled text: cleaned of escapes and controls like a title
-        return for_terminal(secrets.redact(str(data.get("message") or "")), 200) if isinstance(data, dict) else ""
-    except (ValueError, RecursionError):
-        return ""
-
-
-def _short_path(path: str) -> str:
-    """A request path as messages quote it: parts of it (a SHA, a branch) come from GitHub."""
-    return for_terminal(path, 160)
-
-
-def _retry_at(hdrs: Mapping[str, str]) -> str | None:
-    if "x-ratelimit-reset" in hdrs:
-        try:
-            return datetime.fromtimestamp(float(hdrs["x-ratelimit-reset"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except (ValueError, OverflowError, OSError):
-            return None
-    if "retry-after" in hdrs:
-        try:
-            at = time.time() + float(hdrs["retry-after"])
-            return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            return None
-    return None
-
-
 def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
-    """The client the commands use: token and API base from the environment, ETags cached on disk."""
+    """The client the commands use: token and API base from the environment, ETags cached on disk.
+    Without a token the client is unauthenticated (`GitHubClient.authenticated`): it reads public
+    repositories; a write answers 401, which `GitHubAuthError` turns into a request for a token."""
     import os
 
     token = secrets.resolve_token()
@@ -666,4 +685,4 @@ def has_token() -> bool:
     return secrets.resolve_token() is not None
 
 
-__all__: Sequence[str] = ("EtagCache", "GitHubClient", "Rejected", "WriteUncertain", "client_for", "has_token")
+__all__: Sequence[str] = ("TOKEN_HINT", "EtagCache", "GitHubClient", "Rejected", "WriteUncertain", "client_for", "has_token")

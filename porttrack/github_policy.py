@@ -1,6 +1,7 @@
 """The GitHub door's policy that is no request: the command's deadline (`Budget`), the operator's
 knobs (`KNOBS`, validated by `knob_value`), credentials kept out of the API URL
-(`split_userinfo`), and the ETag cache. `porttrack.github` sends the requests.
+(`split_userinfo`), the ETag cache, and the reading of answers (shapes, GitHub's error
+message, rate-limit headers). `porttrack.github` sends the requests.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from porttrack import secrets
-from porttrack.errors import ConfigError, UpstreamUnreachable
+from porttrack.errors import ConfigError, PorttrackError, UpstreamUnreachable
+from porttrack.github_records import MalformedResponse, require_object
 from porttrack.text import for_terminal
 from porttrack.workspace import atomic_write_text
 
@@ -147,3 +150,72 @@ def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
     if not math.isfinite(value) or value < least or value > _KNOB_MOST:
         raise ConfigError(f"{name}={shown!r}: expected a finite number from {least:g} to {_KNOB_MOST:g}")
     return value
+
+
+def read_limited(response: Any, max_bytes: int, what: str) -> bytes:
+    chunks, size = [], 0
+    for chunk in response.iter_content(chunk_size=1 << 16):
+        size += len(chunk)
+        if size > max_bytes:
+            raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def require_list(data: Any, path: str) -> None:
+    if data is not None and not isinstance(data, list):
+        raise MalformedResponse(f"expected a list from {path}")
+
+
+def list_of_numbered(data: Any) -> None:
+    require_list(data, "the pulls listing")
+    if data and not (isinstance(data[0], Mapping) and isinstance(data[0].get("number"), int)):
+        raise MalformedResponse("pulls listing item has no number")
+
+
+def search_listing(data: Any) -> None:
+    require_object(data, "search result")
+    if not isinstance(data.get("items"), list):
+        raise MalformedResponse("the search result has no list of items")
+
+
+def artifacts_listing(data: Any) -> None:
+    require_object(data, "artifacts listing")
+    if not isinstance(data.get("artifacts"), list):
+        raise MalformedResponse("the artifacts listing has no list of artifacts")
+
+
+def error_message(text: str) -> str:
+    try:
+        data = json.loads(text or "")
+        # GitHub's words are server-controlled text: cleaned of escapes and controls like a title
+        return for_terminal(secrets.redact(str(data.get("message") or "")), 200) if isinstance(data, dict) else ""
+    except (ValueError, RecursionError):
+        return ""
+
+
+def short_path(path: str) -> str:
+    """A request path as messages quote it: parts of it (a SHA, a branch) come from GitHub."""
+    return for_terminal(path, 160)
+
+
+def header_int(hdrs: Mapping[str, str], name: str) -> int | None:
+    try:
+        return int(hdrs[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def retry_at(hdrs: Mapping[str, str]) -> str | None:
+    if "x-ratelimit-reset" in hdrs:
+        try:
+            return datetime.fromtimestamp(float(hdrs["x-ratelimit-reset"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except (ValueError, OverflowError, OSError):
+            return None
+    if "retry-after" in hdrs:
+        try:
+            at = time.time() + float(hdrs["retry-after"])
+            return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return None
+    return None

@@ -183,3 +183,68 @@ class RateLimit:
 
 def int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- what the searches read (successors of a closed PR, collisions with the queue) -----------------
+
+
+@dataclass(frozen=True)
+class PRFile:
+    """One file of a PR's file list (`GET /pulls/N/files`): `patch` is hunks only, as GitHub sends
+    them (absent for a binary file or a diff GitHub found too large to show)."""
+
+    filename: str
+    status: str  # added | removed | modified | renamed | copied | changed
+    previous_filename: str | None
+    patch: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "PRFile":
+        require_object(data, "pull request file")
+        try:
+            patch = data.get("patch")
+            return cls(str(data["filename"]), str(data.get("status") or "modified"),
+                       data.get("previous_filename"), patch if isinstance(patch, str) else None)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedResponse(f"pull request file payload is missing or mistyped: {exc}") from None
+
+
+@dataclass(frozen=True)
+class IssueRef:
+    """An issue or pull request as a listing, a search or a timeline names it: enough to decide
+    whether it is worth asking for in full."""
+
+    number: int
+    title: str
+    body: str
+    author: str
+    is_pull: bool
+    state: str  # open | closed
+    created_at: str | None
+    repo: str | None  # owner/name of the repository it lives in, when the answer says
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "IssueRef":
+        require_object(data, "issue")
+        try:
+            repo = (data.get("repository") or {}).get("full_name") if isinstance(data.get("repository"), Mapping) else None
+            if repo is None and isinstance(data.get("repository_url"), str) and "/repos/" in data["repository_url"]:
+                repo = data["repository_url"].split("/repos/", 1)[1]
+            return cls(int(data["number"]), str(data.get("title") or ""), str(data.get("body") or ""),
+                       str((data.get("user") or {}).get("login") or ""), "pull_request" in data,
+                       str(data.get("state") or "open"), data.get("created_at"), repo)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
+
+
+def cross_references(events: Any) -> tuple[IssueRef, ...]:
+    """The sources of an issue timeline's `cross-referenced` events (other items that mention it)."""
+    if not isinstance(events, list):
+        raise MalformedResponse("an issue timeline is a list of events")
+    found = []
+    for event in events:
+        if isinstance(event, Mapping) and event.get("event") == "cross-referenced":
+            source = event.get("source")
+            if isinstance(source, Mapping) and isinstance(source.get("issue"), Mapping):
+                found.append(IssueRef.from_json(source["issue"]))
+    return tuple(found)

@@ -372,6 +372,20 @@ class GitRepo:
             return HeadChange("appended", self.count(f"{old}..{new}"))
         return HeadChange("force-pushed", self.count(f"{old}..{new}"))
 
+    def rev_list(self, rev_range: str, limit: int = 1000) -> tuple[str, ...]:
+        """Commits of `rev_range`, newest first (at most `limit`)."""
+        return tuple(self.text("rev-list", f"--max-count={limit}", rev_range, "--").split())
+
+    def log_patches(self, rev_range: str, limit: int = 500) -> tuple[tuple[str, str, bytes], ...]:
+        """(sha, message, patch) of each non-merge commit of `rev_range`, newest first, in one
+        `git log -p`. NUL separates the parts: git prints no NUL in a text diff (a file holding one
+        is binary, shown as "Binary files differ"), and a commit message cannot carry one."""
+        out = self.run("log", "--no-merges", f"--max-count={limit}", "--no-color", "--no-ext-diff", "--full-index",
+                       "--format=%x00%H%x00%B%x00", "-p", rev_range, "--").stdout
+        parts = out.split(b"\0")[1:]
+        return tuple((parts[i].decode().strip(), parts[i + 1].decode("utf-8", "replace"), parts[i + 2].lstrip(b"\n"))
+                     for i in range(0, len(parts) - 2, 3))
+
 
 @dataclass(frozen=True)
 class ThreeWay:

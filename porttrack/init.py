@@ -2,7 +2,8 @@
 
 What it writes, relative to the workspace folder (never over anything that exists):
 
-    tracks.yaml              commented: upstream, fork, targets, one example track
+    tracks.yaml              commented: upstream, fork, targets, one example track, for the
+                             profile chosen (`--profile`: vllm-gpu, the default, or neutral)
     patches/series           an empty quilt series
     patches/manifest.json    an empty queue (`porttrack/queue/v1`), which `porttrack queue` accepts
     patches/evidence/.gitkeep
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from porttrack import gitrepo
+from porttrack.config import DEFAULT_PROFILE, PROFILES
 from porttrack.errors import InputError, PreconditionError
 from porttrack.queue import SCHEMA as QUEUE_SCHEMA
 from porttrack.workspace import TRACKS_FILE, atomic_write_bytes, dump_json
@@ -44,6 +46,7 @@ class Options:
     existing_checkout: bool = False  # --fork-checkout: use it, clone nothing
     upstream_url: str = ""  # default https://github.com/<upstream>.git
     fork_url: str = ""  # default https://github.com/<fork>.git
+    profile: str = DEFAULT_PROFILE  # which tracks.yaml skeleton (porttrack.config.PROFILES)
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,11 @@ def checked(options: Options) -> Options:
             raise InputError(f"{flag} {value!r}: expected OWNER/NAME, as on GitHub")
     if not _BRANCH.fullmatch(options.branch) or ".." in options.branch:
         raise InputError(f"--branch {options.branch!r}: not a branch name")
+    if options.profile not in PROFILES:
+        raise InputError(f"--profile {options.profile!r}: expected one of: {', '.join(PROFILES)}")
     name = options.fork.split("/")[1]
     return Options(
+        profile=options.profile,
         upstream=options.upstream, fork=options.fork, branch=options.branch,
         checkout=options.checkout or f"../{name}", existing_checkout=options.existing_checkout,
         upstream_url=options.upstream_url or f"https://github.com/{options.upstream}.git",
@@ -182,6 +188,10 @@ def workspace_files(options: Options) -> tuple[tuple[str, bytes], ...]:
 
 
 def tracks_skeleton(options: Options) -> str:
+    return SKELETONS[options.profile](options)
+
+
+def _vllm_skeleton(options: Options) -> str:
     return f"""\
 # tracks.yaml: what this fork wants from upstream, and what must be proven before it is enabled.
 # Human-owned: porttrack reads this file and never writes it. Machine state lives in state/ and
@@ -190,6 +200,10 @@ def tracks_skeleton(options: Options) -> str:
 # Conventions
 # - Quote SHAs ("a9b1ee711"): YAML 1.1 reads an unquoted 0777777 as the number 262143.
 # - Job commands may use {{ref}} {{results}} {{workdir}} {{target}}.
+# - Editors: porttrack ships a JSON Schema of this file (porttrack/schemas/tracks.vllm-gpu.schema.json);
+#   a first line `# yaml-language-server: $schema=PATH-TO-IT` lets the YAML language server check it.
+
+profile: vllm-gpu   # GPU targets (vendor, arch), models by attributes, model × context × batch gates
 
 upstream:
   repo: {options.upstream}
@@ -228,6 +242,69 @@ report:
   repo: {options.fork}
   labels: [porttrack, weekly-status]
 """
+
+
+def _neutral_skeleton(options: Options) -> str:
+    return f"""\
+# tracks.yaml: what this fork wants from upstream, and what must be proven before it is enabled.
+# Human-owned: porttrack reads this file and never writes it. Machine state lives in state/ and
+# patches/. `porttrack doctor` checks every precondition; `porttrack status` polls the tracks.
+#
+# Conventions
+# - Quote SHAs ("a9b1ee711") and versions ("3.12"): YAML reads 0777777 and 3.12 as numbers.
+# - Job commands may use {{ref}} {{results}} {{workdir}} {{target}}.
+# - Editors: porttrack ships a JSON Schema of this file (porttrack/schemas/tracks.neutral.schema.json);
+#   a first line `# yaml-language-server: $schema=PATH-TO-IT` lets the YAML language server check it.
+
+profile: neutral    # any fork: named targets, gates over named axes; no models, no GPU vocabulary
+
+upstream:
+  repo: {options.upstream}
+  default_branch: {options.branch}
+
+fork:
+  repo: {options.fork}
+  checkout: {options.checkout}      # relative to this file; --fork / PORTTRACK_FORK override it
+  branch: {options.branch}
+  upstream_base: upstream/{options.branch}     # the ref the fork is rebased onto
+
+# The machines patches must prove themselves on. Attributes are free-form: anything a job needs.
+# `arch`, when given, must be what a job's results report (platform.machine()).
+targets:
+  linux:
+    name: Linux, CPython 3.12
+    attributes: {{os: linux, python: "3.12"}}
+    runner_labels: [ubuntu-latest]  # for gate jobs run as GitHub Actions workflows
+
+# One capability the fork wants, tied to upstream PRs. Replace the example PR number. A track
+# applies on all its targets (this profile has no models to select).
+tracks:
+  example:
+    title: an upstream change this fork wants
+    prs: [1]
+    targets: [linux]
+    gate:
+      # The job runs on the ref under test and writes porttrack/results/v2 to {{results}}:
+      # `python -m porttrack.jobs.timed` times a command (here the test suite) and writes it.
+      job:
+        command: python -m porttrack.jobs.timed --cwd {{workdir}} --metric test_time --axis python=3.12 -- python -m pytest -q
+        timeout_s: 1800
+      matrix:
+        axes: {{python: ["3.12"]}}   # named axes of any name; cells = their product × targets
+      metrics:
+        - name: test_time
+          unit: s
+          direction: lower
+          allowed_regression_pct: 25  # against a baseline measured on the same machine
+          key: true
+
+# Optional: every key has a default (repo: the fork).
+report:
+  labels: [porttrack, weekly-status]
+"""
+
+
+SKELETONS = {"vllm-gpu": _vllm_skeleton, "neutral": _neutral_skeleton}
 
 
 TEMPLATES_README = """\

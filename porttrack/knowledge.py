@@ -1,4 +1,5 @@
-"""What the queue, coverage and convergence records know about each PR, for `porttrack status`.
+"""What the queue, coverage and convergence records know about each PR, for `porttrack status`;
+and (`search_upstream`) what a live run finds upstream: successors of orphaned PRs, collisions.
 
 `gather` never fails status: a part that cannot be read (no queue yet, no checkout of the fork, a
 malformed record) is simply left out of the `Knowledge` it returns.
@@ -6,14 +7,26 @@ malformed record) is simply left out of the `Knowledge` it returns.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from porttrack import queue as queue_mod
+from porttrack.budget import DEFAULT_LIMIT, Budget, Cost
+from porttrack.collisions import CollisionSearch, QueuedHunks, find_collisions
 from porttrack.config import Config
 from porttrack.converge_record import latest_verdicts
 from porttrack.coverage import Coverage, track_coverage
-from porttrack.errors import PorttrackError
+from porttrack.errors import ConfigError, PorttrackError
 from porttrack.gitrepo import GitRepo
-from porttrack.status import Knowledge
+from porttrack.hunks import parse_diff
+from porttrack.status import Knowledge, StatusReport, TrackStatus, tracked_numbers
+from porttrack.successors import SuccessorSearch, find_successors
+from porttrack.successors import render_lines as render_successors
 from porttrack.workspace import Workspace
+
+if TYPE_CHECKING:
+    from porttrack.github import GitHubClient
 
 
 def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
@@ -64,3 +77,73 @@ def _coverage(ws: Workspace, config: Config, fork: GitRepo | None, problem: str 
         return track_coverage(ws, config, fork, problem)
     except PorttrackError:
         return ()
+
+
+# -- searches upstream (successors of orphaned PRs, collisions ahead of the queue) ---------------
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the searches found in one live run, and what they cost (`skipped`: why none ran)."""
+
+    successors: tuple[SuccessorSearch, ...] = ()
+    collisions: CollisionSearch | None = None
+    cost: Cost | None = None
+    skipped: str | None = None
+
+    def successors_of(self, pr: int) -> SuccessorSearch | None:
+        return next((s for s in self.successors if s.pr == pr), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"skipped": self.skipped, "cost": self.cost.to_json() if self.cost else None,
+                "successors": [s.to_json() for s in self.successors],
+                "collisions": self.collisions.to_json() if self.collisions else None}
+
+
+def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport) -> Findings:
+    """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
+    tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
+    Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
+    skips them. Never fails the caller."""
+    if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
+        return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
+    budget = Budget(client, search_limit())
+    orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
+                if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
+    successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
+    queued = queued_hunks(ws)
+    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config))) if queued else None
+    return Findings(successors, collisions, budget.cost())
+
+
+def search_limit() -> int:
+    raw = os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip()
+    if not raw:
+        return DEFAULT_LIMIT
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ConfigError(f"PORTTRACK_SEARCH_LIMIT={raw!r}: expected a whole number of requests") from None
+
+
+def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
+    out = []
+    for patch in _live_patches(ws):
+        try:
+            files = parse_diff(queue_mod.read_patch(ws, patch))
+        except PorttrackError:
+            continue  # a patch that cannot be read is reported by `queue`, not here
+        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks)))
+    return tuple(out)
+
+
+def findings_lines(findings: Findings | None, track: TrackStatus) -> list[str]:
+    """What `status` prints under a track's next action: successor candidates of its orphaned PRs."""
+    if findings is None:
+        return []
+    lines: list[str] = []
+    for pr in track.prs:
+        search = findings.successors_of(pr.number)
+        if search is not None and search.track == track.id:
+            lines += render_successors(search)
+    return lines

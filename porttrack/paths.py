@@ -112,9 +112,10 @@ def _check_link_target(link: str, target: str, where: str) -> None:
         raise UnsafeInput(f"{where}: target {target!r} points into .git")
 
 
-def check_no_symlinked_parent(root: Path, rel: str) -> None:
+def check_no_symlinked_parent(root: Path, rel: str, where: str = "the work tree") -> None:
     """Refuse to write `rel` under `root` through an existing symlinked directory that resolves
     outside `root` (or into its ``.git``). Checks `rel` itself with `check_repo_path` first.
+    `where` names `root` in the message (the fork's work tree, the workspace).
 
     Only the parent directories are checked: the last component may be a symlink the patch
     itself modifies (git replaces a link, it does not write through it).
@@ -130,12 +131,52 @@ def check_no_symlinked_parent(root: Path, rel: str) -> None:
             if not inside:
                 raise UnsafeInput(
                     f"path {rel!r}: {current.relative_to(root).as_posix()!r} is a symlink "
-                    f"to {str(resolved)!r}, outside the work tree"
+                    f"to {str(resolved)!r}, outside {where}; porttrack does not write through it"
                 )
             if any(_is_git_dir(p) for p in resolved.relative_to(real_root).parts):
                 raise UnsafeInput(f"path {rel!r}: {part!r} is a symlink into .git")
         elif not current.is_dir():
             return  # nothing further exists yet (or a file is in the way: git will say so)
+
+
+# --------------------------------------------------------------------------------------------
+# Paths inside the workspace
+#
+# The workspace is a git repository others commit to: a name in patches/manifest.json, a line of
+# `series`, a folder such as state/ or patches/retired/ may have been written by a stranger. A
+# path read from it (or a folder porttrack writes into) is resolved, symlinks and all, and must
+# stay inside the folder it belongs to.
+
+
+def is_inside(path: Path, folder: Path) -> bool:
+    """Does `path`, symlinks resolved, lie in `folder` (resolved too) or is it `folder` itself?"""
+    real, target = folder.resolve(), path.resolve()
+    return target == real or real in target.parents
+
+
+def resolve_inside(folder: Path, rel: str, what: str) -> Path:
+    """`folder / rel`, refused with `UnsafeInput` unless `rel` is a plain relative path (no ``..``,
+    not absolute, no ``.git``; see `check_repo_path`) and, once every symlink on the way is
+    resolved, still names something inside `folder`. `what` says where `rel` was read from."""
+    try:
+        check_repo_path(rel)
+    except UnsafeInput as exc:
+        raise UnsafeInput(f"{what}: {exc}; refusing to read or write outside {folder}") from None
+    path = folder / rel
+    if not is_inside(path, folder):
+        raise UnsafeInput(f"{what}: {path} leads to {str(path.resolve())!r}, outside {folder} (a "
+                          f"committed symlink?); porttrack does not read or write through it")
+    return path
+
+
+def check_file_name(name: str, what: str) -> str:
+    """`name` if it is one plain file name (no folder, not hidden, not ``.git``), else `UnsafeInput`."""
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise UnsafeInput(f"{what}: {name!r} is not a plain file name")
+    try:
+        return check_repo_path(name)
+    except UnsafeInput as exc:
+        raise UnsafeInput(f"{what}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def _state_of(queue: queue_mod.Queue, name: str) -> str | None:
 
 def _refusal(result: gates.GateCheck) -> str:
     bad = sorted((c for c in result.cells if c.verdict != gates.PASS), key=lambda c: c.verdict != gates.FAIL)  # failures first
-    shown = "; ".join(f"{c.model} ctx={c.context} batch={c.batch} {c.target} {c.phase}: {c.verdict} ({c.reason})" for c in bad[:3])
+    shown = "; ".join(f"{c.label}: {c.verdict} ({c.reason})" for c in bad[:3])
     more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
     head = "gate failed" if result.verdict == gates.FAIL else "the gate cannot be evaluated"
     return f"promotion of {result.subject.name} refused: {head}: {result.reason}" + (f": {shown}{more}" if shown else "") \

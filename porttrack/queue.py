@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping
 
 from porttrack.clock import utcnow
 from porttrack.errors import InputError, NotFound, PreconditionError
+from porttrack.paths import check_file_name, resolve_inside
 from porttrack.workspace import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock
 
 SCHEMA = "porttrack/queue/v1"
@@ -309,20 +310,38 @@ def _who() -> str:
 
 # -- persistence -------------------------------------------------------------------------------
 
+# patches/ is committed by others: every file name the manifest holds and every file or folder
+# under patches/ that is read or written goes through `resolve_inside`, so a `file` of
+# "../../secret.txt" or a committed symlink `patches/retired -> /elsewhere` is refused (UnsafeInput,
+# exit 6) before anything is read or written.
+
+
 def manifest_path(ws: Workspace) -> Path:
-    return ws.patches_dir / "manifest.json"
+    return resolve_inside(ws.patches_dir, "manifest.json", "the queue manifest")
 
 
 def series_path(ws: Workspace) -> Path:
-    return ws.patches_dir / "series"
+    return resolve_inside(ws.patches_dir, "series", "the quilt series")
 
 
 def retired_dir(ws: Workspace) -> Path:
-    return ws.patches_dir / "retired"
+    return resolve_inside(ws.patches_dir, "retired", "the retired patches folder")
 
 
 def patch_path(ws: Workspace, patch: Patch) -> Path:
-    return (retired_dir(ws) if not patch.live else ws.patches_dir) / patch.file
+    return _in_patches(ws, patch.file, retired=not patch.live)
+
+
+def _in_patches(ws: Workspace, file: str, *, retired: bool) -> Path:
+    what = f"patches/manifest.json: file of a {'retired' if retired else 'live'} patch"
+    return resolve_inside(ws.patches_dir, f"retired/{file}" if retired else file, what)
+
+
+def _check_entries(patches: Iterable[Patch]) -> None:
+    """Every name the manifest holds that becomes a file name is one plain file name."""
+    for p in patches:
+        check_file_name(p.name, "patches/manifest.json: patch name")
+        check_file_name(p.file, f"patches/manifest.json: file of {p.name}")
 
 
 def load(ws: Workspace, *, repair: bool = False) -> Queue:
@@ -339,6 +358,7 @@ def load(ws: Workspace, *, repair: bool = False) -> Queue:
         patches = tuple(Patch.from_json(p) for p in data.get("patches") or ())
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path}: malformed queue manifest ({exc}); restore it from git") from None
+    _check_entries(patches)
     queue = Queue(patches, series_stale=_read_series(ws) != _series_lines(patches))
     if repair:
         if queue.series_stale:
@@ -366,10 +386,10 @@ def save(ws: Workspace, queue: Queue, new_files: Mapping[str, bytes] | None = No
     caller holds the workspace lock.
     """
     ws.patches_dir.mkdir(parents=True, exist_ok=True)
+    _check_entries(queue.patches)
     for name, content in (new_files or {}).items():
-        if "/" in name or name.startswith("."):
-            raise ValueError(f"bad patch file name {name!r}")
-        atomic_write_bytes(ws.patches_dir / name, content)
+        check_file_name(name, "new patch file")
+        atomic_write_bytes(_in_patches(ws, name, retired=False), content)
     _retire_files(ws, queue)
     atomic_write_text(manifest_path(ws), dump_json({"schema": SCHEMA, "patches": [p.to_json() for p in queue.patches]}))
     atomic_write_text(series_path(ws), _series_text(queue.patches))
@@ -400,8 +420,8 @@ def _retire_files(ws: Workspace, queue: Queue) -> None:
     for patch in queue.patches:
         if patch.live:
             continue
-        target = retired_dir(ws) / patch.file
-        source = ws.patches_dir / patch.file
+        target = _in_patches(ws, patch.file, retired=True)
+        source = _in_patches(ws, patch.file, retired=False)
         if not target.exists() and source.exists():
             atomic_write_bytes(target, source.read_bytes())
 
@@ -414,8 +434,9 @@ def _sweep(ws: Workspace, queue: Queue) -> None:
             path.unlink(missing_ok=True)
     for path in ws.patches_dir.glob(".*.tmp"):
         path.unlink(missing_ok=True)
-    if retired_dir(ws).is_dir():
-        for path in retired_dir(ws).glob("*.patch"):
+    retired_folder = retired_dir(ws)  # refused first if it leads out: never delete files elsewhere
+    if retired_folder.is_dir():
+        for path in retired_folder.glob("*.patch"):
             if path.name not in retired:
                 path.unlink(missing_ok=True)
 

@@ -2,6 +2,14 @@
 
 Format: `porttrack/schemas/results.schema.json` (schema `porttrack/results/v1`, documented in the
 README). One file per job run on one target; one cell per model × context × batch × phase.
+A fork under tracks.yaml profile neutral writes `porttrack/results/v2`
+(`porttrack/schemas/results.v2.schema.json`): the machine instead of the GPU fingerprint, and cells
+keyed by the gate's named axes (`axes: {python: "3.12"}`), the phase only when the gate has phases:
+
+    results = Results.from_env()
+    results.machine(**detect_machine())               # arch, os, python: what a baseline must share
+    results.add_axes_cell(axes={"python": "3.12"}, metrics={"test_time": 4.2})
+    results.write()
 
 A job writes it with the helper below; porttrack tells the job what it is testing through the
 environment, so a job only adds its measurements:
@@ -36,6 +44,8 @@ from porttrack.errors import InputError
 
 SCHEMA = "porttrack/results/v1"
 SCHEMA_FILE = "results.schema.json"
+SCHEMA_V2 = "porttrack/results/v2"  # additive: the neutral profile's shape; v1 is unchanged
+SCHEMA_FILES = {SCHEMA: SCHEMA_FILE, SCHEMA_V2: "results.v2.schema.json"}
 MAX_BYTES = 16 << 20  # a results file is a few hundred cells; anything larger is not one
 
 ENV_VARS = {
@@ -51,8 +61,8 @@ ENV_VARS = {
 }
 
 
-def schema() -> dict[str, Any]:
-    text = resources.files("porttrack").joinpath("schemas", SCHEMA_FILE).read_text(encoding="utf-8")
+def schema(version: str = SCHEMA) -> dict[str, Any]:
+    text = resources.files("porttrack").joinpath("schemas", SCHEMA_FILES[version]).read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -82,7 +92,7 @@ def parse(data: bytes, where: str) -> dict[str, Any]:
     problems = validation_problems(document)
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise InputError(f"{where}: results file does not match {SCHEMA}: {shown}")
+        raise InputError(f"{where}: results file does not match {_version(document)}: {shown}")
     return document
 
 
@@ -90,7 +100,7 @@ def validation_problems(document: Any) -> list[str]:
     """Every schema violation as `$.path: what`, plus what a schema cannot say (unique cells)."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = jsonschema.Draft202012Validator(schema(_version(document)))
     problems = []
     for error in sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
         problems.append(f"{_json_path(error.absolute_path)}: {_describe(error)}")
@@ -98,11 +108,23 @@ def validation_problems(document: Any) -> list[str]:
         return problems
     seen: dict[tuple, int] = {}
     for index, cell in enumerate(document["cells"]):
-        key = (cell["model"], cell["context"], cell["batch"], cell["phase"])
+        key = _cell_key(cell)
         if key in seen:
             problems.append(f"$.cells[{index}]: duplicate cell {_cell_name(key)} (also $.cells[{seen[key]}])")
         seen.setdefault(key, index)
     return problems
+
+
+def _version(document: Any) -> str:
+    """v2 when the document says so; anything else is judged (and refused) as v1, as always."""
+    return SCHEMA_V2 if isinstance(document, dict) and document.get("schema") == SCHEMA_V2 else SCHEMA
+
+
+def _cell_key(cell: Mapping[str, Any]) -> tuple:
+    if "axes" in cell:
+        # str or int values (the schema says so, and has run): hashable as they are
+        return ("axes", tuple(sorted(cell["axes"].items(), key=lambda item: item[0])), cell.get("phase"))
+    return (cell["model"], cell["context"], cell["batch"], cell["phase"])
 
 
 class _Refused(ValueError):
@@ -178,6 +200,9 @@ def _short(value: Any) -> str:
 
 
 def _cell_name(key: tuple) -> str:
+    if key[0] == "axes" and len(key) == 3:
+        _, axes, phase = key
+        return " ".join(f"{name}={value}" for name, value in axes) + (f" {phase}" if phase else "") or "(the one cell)"
     model, context, batch, phase = key
     return f"{model} ctx={context} batch={batch} {phase}"
 
@@ -226,6 +251,25 @@ class Results:
         env.update(gpu=gpu, arch=arch, driver=driver, cuda=cuda, rocm=rocm, torch=torch, triton=triton)
         if extra:
             env["extra"] = {str(k): str(v) for k, v in extra.items()}
+        return self
+
+    def machine(self, *, arch: str, **fields: str) -> "Results":
+        """The neutral fingerprint (switches the document to porttrack/results/v2): the machine
+        arch and whatever else must be equal for a baseline to count (os, python, cpu...)."""
+        env = self.document["environment"]
+        self.document["schema"] = SCHEMA_V2
+        env["arch"] = arch
+        env["machine"] = {str(k): str(v) for k, v in fields.items()}
+        return self
+
+    def add_axes_cell(self, *, axes: Mapping[str, str | int], metrics: Mapping[str, float], phase: str | None = None,
+                      numerics: Mapping[str, Any] | None = None, duration_s: float | None = None) -> "Results":
+        """One cell of a neutral gate (v2): its coordinates on the gate's named axes."""
+        cell: dict[str, Any] = {"axes": dict(axes), "metrics": dict(metrics)}
+        for key, value in (("phase", phase), ("numerics", None if numerics is None else dict(numerics)), ("duration_s", duration_s)):
+            if value is not None:
+                cell[key] = value
+        self.document["cells"].append(cell)
         return self
 
     def job(self, **fields: Any) -> "Results":
@@ -300,6 +344,12 @@ def detect_environment() -> dict[str, Any]:
         info["arch"] = str(gcn or f"sm_{props.major}{props.minor}").split(":")[0]
     info["driver"] = _driver_version() or platform.release()
     return info
+
+
+def detect_machine() -> dict[str, str]:
+    """arch, os and python as this machine reports them: the neutral fingerprint (`Results.machine`)."""
+    return {"arch": platform.machine() or "unknown", "os": platform.system().lower() or "unknown",
+            "python": platform.python_version()}
 
 
 def _driver_version() -> str | None:

@@ -8,13 +8,15 @@ shape (`report_to_json`) is published in the README and golden-tested: change it
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from porttrack import secrets
+from porttrack import clock
 from porttrack import state as state_mod
 from porttrack.config import Config
 from porttrack.converge_record import RecordedVerdict
 from porttrack.errors import PorttrackError
+from porttrack.github_records import RateLimit
 from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
 from porttrack.state import Event, RecordedPR, UpstreamState
@@ -146,6 +148,11 @@ class StatusReport:
     tracks: tuple[TrackStatus, ...]
     notes: tuple[str, ...] = ()
     requests: int = 0
+    findings: Any = None  # knowledge.Findings of a live run's searches (successors, collisions), or None
+    # How GitHub was asked: None offline (nothing asked), False without a token (public reads only)
+    authenticated: bool | None = None
+    # The budget left as GitHub's answers stated it (X-RateLimit-*); None when nothing was asked
+    rate_limit: RateLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -269,9 +276,35 @@ def _head_change(change: PRChange | None) -> str | None:
 
 
 def report_to_json(report: StatusReport) -> dict[str, Any]:
-    data = {"schema": JSON_SCHEMA, **asdict(replace(report, tracks=()))}
+    data = {"schema": JSON_SCHEMA, **asdict(replace(report, tracks=(), findings=None))}
+    data["findings"] = report.findings.to_json() if report.findings is not None else None
     data["tracks"] = [{**asdict(replace(t, prs=())), "prs": [p.to_json() for p in t.prs]} for t in report.tracks]
     return data
+
+
+def recorded_ago(observed_at: str | None, now: datetime) -> str:
+    """"recorded 97 days ago": how old the recorded state is, for every offline view."""
+    if not observed_at:
+        return "nothing recorded yet"
+    try:
+        seconds = (now - clock.parse_moment(observed_at, "observed_at")).total_seconds()
+    except PorttrackError:
+        return f"recorded at {observed_at!r} (not a time)"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"recorded {count} {unit}{'s' if count != 1 else ''} ago"
+    return "recorded just now" if seconds >= -60 else f"recorded at {observed_at}, which is in the future"
+
+
+def rate_words(rate: RateLimit | None, authenticated: bool | None) -> str | None:
+    """"unauthenticated: 57 of 60 requests left this hour": how GitHub was asked and what is left."""
+    if authenticated is None:
+        return None
+    who = "authenticated" if authenticated else "unauthenticated"
+    if rate is None or rate.remaining is None or rate.limit is None:
+        return f"{who}: rate limit not stated (no answer carried it)"
+    return f"{who}: {rate.remaining} of {rate.limit} requests left this hour"
 
 
 def tracked_numbers(config: Config) -> list[int]:
@@ -289,26 +322,25 @@ def refresh(
     know: Knowledge | None = None,
 ) -> tuple[StatusReport, PorttrackError | None]:
     """Poll and record, or show the recorded state saying why. `client`: the upstream's GitHub
-    client, None for --offline; `repo`: the fork checkout PR heads are fetched into, None to
-    classify with GitHub's compare instead. Returns the report and the error that forced an
-    offline view (None when the poll succeeded or offline was asked for)."""
+    client, None for --offline; without a token it polls unauthenticated (a public upstream is
+    readable, from 60 requests an hour; its conditional requests answered 304 cost none);
+    `repo`: the fork checkout PR heads are fetched into, None to classify with GitHub's compare
+    instead. Returns the report and the error that forced an offline view (None when the poll
+    succeeded or offline was asked for)."""
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     if client is None:
         return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=know), None
-    if secrets.resolve_token() is None:
-        reason = "no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)"
-        return build_report(config, recorded, mode="offline", offline_reason=reason, know=know), None
+    access = {"authenticated": client.authenticated}
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
     except PorttrackError as exc:  # whatever GitHub answered, the recorded state is still shown
         report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
-        return report, exc
+        return replace(report, **access, rate_limit=client.rate_seen), exc
     if not dry_run:
         checkpoint("status:polled")
         with lock(ws, "status: recording upstream state"):
             state_mod.save(ws.upstream_state_file, result.state, only=result.changes)
             client.save_cache()
-    return (
-        build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes, requests=result.requests, know=know),
-        None,
-    )
+    report = build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes,
+                          requests=result.requests, know=know)
+    return replace(report, **access, rate_limit=client.rate_seen), None

@@ -11,8 +11,8 @@ builds wrote (for `git gc`). `porttrack.refresh` follows a queued PR; `porttrack
 and drops.
 
 Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
-PR and its stack when a client with a token is handed in (recorded with the import; a failed poll
-falls back to the recorded state). Which revision is taken and what its diff starts at:
+PR and its stack when a client is handed in, with a token or, for a public upstream, without one
+(recorded with the import; a failed poll falls back to the recorded state). Which revision is taken and what its diff starts at:
 `porttrack.source`.
 
 What is taken, hunk by hunk (hunk ids: `porttrack.hunks`):
@@ -72,7 +72,7 @@ from porttrack import state as state_mod
 from porttrack.clock import utcnow
 from porttrack.config import Config
 from porttrack.errors import ConflictError, GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
-from porttrack.github import GitHubClient, has_token
+from porttrack.github import GitHubClient
 from porttrack.gitrepo import GitRepo, ScratchIndex
 from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.relations import dependency_groups, missing_dependencies
@@ -299,15 +299,15 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
 
 def observe_pr(ws: Workspace, config: Config, repo: GitRepo, client: GitHubClient | None, number: int, *,
                say: Callable[[str], None]) -> tuple[UpstreamState, UpstreamState | None, tuple]:
-    """The recorded state, refreshed by a poll of this PR (and its stack) when a client with a
-    token is at hand. Returns (state, new state to record or None, the PRs polled). Without one
-    the recorded state is used as it is, and a PR never observed is refused."""
+    """The recorded state, refreshed by a poll of this PR (and its stack) when a client is at hand
+    (with a token, or unauthenticated for a public upstream). Returns (state, new state to record
+    or None, the PRs polled). Without one (--offline) the recorded state is used as it is, and a
+    PR never observed is refused."""
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
-    if client is None or not has_token():
+    if client is None:
         if number not in recorded.prs:
             raise PreconditionError(
-                f"#{number} has not been observed yet and GitHub is not available "
-                f"({'--offline' if client is None else 'no token'}); run `porttrack status` with a token first"
+                f"#{number} has not been observed yet and --offline was given; run `porttrack status` first"
             )
         say(f"using the upstream state recorded at {recorded.prs[number].observed_at} (no live poll)")
         return recorded, None, ()

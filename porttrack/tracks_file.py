@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from porttrack.config import MAX_BYTES, TOO_BIG, Config, _Record, fail
+from porttrack.config import MAX_BYTES, PROFILES, TOO_BIG, AnyConfig, Config, _ConfigMethods, _Record, fail
 from porttrack.errors import ConfigError
 from porttrack.workspace import atomic_write_text
 
@@ -98,7 +98,7 @@ def _decode(data: bytes, shown: str) -> str:
 CACHE_FILE = "validated-config.json"
 CACHE_SCHEMA = "porttrack/validated-config/v1"
 # What decides whether a file is valid, besides its bytes: these modules' source.
-_VALIDATING_MODULES = ("config.py", "tracks_file.py", "tracks_validation.py", "eligibility.py")
+_VALIDATING_MODULES = ("config.py", "tracks_file.py", "tracks_validation.py", "tracks_examples.py", "eligibility.py")
 
 
 def _cache_key(data: bytes) -> str | None:
@@ -121,7 +121,7 @@ def _from_cache(file: Path, key: str, path: Path) -> Config | None:
         config = _thaw(cached["config"], path)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # unreadable, or not ours
         return None
-    return config if isinstance(config, Config) else None
+    return config if isinstance(config, _ConfigMethods) else None
 
 
 def _to_cache(file: Path, key: str, config: Config) -> None:
@@ -155,4 +155,5 @@ def _thaw(value: Any, path: Path) -> Any:
         return {key: _thaw(item, path) for key, item in value["mapping"].items()}
     cls = _Record.kinds[value["record"]]
     fields = {name: _thaw(item, path) for name, item in value["fields"].items()}
-    return cls(path=path, **fields) if cls is Config else cls(**fields)
+    is_config = any(cls is p.record for p in PROFILES.values())
+    return cls(path=path, **fields) if is_config else cls(**fields)

@@ -44,16 +44,28 @@ from porttrack.config import (
     MAX_DEPTH,
     MAX_NODES,
     TOO_BIG,
-    Config,
+    DEFAULT_PROFILE,
+    PROFILES,
+    AnyConfig,
     Gate,
     Model,
+    NeutralGate,
     Track,
     TracksFileError,
     fail,
 )
+from porttrack.tracks_examples import EXAMPLES
 
-_EMPTY = "the file is empty; expected a mapping with upstream, fork, targets, models, tracks, report"
-_CONFIG = TypeAdapter(Config)  # builds the validator from the records' annotations, once
+_EMPTY = "the file is empty; expected a mapping with profile, upstream, fork, targets, tracks (`porttrack init --profile neutral` writes one)"
+_ADAPTERS: dict[str, TypeAdapter] = {}  # profile -> the validator built from its records' annotations
+
+
+def _adapter(profile: str) -> TypeAdapter:
+    if profile not in _ADAPTERS:
+        _ADAPTERS[profile] = TypeAdapter(PROFILES[profile].record)
+    return _ADAPTERS[profile]
+
+
 
 
 def _shorten(text: str, limit: int = 60) -> str:
@@ -74,7 +86,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
     (`_duplicate_keys`), before construction, where PyYAML would silently keep the last one."""
 
 
-def validate(text: str, filename: str, path: Path) -> Config:
+def validate(text: str, filename: str, path: Path) -> AnyConfig:
     """The typed records of tracks.yaml given as `text`, or TracksFileError listing every problem."""
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         fail(filename, 1, 1, "(document)", TOO_BIG)
@@ -91,17 +103,29 @@ def validate(text: str, filename: str, path: Path) -> Config:
     problems += _unquoted_shas(root)
     if "path" in data:
         problems.append((("path",), "unknown key (path is where the file is, not a setting)", True))
+    profile = _profile(data, root, filename)
     config = None
     try:
-        config = _CONFIG.validate_python({**data, "path": path})
+        config = _adapter(profile).validate_python({**data, "path": path})
     except ValidationError as exc:
-        problems += [_pydantic_problem(err, root) for err in exc.errors()]
+        problems += [_pydantic_problem(err, root, profile, "profile" in data) for err in exc.errors()]
     if config is not None:
         problems += _CrossCheck(config).run()
     if problems:
         raise TracksFileError(_locate_all(problems, root, filename))
     assert config is not None
     return config
+
+
+def _profile(data: dict[str, Any], root: yaml.MappingNode, filename: str) -> str:
+    """The profile the file declares (absent: DEFAULT_PROFILE); an unknown one stops here, since
+    every later message depends on which rules apply."""
+    name = data.get("profile", DEFAULT_PROFILE)
+    if not isinstance(name, str) or name not in PROFILES:
+        line, col = _position(_node_at(root, ("profile",)))
+        known = ", ".join(PROFILES)
+        fail(filename, line, col, "profile", f"expected one of: {known}; got {_got(_node_at(root, ('profile',)))}")
+    return name
 
 
 def _refuse_unprintable(text: str, filename: str) -> None:
@@ -353,17 +377,18 @@ _EXPECTED = {
 }
 
 
-def _pydantic_problem(err: dict[str, Any], root: yaml.Node) -> tuple[tuple[Any, ...], str, bool]:
+def _pydantic_problem(err: dict[str, Any], root: yaml.Node, profile: str = DEFAULT_PROFILE,
+                      declared: bool = True) -> tuple[tuple[Any, ...], str, bool]:
     loc = tuple(err["loc"])
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):  # records are dataclasses: the first
-        return loc, _unknown_key_message(loc), True
+        return loc, _unknown_key_message(loc, profile), True
     if loc and loc[-1] == "[key]":  # a mapping key of the wrong type, e.g. an unquoted number
         loc = loc[:-1]
         return loc, f"expected a string key, got {_got(_node_at(root, loc, key=True), expected_string=True)}", True
     node = _node_at(root, loc)
     if kind in ("missing_argument", "missing"):
-        return loc, "required key is missing", False
+        return loc, _missing_message(loc, profile, declared), False
     if kind == "sha_type":
         if isinstance(node, yaml.ScalarNode):
             return loc, _sha_message(node), False
@@ -386,8 +411,17 @@ def _pydantic_problem(err: dict[str, Any], root: yaml.Node) -> tuple[tuple[Any, 
     return loc, f"{err['msg']}, got {_got(node)}", False
 
 
-def _unknown_key_message(loc: tuple[Any, ...]) -> str:
-    allowed = _allowed_keys(loc[:-1])
+def _missing_message(loc: tuple[Any, ...], profile: str, declared: bool) -> str:
+    record = _record_at(loc[:-1], profile)
+    example = EXAMPLES.get(f"{getattr(record, '__name__', '?')}.{loc[-1]}") or f"{loc[-1]}: ..."
+    message = f"required key is missing; for example: {example}"
+    if not declared and loc == ("models",):  # a file with no models is rarely a vLLM GPU fork
+        message += f" (no profile is declared, so the rules of {DEFAULT_PROFILE} apply; a fork that is not a vLLM GPU fork writes profile: neutral)"
+    return message
+
+
+def _unknown_key_message(loc: tuple[Any, ...], profile: str = DEFAULT_PROFILE) -> str:
+    allowed = _allowed_keys(loc[:-1], profile)
     name = str(loc[-1])
     if not allowed:
         return f"unknown key {name}"
@@ -396,29 +430,34 @@ def _unknown_key_message(loc: tuple[Any, ...]) -> str:
     return f"unknown key {name} ({hint}expected one of: {', '.join(allowed)})"
 
 
-def _allowed_keys(loc: Sequence[Any]) -> list[str]:
+def _allowed_keys(loc: Sequence[Any], profile: str = DEFAULT_PROFILE) -> list[str]:
     """The keys the schema allows at `loc`, found by walking the record types."""
-    annotation: Any = Config
+    record = _record_at(loc, profile)
+    return list(_keys(record)) if record is not None else []
+
+
+def _record_at(loc: Sequence[Any], profile: str) -> type | None:
+    """The record type a file holds at `loc` under `profile`, else None."""
+    annotation: Any = PROFILES[profile].record
     for part in loc:
         annotation = _unwrap(annotation)
         if dataclasses.is_dataclass(annotation):
             annotation = _keys(annotation).get(str(part))
             if annotation is None:
-                return []
+                return None
         elif get_origin(annotation) in (list, dict):
             annotation = get_args(annotation)[-1]
         else:
-            return []
+            return None
     annotation = _unwrap(annotation)
-    if dataclasses.is_dataclass(annotation):
-        return list(_keys(annotation))
-    return []
+    return annotation if dataclasses.is_dataclass(annotation) else None
 
 
 def _keys(record: type) -> dict[str, Any]:
     """A record's keys in tracks.yaml, in order, with their annotations (resolved)."""
     hints = typing.get_type_hints(record, include_extras=True)
-    return {f.name: hints[f.name] for f in dataclasses.fields(record) if f.init and not (record is Config and f.name == "path")}
+    is_config = any(record is p.record for p in PROFILES.values())
+    return {f.name: hints[f.name] for f in dataclasses.fields(record) if f.init and not (is_config and f.name == "path")}
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -493,7 +532,7 @@ def _got(node: Any, expected_string: bool = False) -> str:
 class _CrossCheck:
     """Checks that need the whole typed config: references between sections, uniqueness, ids."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: AnyConfig):
         self.config = config
         self.problems: list[tuple[tuple[Any, ...], str, bool]] = []
 
@@ -573,16 +612,16 @@ class _CrossCheck:
             self.gate((*loc, "gate"), track.gate)
             self.track_gate(tid, track)
 
-    def gate(self, loc: tuple[Any, ...], gate: Gate) -> None:
-        self.unique((*loc, "phases"), gate.phases, "phase")
-        self.unique((*loc, "matrix", "contexts"), gate.matrix.contexts, "context")
-        self.unique((*loc, "matrix", "batches"), gate.matrix.batches, "batch")
+    def gate(self, loc: tuple[Any, ...], gate: Gate | NeutralGate) -> None:
+        self.unique((*loc, "phases"), gate.phases or [], "phase")
+        for where, values, what in gate.matrix.axis_lists():
+            self.unique((*loc, "matrix", *where), values, what)
         self.unique((*loc, "metrics"), [m.name for m in gate.metrics], "metric")
         keys = [i for i, m in enumerate(gate.metrics) if m.key]
         for index in keys[1:]:
             message = f"only one metric may be the key metric (already: {gate.metrics[keys[0]].name})"
             self.add((*loc, "metrics", index, "key"), message)
-        if isinstance(gate.matrix.models, list):
+        if isinstance(getattr(gate.matrix, "models", None), list):
             for index, mid in enumerate(gate.matrix.models):
                 if mid not in self.config.models:
                     known = ", ".join(self.config.models)
@@ -607,14 +646,14 @@ class _CrossCheck:
             if missing:
                 message = f"a promoting gate must cover every target of the track; missing {', '.join(missing)}"
                 self.add((*loc, "targets"), message)
-        if isinstance(gate.matrix.models, list):
+        if isinstance(getattr(gate.matrix, "models", None), list):
             for index, mid in enumerate(gate.matrix.models):
                 model = self.config.models.get(mid)
                 failures = requirement_failures(model, track) if model is not None else []
                 if failures:
                     self.add((*loc, "models", index), f"model {mid} is not eligible for this track: {'; '.join(failures)}")
 
-    def proof_gate(self, pid: str, gate: Gate) -> None:
+    def proof_gate(self, pid: str, gate: Gate | NeutralGate) -> None:
         loc = ("proofs", pid, "gate")
         self.gate(loc, gate)
         if gate.promote:

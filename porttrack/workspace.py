@@ -7,7 +7,15 @@ Invariants kept here:
 - one porttrack process at a time mutates a workspace (`lock`); a second one waits, then refuses;
 - a commit (files written, a ref moved) under that lock is not cut short by Ctrl-C or SIGTERM
   (`commit_point`); SIGKILL cannot be held, and each writer's ordering covers it;
-- a command's run history is one JSON file per subject holding its last runs (`append_run`).
+- a command's run history is one JSON file per subject holding its last runs (`append_run`);
+- the workspace is a git repository others commit to, so porttrack never writes through a symlink
+  it did not create: the folders it writes (`state/`, `reports/`, `patches/`, `.porttrack/`) are
+  refused when they are symlinks leading out of the workspace (`.porttrack/` as any symlink), an
+  atomic write refuses a symlinked parent that leads out, and the lock is opened without
+  following a symlink (`check_folders`, `atomic_write_bytes`, `lock`);
+- temp files of atomic writes live in `.porttrack/tmp/` (git-ignored, same file system), so one
+  left by a killed process is never picked up by `git add -A`; dead ones are swept on the next
+  lock and the next write.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -28,10 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from porttrack.errors import ConfigError, InputError, WorkspaceBusy
+from porttrack.errors import ConfigError, InputError, UnsafeInput, WorkspaceBusy
+from porttrack.paths import check_no_symlinked_parent, is_inside
 from porttrack.testhooks import checkpoint
 
 TRACKS_FILE = "tracks.yaml"
+CACHE_DIR = ".porttrack"
+# The folders porttrack writes into. `.porttrack/` is refused as a symlink of any kind: the
+# `.porttrack/` line in .gitignore does not match a symlink, so even one pointing inside the
+# workspace would send the lock and the caches into a committed folder.
+WRITTEN_FOLDERS = ("state", "reports", "patches", CACHE_DIR)
 WORKSPACE_ENV = "PORTTRACK_WORKSPACE"
 LOCK_WAIT_ENV = "PORTTRACK_LOCK_WAIT"  # seconds a second process waits for the lock (default 10)
 
@@ -72,7 +87,7 @@ class Workspace:
     @property
     def cache_dir(self) -> Path:
         """Machine- and token-local caches (ETags, fetched objects): git-ignored, safe to delete."""
-        return self.root / ".porttrack"
+        return self.root / CACHE_DIR
 
     @classmethod
     def locate(cls, explicit: str | os.PathLike[str] | None = None, start: Path | None = None) -> "Workspace":
@@ -82,34 +97,78 @@ class Workspace:
             root = Path(chosen).expanduser().resolve()
             if not (root / TRACKS_FILE).is_file():
                 raise ConfigError(f"{root / TRACKS_FILE}: no such file (the workspace must hold {TRACKS_FILE})")
-            return cls(root)
+            return check_folders(cls(root))
         here = (start or Path.cwd()).resolve()
         for candidate in (here, *here.parents):
             if (candidate / TRACKS_FILE).is_file():
-                return cls(candidate)
+                return check_folders(cls(candidate))
         raise ConfigError(
             f"no {TRACKS_FILE} in {here} or any folder above it; run porttrack inside a workspace "
             f"or pass --workspace / set {WORKSPACE_ENV}"
         )
 
 
+def check_folders(ws: Workspace) -> Workspace:
+    """`ws`, once none of the folders porttrack writes is a symlink leading out of it (and
+    `.porttrack/` no symlink at all); else `UnsafeInput` naming the folder and where it leads."""
+    for name in WRITTEN_FOLDERS:
+        folder = ws.root / name
+        if folder.is_symlink() and (name == CACHE_DIR or not is_inside(folder, ws.root)):
+            raise UnsafeInput(
+                f"{folder} is a symlink to {str(folder.resolve())!r}"
+                f"{'' if name == CACHE_DIR else ', outside the workspace'}; porttrack does not write "
+                f"through a symlink it did not create. Replace it with a folder (`git rm {name}`)"
+            )
+    return ws
+
+
+def workspace_of(path: Path) -> Path | None:
+    """The workspace holding `path` (the nearest folder above it, spelled as given, holding
+    tracks.yaml), or None when it is in none."""
+    for folder in Path(os.path.abspath(path)).parents:
+        if (folder / TRACKS_FILE).is_file():
+            return folder
+    return None
+
+
+def _refuse_symlinked_parents(root: Path, path: Path) -> None:
+    """Refuse to write `path` when a folder between the workspace `root` and it is a symlink that
+    leads out of the workspace (a committed `state -> /somewhere` or `patches/retired -> ~/.ssh`)."""
+    check_no_symlinked_parent(root, path.relative_to(root).as_posix(), "the workspace")
+
+
+def _temp_dir(root: Path | None, beside: Path) -> Path:
+    """Where the temp file of a write to a file in `beside` goes: the workspace's `.porttrack/tmp`
+    (git-ignored, so a killed write leaves nothing `git add -A` would commit), else `beside`."""
+    if root is None:
+        return beside
+    folder = root / CACHE_DIR / "tmp"
+    for link in (folder.parent, folder):
+        if link.is_symlink():
+            raise UnsafeInput(f"{link} is a symlink; porttrack does not write its temp files through one. Remove it")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file.
 
-    The temp file is `.<name>.<pid>.<random>.tmp`; one left by a process that was killed (its pid
-    no longer runs) is removed by the next write of the same file, so no debris accumulates in
-    folders that are committed (state/, patches/).
+    The temp file is `.<name>.<pid>.<random>.tmp` in the workspace's `.porttrack/tmp/` (beside
+    `path` outside a workspace, or when `.porttrack/` is on another file system); one left by a
+    process that was killed (its pid no longer runs) is removed by the next write.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_dead_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    path = Path(os.path.abspath(path))
+    tmp = write_temp(path, data)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         checkpoint(f"write:{path.name}")
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            os.unlink(tmp)  # .porttrack/ is another file system: the rename needs a sibling
+            tmp = _write_temp(path.parent, path.name, data)
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -117,13 +176,43 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def _sweep_dead_temps(path: Path) -> None:
-    prefix = f".{path.name}."
+def write_temp(path: Path, data: bytes) -> str:
+    """The first half of writing `path` safely: refuse a symlinked parent leading out of the
+    workspace, create the parent, and write `data` to a fresh temp file (see `atomic_write_bytes`
+    for where); returns the temp file's path, for the caller to rename or link into place."""
+    path = Path(os.path.abspath(path))
+    root = workspace_of(path)
+    if root is not None:
+        _refuse_symlinked_parents(root, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_dead_temps(path.parent, f".{path.name}.")  # left beside the file by older versions
+    temps = _temp_dir(root, path.parent)
+    _sweep_dead_temps(temps)
+    return _write_temp(temps, path.name, data)
+
+
+def _write_temp(folder: Path, name: str, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _sweep_dead_temps(folder: Path, prefix: str = ".") -> None:
+    """Remove `<prefix>….<pid>.<random>.tmp` files in `folder` whose writer is gone."""
     with contextlib.suppress(OSError):
-        for entry in os.scandir(path.parent):
+        for entry in os.scandir(folder):
             if not (entry.name.startswith(prefix) and entry.name.endswith(".tmp")):
                 continue
-            pid = entry.name[len(prefix):].split(".", 1)[0]
+            fields = entry.name[: -len(".tmp")].rsplit(".", 2)
+            pid = fields[1] if len(fields) == 3 else ""
             if pid.isdigit() and not _alive(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
@@ -192,9 +281,10 @@ def lock(ws: Workspace, what: str, wait_s: float = 10.0) -> Iterator[None]:
             wait_s = max(0.0, float(os.environ[LOCK_WAIT_ENV]))
         except ValueError:
             raise ConfigError(f"{LOCK_WAIT_ENV}={os.environ[LOCK_WAIT_ENV]!r}: expected a number of seconds") from None
+    check_folders(ws)
     ws.cache_dir.mkdir(parents=True, exist_ok=True)
     path = ws.cache_dir / "lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_lock(path)
     deadline = time.monotonic() + wait_s
     try:
         while True:
@@ -205,7 +295,7 @@ def lock(ws: Workspace, what: str, wait_s: float = 10.0) -> Iterator[None]:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() >= deadline:
-                    holder = _read_holder(path)
+                    holder = _read_holder(fd)
                     raise WorkspaceBusy(
                         f"another porttrack process is working on {ws.root} ({holder}); "
                         f"waited {wait_s:.0f}s. Try again when it has finished."
@@ -213,14 +303,31 @@ def lock(ws: Workspace, what: str, wait_s: float = 10.0) -> Iterator[None]:
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()}: {what}".encode())
+        _sweep_dead_temps(ws.cache_dir / "tmp")  # what writers killed before this run left
         yield
     finally:
         os.close(fd)
 
 
-def _read_holder(path: Path) -> str:
+def _open_lock(path: Path) -> int:
+    """The lock file, opened without following a symlink: a committed `.porttrack/lock` link
+    would otherwise have its target truncated and overwritten. Only a regular file is accepted."""
     try:
-        return path.read_text(errors="replace").strip() or "unknown holder"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
+            kind = "a symlink" if path.is_symlink() else "not a regular file"
+            raise UnsafeInput(f"{path} is {kind}; porttrack opens its lock only as a regular file. Remove it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeInput(f"{path} is not a regular file; porttrack opens its lock only as one. Remove it")
+    return fd
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 500, 0).decode(errors="replace").strip() or "unknown holder"
     except OSError:
         return "unknown holder"
 

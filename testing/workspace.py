@@ -66,6 +66,43 @@ def tracks_document(
     return doc
 
 
+NEUTRAL_TARGETS = {"linux": {"name": "Linux, CPython", "attributes": {"os": "linux"}}}
+
+
+def neutral_track(prs: Sequence[int], title: str = "a track", **extra: Any) -> dict[str, Any]:
+    return {"title": title, "prs": list(prs), "targets": ["linux"], **extra}
+
+
+def neutral_document(
+    tracks: Mapping[str, Mapping[str, Any]],
+    *,
+    upstream: str = "acme/minilib",
+    fork_repo: str = "me/minilib",
+    checkout: str | None = None,
+    targets: Mapping[str, Any] | None = None,
+    proofs: Mapping[str, Any] | None = None,
+    report: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A tracks.yaml under profile neutral: no models, no GPU vocabulary; `report` may be left out."""
+    doc: dict[str, Any] = {
+        "profile": "neutral",
+        "upstream": {"repo": upstream, "remote": "upstream", "default_branch": "main"},
+        "fork": {"repo": fork_repo, "branch": "main", "upstream_base": "upstream/main"},
+        "targets": dict(targets if targets is not None else NEUTRAL_TARGETS),
+        "tracks": {k: dict(v) for k, v in tracks.items()},
+    }
+    if checkout:
+        doc["fork"]["checkout"] = checkout
+    if proofs:
+        doc["proofs"] = dict(proofs)
+    if report is not None:
+        doc["report"] = dict(report)
+    return doc
+
+
+DOCUMENTS = {"vllm-gpu": tracks_document, "neutral": neutral_document}  # profile -> builder
+
+
 class _QuotingDumper(yaml.SafeDumper):
     """Writes SHA-like strings quoted, as tracks.yaml requires (an unquoted 0777777 is a number)."""
 
@@ -137,11 +174,12 @@ def make_workspace(
     api_url: str | None = None,
     fork: Path | None = None,
     token: str | None = TOKEN,
+    profile: str = "vllm-gpu",
     **doc_kw: Any,
 ) -> TestWorkspace:
     root.mkdir(parents=True, exist_ok=True)
     ws = TestWorkspace(root=root, api_url=api_url, fork=fork, token=token)
-    ws.write_tracks(tracks_document(tracks, **doc_kw))
+    ws.write_tracks(DOCUMENTS[profile](tracks, **doc_kw))
     return ws
 
 

@@ -423,19 +423,32 @@ def test_a_pr_recorded_before_it_merged_is_asked_about(tmp_path, world):
     assert [r.path for r in world.fake.requests()] == [f"/repos/vllm-project/vllm/pulls/{PR}"]
 
 
+def test_without_a_token_the_public_upstream_is_asked_unauthenticated(tmp_path, world):
+    squash = merge_pr(world)
+    world.rebase_fork()
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws, GITHUB_TOKEN=None)  # nothing recorded yet
+
+    assert code == 0, err
+    assert (data["source"]["pr_state"], data["commits"]["merge_commit"]) == ("github", squash)
+    assert [(r.path, r.auth_present) for r in world.fake.requests()] == [(f"/repos/vllm-project/vllm/pulls/{PR}", False)]
+
+
 def test_without_github_the_recorded_state_says_what_it_last_saw(tmp_path, world):
     merge_pr(world)
     world.rebase_fork()
     ws = workspace(tmp_path, world)
+    down = {"GITHUB_TOKEN": None, "GITHUB_API_URL": "http://127.0.0.1:9", "PORTTRACK_HTTP_ATTEMPTS": "1"}
 
-    unknown = verify(ws, GITHUB_TOKEN=None)  # nothing recorded yet
-    assert unknown.returncode == ExitCode.CANNOT_EVALUATE
-    assert "no GitHub token" in unknown.stderr and "not in the recorded state" in unknown.stderr
+    unknown = verify(ws, **down)  # nothing recorded yet
+    assert unknown.returncode == ExitCode.UNREACHABLE
+    assert "127.0.0.1:9" in unknown.stderr and "not in the recorded state" in unknown.stderr
 
     now = record_pr(ws, "open")
-    stale = verify(ws, GITHUB_TOKEN=None)
-    assert stale.returncode == ExitCode.PRECONDITION
-    assert "no GitHub token" in stale.stderr and f"open (as recorded at {now})" in stale.stderr
+    stale = verify(ws, **down)
+    assert stale.returncode == ExitCode.UNREACHABLE
+    assert f"open (as recorded at {now})" in stale.stderr
     assert world.fake.requests() == []
 
 

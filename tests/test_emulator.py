@@ -26,6 +26,7 @@ from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, f
 from testing.github_emulator.handlers import actions as actions_area
 from testing.github_emulator.handlers import issues as issues_area
 from testing.github_emulator.handlers import meta as meta_area
+from testing.github_emulator.handlers import searches as searches_area
 from testing.github_emulator.handlers import pulls as pulls_area
 from testing.github_emulator.handlers import repos as repo_area
 from testing.world import FORK_REPO, UPSTREAM_REPO, World
@@ -63,14 +64,83 @@ def test_repo_has_default_branch_and_permissions_per_token(repos: FakeGitHub) ->
     assert ro.url == f"{repos.base_url}/repos/{FORK}"
 
 
-def test_missing_or_unknown_token_is_401(repos: FakeGitHub) -> None:
-    r = get(repos, f"/repos/{UP}", token=None)
+def test_unknown_token_is_401(repos: FakeGitHub) -> None:
+    r = get(repos, f"/repos/{UP}", token="ghp_wrong")
     assert r.status_code == 401 and r.json()["message"] == "Bad credentials"
     assert "X-RateLimit-Remaining" in r.headers
     assert get(repos, f"/repos/{UP}", headers={"Authorization": "Bearer " + DEFAULT_TOKEN}, token=None).ok
     with pytest.raises(BadCredentialsException):
         gh(repos, "ghp_wrong").get_repo(UP).default_branch
-    assert [x.auth_present for x in repos.log] == [False, True, True]
+    assert [x.auth_present for x in repos.log] == [True, True, True]
+
+
+# ---------------------------------------------------------------------------- without a token
+
+
+def test_anonymous_reads_a_public_repository_from_a_budget_of_60(repos: FakeGitHub) -> None:
+    r = get(repos, f"/repos/{UP}", token=None)
+    assert r.status_code == 200 and r.json()["full_name"] == UP
+    assert "permissions" not in r.json(), "GitHub states permissions only to a token"
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"], r.headers["X-RateLimit-Used"]) == ("60", "59", "1")
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    assert repos.rate_limit(DEFAULT_TOKEN)["remaining"] == 5000, "an anonymous read spends no token's budget"
+    # a token's reads spend the token's budget, not the address's
+    assert get(repos, f"/repos/{UP}").headers["X-RateLimit-Limit"] == "5000"
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    # /rate_limit states the address's budget, and asking is free
+    core = get(repos, "/rate_limit", token=None).json()["resources"]["core"]
+    assert (core["limit"], core["remaining"]) == (60, 59)
+    assert [x.auth_present for x in repos.log] == [False, True, False]
+
+
+def test_anonymous_conditional_request_answered_304_costs_nothing(repos: FakeGitHub) -> None:
+    first = get(repos, f"/repos/{UP}", token=None)
+    again = get(repos, f"/repos/{UP}", token=None, headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["X-RateLimit-Remaining"] == "59"
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+    assert [(x.conditional, x.matched_etag) for x in repos.log] == [(False, False), (True, True)]
+
+
+def test_anonymous_budget_spent_is_403_until_reset(repos: FakeGitHub) -> None:
+    repos.set_anonymous_rate_limit(remaining=1, reset_in=600)
+    assert get(repos, f"/repos/{UP}", token=None).ok
+    r = get(repos, f"/repos/{UP}", token=None)
+    assert r.status_code == 403 and r.json()["message"].startswith("API rate limit exceeded for 127.0.0.1.")
+    assert r.headers["X-RateLimit-Remaining"] == "0" and int(r.headers["X-RateLimit-Reset"]) > time.time() + 500
+    assert get(repos, f"/repos/{UP}").ok, "a token has its own budget"
+    assert get(repos, "/rate_limit", token=None).json()["rate"]["remaining"] == 0
+    repos.set_anonymous_rate_limit(reset_in=-1)  # the hour is over: the budget is whole again
+    assert get(repos, f"/repos/{UP}", token=None).headers["X-RateLimit-Remaining"] == "59"
+
+
+def test_anonymous_budgets_are_per_client_address(repos: FakeGitHub) -> None:
+    repos.set_anonymous_rate_limit("10.0.0.9", remaining=0, reset_in=600)
+    assert get(repos, f"/repos/{UP}", token=None).ok, "127.0.0.1's budget is its own"
+    assert repos.anonymous_rate_limit("10.0.0.9")["remaining"] == 0
+    assert repos.anonymous_rate_limit()["remaining"] == 59
+
+
+def test_anonymous_sees_no_private_repository(repos: FakeGitHub) -> None:
+    repos.add_repo("randomvariable/secret", private=True)
+    for path in ("/repos/randomvariable/secret", "/repos/randomvariable/secret/pulls/1", "/repos/randomvariable/secret/issues"):
+        r = get(repos, path, token=None)
+        assert r.status_code == 404 and r.json()["message"] == "Not Found", path
+    assert get(repos, "/repos/randomvariable/secret").ok, "a token sees it"
+    assert repos.unrouted == [], "the private repository was refused before routing"
+
+
+def test_anonymous_writes_are_401_requires_authentication(repos: FakeGitHub) -> None:
+    repos.add_workflow(FORK, "gate.yml")
+    writes = [("POST", f"/repos/{UP}/issues", {"title": "t"}),
+              ("PATCH", f"/repos/{UP}/issues/1", {"body": "b"}),
+              ("POST", f"/repos/{UP}/issues/1/comments", {"body": "b"}),
+              ("POST", f"/repos/{FORK}/actions/workflows/gate.yml/dispatches", {"ref": "main"})]
+    for method, path, body in writes:
+        r = requests.request(method, repos.base_url + path, json=body, timeout=5)
+        assert r.status_code == 401 and r.json()["message"] == "Requires authentication", (method, path)
+    assert repos.anonymous_rate_limit()["remaining"] == 60, "a refused write spends nothing"
+    assert repos.issues(UP) == [] and repos.dispatches == []
 
 
 def test_writes_without_push_are_403_and_change_nothing(repos: FakeGitHub) -> None:
@@ -536,7 +606,7 @@ def _paths_porttrack_sends() -> set[str]:
 
 def test_emulator_routes_exactly_what_porttrack_sends() -> None:
     sent = _paths_porttrack_sends()
-    routes = [re.compile(pattern) for area in (meta_area, repo_area, pulls_area, issues_area, actions_area)
+    routes = [re.compile(pattern) for area in (meta_area, repo_area, pulls_area, issues_area, actions_area, searches_area)
               for _, pattern, _ in area.ROUTES
               if not pattern.startswith("/_blobs/")]      # the artifact redirect's target, not the API
     assert len(sent) >= 10, sent
@@ -550,6 +620,36 @@ def test_running_emulator_outside_pytest_fixtures() -> None:
         f.add_repo(UP)
         assert gh(f).get_repo(UP).default_branch == "main"
         assert f.log[0].duration >= 0.01
+
+
+# ------------------------------------------------------------------ searches (timeline, files, search)
+
+
+def test_timeline_search_and_pull_files_answer_like_github(fake) -> None:
+    import requests as http
+
+    fake.add_repo("o/n")
+    fake.put_pull("o/n", 1, title="old", user="alice", state="closed",
+                  files=[{"filename": "a.py", "status": "added", "patch": "@@ -0,0 +1 @@\n+a = 1"}])
+    fake.put_pull("o/n", 2, title="new", body="Supersedes #1.", user="bob")
+    fake.put_pull("o/n", 3, title="unrelated", body="see #10", user="alice")
+    auth = {"Authorization": f"token {DEFAULT_TOKEN}"}
+    base = fake.base_url
+    timeline = http.get(f"{base}/repos/o/n/issues/1/timeline", headers=auth, timeout=10).json()
+    assert [(e["event"], e.get("source", {}).get("issue", {}).get("number")) for e in timeline] == [
+        ("cross-referenced", 2), ("closed", None)]
+    assert "pull_request" in timeline[0]["source"]["issue"]
+    fake.hidden_cross_references.add(("o/n", 1, 2))
+    assert [e["event"] for e in http.get(f"{base}/repos/o/n/issues/1/timeline", headers=auth, timeout=10).json()] == ["closed"]
+    found = http.get(f"{base}/search/issues", params={"q": "repo:o/n is:pr 1 in:body"}, headers=auth, timeout=10).json()
+    assert [i["number"] for i in found["items"]] == [3, 2]  # "1" is in both bodies, newest first
+    by_author = http.get(f"{base}/search/issues", params={"q": "repo:o/n is:pr author:alice"}, headers=auth, timeout=10).json()
+    assert sorted(i["number"] for i in by_author["items"]) == [1, 3]
+    files = http.get(f"{base}/repos/o/n/pulls/1/files", headers=auth, timeout=10)
+    assert [f["filename"] for f in files.json()] == ["a.py"] and files.headers.get("ETag")
+    again = http.get(f"{base}/repos/o/n/pulls/1/files", headers={**auth, "If-None-Match": files.headers["ETag"]}, timeout=10)
+    assert again.status_code == 304
+    assert http.get(f"{base}/search/issues", params={"q": " "}, headers=auth, timeout=10).status_code == 422
 
 
 # ---------------------------------------------------------------------------- issue 17's faults

@@ -99,6 +99,33 @@ def test_init_then_doctor_status_import_apply_work_with_no_other_setup(newcomer:
     assert "a_7 = \"seven\"" in git(fork, "show", "porttrack/staging:a.py")
 
 
+def test_a_newcomer_without_a_token_can_init_doctor_status_import_apply(newcomer: Newcomer) -> None:
+    """A public upstream needs no token to read: every step reads GitHub unauthenticated."""
+    newcomer.env = {k: v for k, v in newcomer.env.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    newcomer.env["PORTTRACK_NO_GH_CLI"] = "1"
+    newcomer.world.open_pr(101, {"a.py": edit(numbered("a", 40), {7: "a_7 = \"seven\""})}, title="[Core] seven")
+    assert newcomer.init().returncode == 0
+    newcomer.track(101)
+
+    doctor = newcomer.run("doctor", "--json")
+    checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "unauthenticated" in checks["token"]["detail"] and checks["github"]["status"] == "ok"
+
+    status = newcomer.run("status")
+    assert status.returncode == 0, status.stderr
+    assert "#101" in status.stdout and "unauthenticated" in status.stdout
+    assert "of 60 requests left this hour" in status.stderr
+    taken = newcomer.run("import", "101")
+    assert taken.returncode == 0, taken.stderr
+    built = newcomer.run("apply", "--staging", "--json")
+    assert built.returncode == 0, built.stderr
+    assert "a_7 = \"seven\"" in git(newcomer.root / "vllm", "show", "porttrack/staging:a.py")
+    log = newcomer.world.fake.log
+    assert log and not [r for r in log if r.auth_present], "no request carried a token"
+    assert any(r.matched_etag for r in log if "/pulls/101" in r.path), "import's poll after status is a 304"
+
+
 def test_init_twice_changes_nothing(newcomer: Newcomer) -> None:
     assert newcomer.init().returncode == 0
     before = _snapshot(newcomer.root)

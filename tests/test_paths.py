@@ -10,10 +10,12 @@ from porttrack.errors import UnsafeInput
 from porttrack.hunks import parse_diff
 from porttrack.paths import (
     check_diff_paths,
+    check_file_name,
     check_no_symlinked_parent,
     check_repo_path,
     check_symlink_targets,
     path_matches,
+    resolve_inside,
 )
 
 
@@ -169,3 +171,33 @@ def test_writing_through_a_symlinked_directory_is_refused(tmp_path):
 )
 def test_path_matches(path, include, exclude, expected):
     assert path_matches(path, include, exclude) is expected
+
+
+# -- paths read from the workspace ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rel", ["../secret.txt", "a/../../secret.txt", "/etc/passwd", "", "a//b", ".git/config"])
+def test_resolve_inside_refuses_a_path_that_is_not_plain(tmp_path, rel):
+    (tmp_path / "patches").mkdir()
+    with pytest.raises(UnsafeInput, match="the manifest: .*refusing to read or write outside"):
+        resolve_inside(tmp_path / "patches", rel, "the manifest")
+
+
+def test_resolve_inside_refuses_a_symlink_on_the_way_out_and_allows_one_within(tmp_path):
+    folder = tmp_path / "patches"
+    (folder / "real").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (folder / "retired").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (folder / "within").symlink_to("real", target_is_directory=True)
+    (folder / "file.patch").symlink_to(tmp_path / "outside" / "secret.txt")  # dangling: still refused
+    for rel in ("retired/x.patch", "retired", "file.patch"):
+        with pytest.raises(UnsafeInput, match="outside .*patches .*committed symlink"):
+            resolve_inside(folder, rel, "the queue")
+    assert resolve_inside(folder, "within/x.patch", "the queue") == folder / "within" / "x.patch"
+
+
+@pytest.mark.parametrize("name", ["a/b.patch", ".hidden", "..", "", ".git"])
+def test_check_file_name_refuses_anything_but_one_plain_name(name):
+    with pytest.raises(UnsafeInput, match="manifest"):
+        check_file_name(name, "manifest")
+    assert check_file_name("0001-pr1-x.abc.patch", "manifest") == "0001-pr1-x.abc.patch"

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,35 @@ def test_setup_says_what_to_install_when_quilt_is_missing_and_cannot_be_installe
     assert "quilt" in out.stderr and "brew install quilt" in out.stderr and "dnf install quilt" in out.stderr
     assert "apt-get install quilt" in out.stderr
     assert not (work / ".venv").exists(), "it stops before installing anything"
+
+
+def test_setup_tool_runs_status_offline_and_says_how_to_poll_live(tmp_path):
+    """README's first command on a fresh machine with no way to GitHub: the recorded state, its age,
+    and one line on polling live. pip is the one thing stood in for (it would need PyPI): the venv's
+    `porttrack` runs this checkout's copy for real."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".porttrack", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache"))
+    venv_bin = copy / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text("#!/bin/sh\n# stands in for pip: `-m pip --version` and `-m pip install` succeed\nexit 0\n")
+    (venv_bin / "porttrack").write_text(f'#!/bin/sh\nPYTHONPATH="{copy}" exec "{sys.executable}" -m porttrack "$@"\n')
+    for stub in venv_bin.iterdir():
+        stub.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "PORTTRACK_WORKSPACE", "PORTTRACK_FORK")}
+    env.update(PORTTRACK_NO_GH_CLI="1", GITHUB_API_URL="http://127.0.0.1:9")  # nothing may be asked
+    before = (copy / "state" / "upstream.json").read_bytes()
+    observed = json.loads(before)["observed_at"]
+    days = (datetime.now(timezone.utc) - datetime.fromisoformat(observed.replace("Z", "+00:00"))).days
+
+    out = subprocess.run(["/bin/sh", str(copy / "setup.sh"), "tool"], cwd=copy, env=env, capture_output=True, text=True, timeout=120)
+
+    assert out.returncode == 0, out.stderr
+    assert "OFFLINE (recorded state" in out.stdout and "#48407" in out.stdout
+    assert f"offline: --offline was given; showing the state recorded at {observed} (recorded {days} day" in out.stderr
+    live = [line for line in out.stderr.splitlines() if "to poll GitHub live" in line]
+    assert live == ["setup.sh: to poll GitHub live: .venv/bin/porttrack status (no token needed for a public upstream: "
+                    "60 requests an hour; GITHUB_TOKEN or GH_TOKEN raises it)"]
+    assert (copy / "state" / "upstream.json").read_bytes() == before
 
 
 def test_setup_refuses_an_unknown_mode(tmp_path):

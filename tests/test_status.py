@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -195,35 +196,61 @@ def test_token_never_appears_in_output_files_or_logs(tmp_path, world):
     assert not [t for t in texts if world.token in t]
 
 
-def test_no_token_shows_recorded_state_and_says_so(tmp_path, world):
+def test_no_token_polls_the_public_upstream_unauthenticated_and_says_so(tmp_path, world):
     _open_four(world)
     ws = _workspace(tmp_path, world)
     assert ws.run_in_process("status").returncode == 0
     world.fake.clear_log()
     result = ws.run_in_process("status", env=ws.env(GITHUB_TOKEN=None))
-    assert result.returncode == 0
-    assert "offline: no GitHub token" in result.stderr
-    assert world.fake.log == []
+    assert result.returncode == 0, result.stderr
+    assert "live poll, 4 requests, unauthenticated" in result.stdout
+    left = world.fake.anonymous_rate_limit()["remaining"]
+    assert f"unauthenticated: {left} of 60 requests left this hour" in result.stderr
+    assert world.fake.log and not [r for r in world.fake.log if r.auth_present]
 
 
-def test_fresh_checkout_status_works_offline_from_the_shipped_state(tmp_path):
-    """README's first command on a machine with no token and no network."""
+def _fresh_checkout(tmp_path):
     copy = tmp_path / "checkout"
     shutil.copytree(REPO_ROOT, copy, ignore=shutil.ignore_patterns(".git", ".porttrack", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache"))
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "PORTTRACK_WORKSPACE", "PORTTRACK_FORK")}
     env["PORTTRACK_NO_GH_CLI"] = "1"
-    env["GITHUB_API_URL"] = "http://127.0.0.1:9"  # never used: no token means no request
-    before = (copy / "state" / "upstream.json").read_bytes()
+    env["PORTTRACK_HTTP_ATTEMPTS"] = "1"
+    env["GITHUB_API_URL"] = "http://127.0.0.1:9"  # a machine with no way to GitHub
     env["PYTHONPATH"] = str(copy)
-    proc = subprocess.run([sys.executable, "-m", "porttrack", "status"], cwd=copy, env=env, capture_output=True, text=True, timeout=60)
+    return copy, env
+
+
+def _days_since(stamp: str) -> int:
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).days
+
+
+def test_fresh_checkout_status_offline_shows_the_shipped_state_and_its_age(tmp_path):
+    """README's first command (`setup.sh tool` runs `status --offline`) on a machine with no token and no network."""
+    copy, env = _fresh_checkout(tmp_path)
+    before = (copy / "state" / "upstream.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "porttrack", "status", "--offline"], cwd=copy, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "offline" in proc.stderr and "2026-08-25" in proc.stderr
+    days = _days_since("2026-08-25T00:00:00Z")
+    assert f"showing the state recorded at 2026-08-25T00:00:00Z (recorded {days} days ago;" in proc.stderr
+    assert f"OFFLINE (recorded state, recorded {days} days ago)" in proc.stdout
     for track_id in ("spec-kernel-warmup", "fused-ar-graph", "fp8-ds-mla-sparse-mtp", "sparse-indexer-skip"):
         assert track_id in proc.stdout
     for number in ("48804", "46514", "46076", "46849", "48407"):
         assert f"#{number}" in proc.stdout
     assert "closed without merging" in proc.stdout and "orphaned" in proc.stdout
     assert proc.stdout.count("now a convergence check") == 3
+    assert (copy / "state" / "upstream.json").read_bytes() == before
+
+
+def test_fresh_checkout_status_with_github_unreachable_falls_back_saying_how_old(tmp_path):
+    copy, env = _fresh_checkout(tmp_path)
+    before = (copy / "state" / "upstream.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "porttrack", "status"], cwd=copy, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 5, proc.stderr
+    days = _days_since("2026-08-25T00:00:00Z")
+    assert "127.0.0.1:9" in proc.stderr
+    assert f"showing the state recorded at 2026-08-25T00:00:00Z (recorded {days} days ago) instead" in proc.stderr
+    assert "#48407" in proc.stdout
     assert (copy / "state" / "upstream.json").read_bytes() == before
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from porttrack import testhooks
-from porttrack.errors import ConfigError, InputError, WorkspaceBusy
+from porttrack.errors import ConfigError, InputError, UnsafeInput, WorkspaceBusy
 from porttrack.workspace import (
     Workspace,
     append_run,
@@ -143,3 +143,101 @@ def test_a_checkpoint_pauses_only_where_asked_and_for_its_own_seconds(monkeypatc
     assert 0.05 <= time.monotonic() - started < 0.2
     assert capfd.readouterr().err.splitlines() == ["porttrack-test: paused at apply:patch",
                                                     "porttrack-test: paused at write:weekly-2026-W49.md"]
+
+
+# -- the workspace is untrusted input: symlinks porttrack did not create -------------------------
+
+
+def _workspace_with_sentinel(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "tracks.yaml").write_text("x: 1\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(b"secret\n")
+    return root, outside
+
+
+def _listing(folder):
+    return sorted((p.relative_to(folder).as_posix(), p.read_bytes() if p.is_file() else b"") for p in folder.rglob("*"))
+
+
+def test_atomic_write_refuses_a_symlinked_parent_leading_out_of_the_workspace(tmp_path):
+    root, outside = _workspace_with_sentinel(tmp_path)
+    (root / "state").mkdir()
+    (root / "state" / "apply").symlink_to(outside, target_is_directory=True)
+    before = _listing(outside)
+    with pytest.raises(UnsafeInput, match="'state/apply' is a symlink to .*outside the workspace"):
+        atomic_write_text(root / "state" / "apply" / "secret.txt", "overwritten\n")
+    assert _listing(outside) == before
+
+
+def test_atomic_write_through_a_symlink_inside_the_workspace_is_allowed(tmp_path):
+    root, _ = _workspace_with_sentinel(tmp_path)
+    (root / "recorded").mkdir()
+    (root / "state").symlink_to("recorded", target_is_directory=True)
+    atomic_write_text(root / "state" / "x.json", "{}\n")
+    assert (root / "recorded" / "x.json").read_text() == "{}\n"
+
+
+def test_atomic_write_replaces_a_symlinked_file_instead_of_writing_through_it(tmp_path):
+    root, outside = _workspace_with_sentinel(tmp_path)
+    (root / "state").mkdir()
+    (root / "state" / "upstream.json").symlink_to(outside / "secret.txt")
+    atomic_write_text(root / "state" / "upstream.json", "{}\n")
+    assert not (root / "state" / "upstream.json").is_symlink()
+    assert (outside / "secret.txt").read_bytes() == b"secret\n"
+
+
+def test_atomic_write_in_a_workspace_puts_its_temp_file_under_porttrack_tmp(tmp_path, monkeypatch):
+    root, _ = _workspace_with_sentinel(tmp_path)
+    seen = []
+    monkeypatch.setattr("porttrack.workspace.checkpoint", lambda name: seen.extend(os.listdir(root / ".porttrack" / "tmp")))
+    atomic_write_text(root / "state" / "upstream.json", "{}\n")
+    assert len(seen) == 1 and seen[0].startswith(".upstream.json.") and seen[0].endswith(".tmp")
+    assert sorted(os.listdir(root / "state")) == ["upstream.json"]
+    assert os.listdir(root / ".porttrack" / "tmp") == []
+
+
+def test_dead_writers_temp_files_are_swept_by_the_lock_and_live_ones_kept(tmp_path):
+    root, _ = _workspace_with_sentinel(tmp_path)
+    temps = root / ".porttrack" / "tmp"
+    temps.mkdir(parents=True)
+    dead = subprocess_pid_that_exited()
+    (temps / f".upstream.json.{dead}.abc123.tmp").write_text("half")
+    (temps / f".upstream.json.{os.getpid()}.def456.tmp").write_text("mine")
+    with lock(Workspace(root), "test"):
+        pass
+    assert os.listdir(temps) == [f".upstream.json.{os.getpid()}.def456.tmp"]
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize("name", ["state", "reports", "patches", ".porttrack"])
+def test_locate_and_lock_refuse_a_written_folder_symlinked_out(tmp_path, name):
+    root, outside = _workspace_with_sentinel(tmp_path)
+    (root / name).symlink_to(outside, target_is_directory=True)
+    before = _listing(outside)
+    with pytest.raises(UnsafeInput, match=f"{name} is a symlink to .*Replace it with a folder"):
+        Workspace.locate(root)
+    with pytest.raises(UnsafeInput, match=f"{name} is a symlink"):
+        with lock(Workspace(root), "test"):
+            pass
+    assert _listing(outside) == before
+
+
+def test_lock_is_not_opened_through_a_symlink(tmp_path):
+    root, outside = _workspace_with_sentinel(tmp_path)
+    (root / ".porttrack").mkdir()
+    (root / ".porttrack" / "lock").symlink_to(outside / "secret.txt")
+    with pytest.raises(UnsafeInput, match="lock is a symlink"):
+        with lock(Workspace(root), "test"):
+            pass
+    assert (outside / "secret.txt").read_bytes() == b"secret\n"

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import platformdirs
+from click.shell_completion import CompletionItem
 
 from porttrack import __version__
+from porttrack import completion
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.gitrepo import GitRepo, open_fork
 from porttrack.secrets import redact, register_configured
@@ -92,6 +95,8 @@ class Context:
     def github(self, repo: str, *, etags: bool = True) -> "GitHubClient":
         """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
         ETags cached in the workspace (`etags=False`: every read fresh, for what decides on a write).
+        Without a token it is unauthenticated (`GitHubClient.authenticated`): reads of a public
+        repository work, writes are refused; a command that writes checks for a token first.
         Building it sends nothing (PyGithub loads on first request)."""
         key = f"github:{repo}:{etags}"
         if key not in self._cache:
@@ -102,6 +107,17 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def completes(kind: str):
+    """A click `shell_complete=` callback: `kind` values from the workspace (porttrack.completion),
+    found through --workspace when it was typed before the word being completed."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        workspace = ctx.find_root().params.get("workspace")
+        return [CompletionItem(value, help=words) for value, words in completion.candidates(kind, incomplete, workspace)]
+
+    return complete
 
 
 def _exit_code_epilog() -> str:
@@ -178,10 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     return int(result or 0)
 
 
+def crash_log_dir() -> Path:
+    """PORTTRACK_LOG_DIR, else the platform's cache folder (~/.cache/porttrack on Linux,
+    ~/Library/Caches/porttrack on macOS, %LOCALAPPDATA%\\porttrack\\Cache on Windows)."""
+    return Path(os.environ.get("PORTTRACK_LOG_DIR") or platformdirs.user_cache_dir("porttrack", appauthor=False))
+
+
 def _report_internal_error(exc: BaseException) -> int:
     import traceback  # only for a crash: ~10 ms that `--help` need not pay
 
-    log_dir = Path(os.environ.get("PORTTRACK_LOG_DIR") or Path.home() / ".cache" / "porttrack")
+    log_dir = crash_log_dir()
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / "crash.log"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 from porttrack.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @cli.command("verify-converged")
-@click.argument("pr", type=click.IntRange(min=1), metavar="PR")
+@click.argument("pr", type=click.IntRange(min=1), metavar="PR", shell_complete=completes("pr"))
 @click.option("--fork-ref", metavar="REF", help="The fork commit to check [default: fork.branch of tracks.yaml, else HEAD].")
 @click.option("--run-regression", is_flag=True, help="Run the track's regression command on the fork ref and include its result.")
 @click.option("--apply-drops", is_flag=True, help="Retire the queued patches that the verdict shows droppable (evidence kept).")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 from porttrack.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for
@@ -32,9 +32,9 @@ def gate() -> None:
 
 
 @gate.command("run")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
-@click.option("--target", "targets", multiple=True, metavar="T", help="Only this target (repeatable) [default: every target the gate requires].")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
+@click.option("--target", "targets", multiple=True, metavar="T", shell_complete=completes("target"), help="Only this target (repeatable) [default: every target the gate requires].")
 @click.option("--baseline", is_flag=True, help="Measure the baseline: the same job on the fork without the patch.")
 @click.option("--run-id", "run_ids", multiple=True, metavar="[TARGET=]ID", help="Collect an existing workflow run instead of dispatching one.")
 @click.option("--poll-interval", type=float, default=15.0, show_default=True, metavar="S", help="Seconds between polls of a workflow run.")
@@ -46,8 +46,7 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
-    from porttrack import evidence, gaterun, gates
-    from porttrack import promote as promote_mod
+    from porttrack import gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     ids = _run_ids(run_ids, targets)
@@ -68,23 +67,13 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan),
                        "job_environment": told, "records": [], "check": None})
         return 0
-    if subject.kind == "patch":
-        change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
-        if change is not None:
-            say(change.message)
-    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
-    if as_json:
-        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": outcome.ref.sha, "plan": list(outcome.plan),
-                   "records": [r.id for r in outcome.records], "check": gates.to_json(result)})
-    else:
-        click.echo(gates.render(result))
-    return result.exit_code
+    return _judged(ctx, subject, as_json, outcome.ref.sha, list(outcome.plan), [r.id for r in outcome.records])
 
 
 @gate.command("ingest")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Results for a proof's gate instead of a patch's.")
-@click.option("--target", required=True, metavar="T", help="The target the results were measured on.")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Results for a proof's gate instead of a patch's.")
+@click.option("--target", required=True, metavar="T", shell_complete=completes("target"), help="The target the results were measured on.")
 @click.option("--results", "results_file", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A porttrack/results/v1 file (e.g. written by porttrack.jobs.vllm on your own machine).")
 @click.option("--baseline", is_flag=True, help="The results are of the baseline build (the fork without the patch).")
@@ -95,8 +84,7 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
     """Record results measured by hand as evidence — only when they are for the build `gate run`
     would measure (its ref, patch set, target, track and subject); otherwise refused with the
     reason (exit 2) and nothing recorded. Exit code: the verdict's, as `gate check`."""
-    from porttrack import evidence, gaterun, gates
-    from porttrack import promote as promote_mod
+    from porttrack import gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     built, record = gaterun.ingest_file(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
@@ -108,14 +96,23 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": built.sha, "plan": [], "records": [], "check": None})
         return 0
     say(f"{target}: recorded {record.id} ({len(record.cells)} cells) from {results_file}")
+    return _judged(ctx, subject, as_json, built.sha, [], [record.id])
+
+
+def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
+    """After evidence was recorded (`gate run`, `gate ingest`): move the patch's state to what the
+    evidence says, judge the gate, print the verdict; its exit code is the command's."""
+    from porttrack import evidence, gates
+    from porttrack import promote as promote_mod
+
     if subject.kind == "patch":
         change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
         if change is not None:
             say(change.message)
     result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
-        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": built.sha, "plan": [],
-                   "records": [record.id], "check": gates.to_json(result)})
+        emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": ref, "plan": plan,
+                   "records": records, "check": gates.to_json(result)})
     else:
         click.echo(gates.render(result))
     return result.exit_code
@@ -157,8 +154,8 @@ def _run_ids(values, targets) -> dict[str, int]:
 
 
 @gate.command("check")
-@click.argument("patch", required=False)
-@click.option("--proof", metavar="ID", help="Check a proof's gate instead of a patch's.")
+@click.argument("patch", required=False, shell_complete=completes("patch"))
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Check a proof's gate instead of a patch's.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/gate-check/v1).")
 @pass_ctx
 def gate_check(ctx: Context, patch, proof, as_json) -> int:
@@ -178,7 +175,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
 
 
 @cli.command()
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision and the verdict it rests on.")
 @click.option("--dry-run", is_flag=True, help="Judge the evidence; record nothing.")
 @pass_ctx
@@ -200,7 +197,7 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
 
 
 @cli.command()
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, help="Why it is no longer default-enabled (recorded).")
 @click.option("--dry-run", is_flag=True, help="Show the change; record nothing.")
 @pass_ctx
@@ -234,7 +231,7 @@ def evidence_group() -> None:
 
 
 @evidence_group.command("list")
-@click.argument("subject", required=False)
+@click.argument("subject", required=False, shell_complete=completes("subject"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/evidence-list/v1).")
 @click.option("--current", is_flag=True, help="Only records that still count (not superseded).")
 @pass_ctx

@@ -8,6 +8,7 @@ import click
 
 from porttrack import init as init_mod
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.config import DEFAULT_PROFILE, PROFILES
 
 
 @cli.command("init")
@@ -19,12 +20,15 @@ from porttrack.cli import Context, cli, emit_json, pass_ctx, say
 @click.option("--checkout", metavar="DIR", help="Where to clone the fork, relative to FOLDER [default: ../<fork name>].")
 @click.option("--upstream-url", metavar="URL", help="Clone URL of upstream [default: https://github.com/OWNER/NAME.git].")
 @click.option("--fork-url", metavar="URL", help="Clone URL of the fork [default: https://github.com/OWNER/NAME.git].")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
+              help="Which tracks.yaml skeleton: vllm-gpu (GPU targets, models) or neutral (any fork: named targets and axes).")
 @click.option("--dry-run", is_flag=True, help="Say what would be written and cloned; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (schema porttrack/init/v1).")
 @pass_ctx
 def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, branch: str, fork_checkout: str | None,
-                 checkout: str | None, upstream_url: str | None, fork_url: str | None, dry_run: bool, as_json: bool) -> int:
-    """Create a workspace in FOLDER: a commented tracks.yaml, an empty patch queue, templates/,
+                 checkout: str | None, upstream_url: str | None, fork_url: str | None, profile: str, dry_run: bool,
+                 as_json: bool) -> int:
+    """Create a workspace in FOLDER: a commented tracks.yaml (for --profile), an empty patch queue, templates/,
     .gitignore, and the fork checkout (a blobless clone with an `upstream` remote, or --fork-checkout).
 
     Never overwrites: over an existing workspace it refuses and lists what exists; run again
@@ -34,6 +38,7 @@ def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, bran
     options = init_mod.checked(init_mod.Options(
         upstream=upstream, fork=fork_repo, branch=branch, checkout=fork_checkout or checkout or "",
         existing_checkout=bool(fork_checkout), upstream_url=upstream_url or "", fork_url=fork_url or "",
+        profile=profile,
     ))
     if not dry_run:
         folder.mkdir(parents=True, exist_ok=True)

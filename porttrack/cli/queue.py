@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 
 
 @cli.command("queue")
 @click.option("--all", "include_retired", is_flag=True, help="Also list dropped and converged patches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/queue-list/v1).")
+@click.option("--collisions", is_flag=True, help="Also ask GitHub which open upstream PRs change what the queued patches change.")
 @pass_ctx
-def queue_(ctx: Context, include_retired: bool, as_json: bool) -> int:
+def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool) -> int:
     """List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."""
     from porttrack.coverage import track_coverage
     from porttrack.queue import QUEUE_SCHEMA, queue_entries
 
     entries, stale = queue_entries(ctx.workspace, include_retired)
     coverage = track_coverage(ctx.workspace, ctx.config, *ctx.fork_or_problem)
+    found = _collisions(ctx) if collisions else None
     if stale:
         say("note: patches/series does not match the manifest; the next write repairs it")
     if as_json:
@@ -27,10 +29,29 @@ def queue_(ctx: Context, include_retired: bool, as_json: bool) -> int:
             "series_stale": stale,
             "patches": [_entry_json(e) for e in entries],
             "coverage": [c.to_json() for c in coverage],
+            **({"collisions": found[0].to_json(), "search_cost": found[1].to_json()} if found else {}),
         })
         return 0
     click.echo(render_queue(entries, coverage))
+    if found:
+        from porttrack.collisions import render_lines
+
+        click.echo("\n".join(["", *render_lines(found[0]), found[1].text]))
     return 0
+
+
+def _collisions(ctx: Context):
+    """(CollisionSearch, Cost) for the live queue against open upstream PRs."""
+    from porttrack.budget import Budget
+    from porttrack.collisions import find_collisions
+    from porttrack.knowledge import queued_hunks, search_limit
+    from porttrack.status import tracked_numbers
+
+    client = ctx.github(ctx.config.upstream.repo)
+    budget = Budget(client, search_limit())
+    search = find_collisions(client, budget, queued_hunks(ctx.workspace), frozenset(tracked_numbers(ctx.config)))
+    client.save_cache()
+    return search, budget.cost()
 
 
 def _entry_json(entry) -> dict:
@@ -75,19 +96,19 @@ def render_queue(entries, coverage) -> str:
                 lines.append(f"{e.patch.name} depends on {', '.join(e.patch.depends_on)}")
     if coverage:
         lines.append("")
-        lines.append("hand-ported (tracks.yaml fork_commits):")
+        lines.append("hand-ported (found in the fork's history, or listed as fork_commits):")
         for c in coverage:
             lines.append(f"  #{c.pr} ({c.track}): {for_terminal(c.text, 160)}")
             if c.fork_commits_missing:
                 lines.append(f"    not in {c.branch}: {', '.join(c.fork_commits_missing)}")
             missing = [h for h in c.hunks if h.state != "applied"]
             for h in missing:
-                lines.append(f"    {h.state:<12} {h.id}  {for_terminal(h.path, 80)}")
+                lines.append(f"    {h.state:<12} {h.id}  {for_terminal(h.path, 80)}" + (" (after the port's last commit)" if h.after_through else ""))
     return "\n".join(lines)
 
 
 @cli.command("drop")
-@click.argument("patch")
+@click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, metavar="TEXT", help="Why the patch leaves the queue (recorded).")
 @click.option("--force", is_flag=True, help="Drop it even though other queued patches depend on it.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")

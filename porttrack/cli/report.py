@@ -41,6 +41,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     state/reports.json so the next report counts changes from here.
     """
     from porttrack import report as rep
+    from porttrack.status import rate_words, recorded_ago
 
     if comment_tracking and not post:
         raise click.UsageError("--comment-tracking links the issue --post makes; give both")
@@ -66,7 +67,10 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     if cut:
         say(f"the report is longer than GitHub allows in an issue; the issue shows a cut version, the full one is {weekly_report.report_file}")
     if weekly_report.upstream["mode"] == "offline":
-        say(f"offline: {weekly_report.upstream['offline_reason']}")
+        age = recorded_ago(weekly_report.upstream["observed_at"], moment)
+        say(f"offline: {weekly_report.upstream['offline_reason']}; the upstream state shown was {age}")
+    elif upstream is not None and not upstream.authenticated:
+        say(rate_words(upstream.rate_seen, False))
 
     if not dry_run:
         with lock(ws, "report weekly: writing the report"):

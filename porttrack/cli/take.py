@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
 
 
 def _pr_number(value: str) -> int:
@@ -21,7 +21,7 @@ def _client(ctx: Context, offline: bool):
 
 
 @cli.command("import")
-@click.argument("pr")
+@click.argument("pr", shell_complete=completes("pr"))
 @click.option("--through", metavar="SHA", help="Take the PR only up to this commit of it.")
 @click.option("--paths", "paths", multiple=True, metavar="GLOB", help="Only files matching a glob (repeatable).")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", help="Never files matching a glob (repeatable).")
@@ -87,7 +87,7 @@ def render_import(outcome) -> str:
 
 
 @cli.command("refresh")
-@click.argument("pr")
+@click.argument("pr", shell_complete=completes("pr"))
 @click.option("--update", is_flag=True, help="Replace the queued patch by an import of the PR as it is now.")
 @click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub.")
 @click.option("--dry-run", is_flag=True, help="With --update: show the new patch; write nothing.")

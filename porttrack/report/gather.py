@@ -19,7 +19,7 @@ from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.clock import iso_week, parse_moment, stamp
 from porttrack.config import Config
-from porttrack.converge_record import latest_verdicts
+from porttrack.converge_record import RecordedVerdict, latest_verdicts
 from porttrack.errors import InputError, PorttrackError
 from porttrack.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
@@ -40,7 +40,7 @@ from porttrack.report.records import (
     TrendSeries,
     WeeklyReport,
 )
-from porttrack.status import Knowledge, PRStatus, StatusReport, refresh
+from porttrack.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
 from porttrack.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -104,8 +104,9 @@ def gather(
             "observed_at": status_report.observed_at,
             "source": status_report.source,
             "requests": status_report.requests,
+            "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
-        tracks=_tracks(config, status_report, upstream_state, since.at, now_s, verdicts),
+        tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
         queue=_queue_rows(queue, since.at),
         gates=_gates(config, queue, log, proofs, problems),
         eligibility=(elig := _eligibility(config, proofs))[0],
@@ -113,17 +114,26 @@ def gather(
         trends=_trends(config, log, now),
         problems=(),
         report_file=report_file(ws, config, week),
+        profile=config.rules.name,
     )
     for track in report.tracks:
         for pr in track.prs:
             if pr.state == "unobserved":
-                problems.add(f"#{pr.number}", "never observed: run a live `porttrack status` (needs a token)")
+                problems.add(f"#{pr.number}", "never observed: run a live `porttrack status`")
             for note in pr.status.notes:
                 if note.kind == "coverage-unknown":
                     problems.add(f"#{pr.number}", note.text)
     if status_report.mode == "offline":
-        problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'}: {status_report.offline_reason}")
-    return replace(report, problems=tuple(problems.items))
+        age = recorded_ago(status_report.observed_at, now)
+        problems.add("upstream", f"offline, showing the state recorded at {status_report.observed_at or 'never'} ({age}): {status_report.offline_reason}")
+    return replace(report, problems=tuple(problems.items), sections=sections_that_apply(config, report))
+
+
+def sections_that_apply(config: "Config", report: WeeklyReport) -> tuple[str, ...]:
+    """The profile's sections, less those shown only "when-filled" that have nothing to show: a
+    report never carries an empty section that means nothing for the project."""
+    filled = {"gates": bool(report.gates), "trends": bool(report.trends), "eligibility": bool(report.eligibility)}
+    return tuple(name for name, rule in config.rules.report_sections if rule == "always" or filled.get(name, True))
 
 
 def report_file(ws: Workspace, config: "Config", week: str) -> str:
@@ -153,12 +163,18 @@ def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
         return state_mod.UpstreamState(config.upstream.repo, None, "unreadable")
 
 
+def _recorded_before(observed_at: str | None, since: str) -> bool:
+    """The upstream state was recorded before the report's period began (or never): changes in
+    the period cannot be known, and the report must say so rather than show "no change"."""
+    return not observed_at or observed_at <= since
+
+
 def _convergence(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None,
-                 problems: _Problems) -> dict[int, str]:
+                 problems: _Problems) -> dict[int, RecordedVerdict]:
     """PR -> its last convergence verdict in words; one not for fork.branch at its tip now says
     so (stale, for another ref, or unconfirmed) instead of passing for current."""
     try:
-        return {n: v.words for n, v in latest_verdicts(ws, config.fork.branch, fork, fork_problem).items()}
+        return latest_verdicts(ws, config.fork.branch, fork, fork_problem)
     except PorttrackError as exc:
         problems.add("convergence", str(exc))
         return {}
@@ -199,7 +215,8 @@ def _proofs(ws: Workspace, config: "Config", problems: _Problems) -> frozenset[s
 # -- upstream, per track ----------------------------------------------------------------------
 
 
-def _tracks(config, status_report, upstream_state, since: str, now: str, verdicts: Mapping[int, str]) -> tuple[TrackSection, ...]:
+def _tracks(config, status_report, upstream_state, since: str, now: datetime,
+            verdicts: Mapping[int, RecordedVerdict]) -> tuple[TrackSection, ...]:
     sections = []
     for track in status_report.tracks:
         listed = set(config.tracks[track.id].prs)
@@ -219,8 +236,9 @@ def _tracks(config, status_report, upstream_state, since: str, now: str, verdict
     return tuple(sections)
 
 
-def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: str, verdicts: Mapping[int, str],
-                observed_at: str | None) -> PRSection:
+def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, moment: datetime,
+                verdicts: Mapping[int, RecordedVerdict], observed_at: str | None) -> PRSection:
+    now = stamp(moment)
     recorded = upstream_state.prs.get(pr.number)
     changes: list[Change] = []
     for event in recorded.events if recorded else ():
@@ -232,7 +250,20 @@ def _pr_section(pr: PRStatus, tracked: bool, upstream_state, since: str, now: st
         if (event.kind, event.detail) not in seen:
             changes.append(Change(observed_at, event.kind, event.detail))
     changes.sort(key=lambda c: c.at or "")
-    return PRSection(pr, tracked, tuple(changes), verdicts.get(pr.number))
+    verdict = verdicts.get(pr.number)
+    return PRSection(pr, tracked, tuple(changes), verdict.words if verdict else None,
+                     _waiting_days(pr, verdict, moment))
+
+
+def _waiting_days(pr: PRStatus, verdict: RecordedVerdict | None, moment: datetime) -> int | None:
+    """Whole days a merged PR has waited for a convergence verdict that holds for the fork
+    branch's tip now (a stale or unconfirmed one does not end the wait); None when not waiting."""
+    if pr.state != "merged" or not pr.merged_at or (verdict is not None and verdict.current):
+        return None
+    try:
+        return max(0, (moment - parse_moment(pr.merged_at)).days)
+    except InputError:
+        return None
 
 
 # -- the queue --------------------------------------------------------------------------------
@@ -310,9 +341,9 @@ def _from_check(subject, result, log) -> GateSection:
     """One row per model x context x batch x target; cold and warm side by side, never merged."""
     gate = subject.gate
     key_metric = gate.key_metric if gate is not None else None
-    rows: dict[tuple[str, int, int, str], dict[str, Any]] = {}
+    rows: dict[tuple[Any, str], dict[str | None, Any]] = {}
     for cell in result.cells:
-        row = rows.setdefault((cell.model, cell.context, cell.batch, cell.target), {})
+        row = rows.setdefault((cell.coords, cell.target), {})
         row[cell.phase] = cell
     cells = tuple(_gate_row(key, phases, gate, key_metric) for key, phases in rows.items())
     superseded = []
@@ -330,7 +361,10 @@ def _from_check(subject, result, log) -> GateSection:
     if no_evidence:  # a table of "no evidence" rows says less than one sentence
         cells = ()
         notes = [f"no evidence yet for any of the {len(result.cells)} required cells"] + left_out
+    gpu_axes = result.required is None or tuple(name for name, _ in result.required.axes) == gates.GPU_AXES
     return GateSection(
+        gpu_axes=gpu_axes,
+        phases=tuple(gate.phases or ()) if gate is not None else (),
         track=subject.track,
         subject=subject.name,
         subject_kind=subject.kind,
@@ -361,17 +395,21 @@ def _cell_notes(cells) -> list[str]:
     for cell in cells:
         if cell.verdict == "pass" or (cell.verdict == "missing" and cell.evidence is None):
             continue
-        where = f"{cell.model} ctx {cell.context} batch {cell.batch} {cell.target} {cell.phase}"
+        if tuple(name for name, _ in cell.coords) == gates.GPU_AXES:
+            where = f"{cell.model} ctx {cell.context} batch {cell.batch} {cell.target} {cell.phase}"
+        else:
+            where = cell.label
         grouped.setdefault((cell.verdict, cell.reason), []).append(where)
     words = {"fail": "fails", "missing": "incomplete", "baseline-missing": "no baseline",
              "baseline-other-environment": "baseline from another environment"}
     return [f"{words.get(verdict, verdict)} — {', '.join(where)}: {reason}" for (verdict, reason), where in grouped.items()]
 
 
-def _gate_row(key, phases: Mapping[str, Any], gate, key_metric) -> GateCell:
-    model, context, batch, target = key
+def _gate_row(key, phases: Mapping[str | None, Any], gate, key_metric) -> GateCell:
+    coords, target = key
+    named = dict(coords)
 
-    def phase_verdict(phase: str) -> str:
+    def phase_verdict(phase: str | None) -> str:
         cell = phases.get(phase)
         if cell is None:
             return "not-measured"
@@ -386,21 +424,25 @@ def _gate_row(key, phases: Mapping[str, Any], gate, key_metric) -> GateCell:
     regression = "—"
     if key_metric is not None:
         parts = []
-        for phase in ("cold", "warm"):
+        for phase in ("cold", "warm", None):
             cell = phases.get(phase)
             check = next((k for k in cell.checks if k.check == f"metric:{key_metric.name}"), None) if cell else None
+            said = f"{phase} " if phase else ""
             if check is not None and check.regression_pct is not None:
                 pct = check.regression_pct
                 words = "unchanged" if abs(pct) < 0.05 else f"{abs(pct):.1f}% {'worse' if pct > 0 else 'better'}"
-                parts.append(f"{phase} {words}" + (" ❌" if check.outcome == "fail" else ""))
+                parts.append(f"{said}{words}" + (" ❌" if check.outcome == "fail" else ""))
             elif cell is not None and cell.verdict in ("baseline-missing", "baseline-other-environment"):
-                parts.append(f"{phase}: {'no baseline' if cell.verdict == 'baseline-missing' else 'baseline from another environment'}")
+                parts.append(f"{said.strip() + ': ' if said else ''}{'no baseline' if cell.verdict == 'baseline-missing' else 'baseline from another environment'}")
         if parts:
             regression = ", ".join(parts)
+    gpu = tuple(named) == gates.GPU_AXES
     return GateCell(
-        model=model,
-        context=context,
-        batch=batch,
+        model=named.get("model"),
+        context=named.get("context"),
+        batch=named.get("batch"),
+        where="" if gpu else gates.describe_coords(coords),
+        verdict=phase_verdict(None) if None in phases else "",
         target=target,
         cold=phase_verdict("cold"),
         warm=phase_verdict("warm"),
@@ -460,28 +502,37 @@ def _trends(config: "Config", log, now: datetime) -> tuple[Trend, ...]:
         weeks = tuple(sorted({week for week, _ in newest}))
         series = []
         for target in config.gate_targets(track_id):
-            for phase in ("cold", "warm"):
+            for phase in ("cold", "warm", None):
                 values = tuple(_metric(newest[w, target], cell, phase, metric.name) if (w, target) in newest else None for w in weeks)
                 if any(v is not None for v in values):
-                    series.append(TrendSeries(target, phase, values))
+                    series.append(TrendSeries(target, phase or "", values))
         if series:
-            model, context, batch = cell
-            trends.append(Trend(track_id, metric.name, metric.unit, metric.direction,
-                                f"{model}, context {context}, batch {batch}", weeks, tuple(series)))
+            trends.append(Trend(track_id, metric.name, metric.unit, metric.direction, _trend_where(cell), weeks, tuple(series)))
     return tuple(trends)
 
 
-def _trend_cell(gate, records, metric: str) -> tuple[str, int, int] | None:
-    order_models = gate.matrix.models if isinstance(gate.matrix.models, list) else []
-    seen = sorted(
-        {(c["model"], c["context"], c["batch"]) for r in records for c in r.cells if metric in (c.get("metrics") or {})},
-        key=lambda k: (order_models.index(k[0]) if k[0] in order_models else len(order_models), k[0], k[1], k[2]),
-    )
+def _trend_where(coords: tuple[tuple[str, Any], ...]) -> str:
+    named = dict(coords)
+    if tuple(named) == gates.GPU_AXES:
+        return f"{named['model']}, context {named['context']}, batch {named['batch']}"
+    return ", ".join(f"{name} {value}" for name, value in coords) or "the gate's one cell"
+
+
+def _trend_cell(gate, records, metric: str) -> tuple[tuple[str, Any], ...] | None:
+    models = getattr(gate.matrix, "models", None)
+    order_models = models if isinstance(models, list) else []
+
+    def order(coords: tuple[tuple[str, Any], ...]) -> tuple:
+        model = dict(coords).get("model")
+        rank = order_models.index(model) if model in order_models else len(order_models)
+        return (rank, *((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for _, v in coords))
+
+    seen = sorted({tuple(gates.cell_coords(c).items()) for r in records for c in r.cells if metric in (c.get("metrics") or {})}, key=order)
     return seen[0] if seen else None
 
 
-def _metric(record, cell: tuple[str, int, int], phase: str, metric: str) -> float | None:
-    found = record.cell(cell[0], cell[1], cell[2], phase)
+def _metric(record, cell: tuple[tuple[str, Any], ...], phase: str | None, metric: str) -> float | None:
+    found = gates.find_cell(record, cell, phase)
     value = (found or {}).get("metrics", {}).get(metric)
     return float(value) if isinstance(value, (int, float)) else None
 

@@ -6,11 +6,13 @@ JSON shape (`--json`, schema `porttrack/weekly/v1`; additive changes only)::
     {"schema": "porttrack/weekly/v1", "week": "2026-W49", "title": str, "generated_at": ISO,
      "upstream_repo": str, "fork_repo": str, "report_file": "reports/weekly-2026-W49.md",
      "since": {"at": ISO, "source": "flag"|"record"|"issue"|"default", "detail": str, "week": str|null},
-     "upstream": {"mode": "live"|"offline", "offline_reason", "observed_at", "source", "requests"},
+     "upstream": {"mode": "live"|"offline", "offline_reason", "observed_at", "source", "requests",
+                 "recorded_before_period": bool},   # the state predates `since`: "this week" cannot be known
      "tracks": [{"id", "title", "changed": bool, "fork_commits": [sha], "next_action": {"kind", "text", "command"},
                  "prs": [{"number", "title", "author", "state": "open"|"merged"|"closed"|"unobserved", "url",
                           "tracked": bool, "merged_at", "closed_at", "merge_commit_sha", "head_sha", "base_ref",
                           "stacked_on": [{"number", "via", "state"}], "convergence": str|null, "notes": [str],
+                          "waiting_days": int|null,   # merged, with no current convergence verdict, for this many days
                           "changes": [{"at", "kind", "detail"}], "next_action": {...}}]}],
      "queue": [{"name", "track", "pr", "title", "state", "live", "state_at", "state_why", "changed", "through",
                 "hunks_taken": int, "hunks_left_out": [{"path", "kind", "reason"}], "coverage": str, "gate"}],
@@ -63,6 +65,8 @@ class PRSection:
     tracked: bool  # listed by the track (False: a PR it is stacked on)
     changes: tuple[Change, ...]  # since the previous report, oldest first
     convergence: str | None  # the last verify-converged verdict in words ("converged at main <sha>", or "... — stale: ...")
+    # Merged, and no verdict is current for the fork branch's tip: whole days since the merge.
+    waiting_days: int | None = None
 
     # What the template and the JSON read, through the embedded status.
     number = property(lambda self: self.status.number)
@@ -89,6 +93,7 @@ class PRSection:
             "tracked": self.tracked,
             "changes": [asdict(c) for c in self.changes],
             "convergence": self.convergence,
+            "waiting_days": self.waiting_days,
             "notes": list(self.notes),
             "next_action": asdict(self.status.next_action),
         }
@@ -145,6 +150,8 @@ class GateCell:
     graph_replay: str  # pass | fail | missing | n/a
     jit: str  # pass | fail | missing | n/a
     notes: tuple[str, ...] = ()
+    where: str = ""  # the cell's coordinates when its axes are not model/context/batch ("python=3.12")
+    verdict: str = ""  # the cell's verdict when the gate has no phases
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,8 @@ class GateSection:
     cells: tuple[GateCell, ...]
     superseded: tuple[Mapping[str, Any], ...]  # evidence that no longer counts, and why
     notes: tuple[str, ...]
+    gpu_axes: bool = True  # cells are model × context × batch (profile vllm-gpu); else `where`
+    phases: tuple[str, ...] = ("cold", "warm")  # () when the gate has none
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,8 @@ class WeeklyReport:
     trends: tuple[Trend, ...]
     problems: tuple[Problem, ...]
     report_file: str  # where the full markdown is written, relative to the workspace
+    profile: str = "vllm-gpu"  # tracks.yaml's profile
+    sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
 
 
 def report_to_json(report: WeeklyReport) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .faults import Fault, FaultsMixin
 from .gitdata import GitMixin
-from .handlers import actions, issues, meta, pulls, repos
+from .handlers import actions, issues, meta, pulls, repos, searches
 from .payloads import PayloadsMixin
 from .seeding import SeedingMixin
 from .state import Artifact, Repo, Run, Token
@@ -27,12 +27,12 @@ from .transport import LoggedRequest, Reply, TransportMixin
 DEFAULT_TOKEN = "ghp" + "_porttrackTestRW000000000000000000001"   # push access, login porttrack-bot
 READONLY_TOKEN = "ghp" + "_porttrackTestRO000000000000000000002"  # pull only, login reader
 
-_HANDLER_AREAS = (meta, repos, pulls, issues, actions)
+_HANDLER_AREAS = (meta, repos, pulls, issues, actions, searches)
 
 
 class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMixin,
                  meta.MetaHandlers, repos.ReposHandlers, pulls.PullsHandlers, issues.IssuesHandlers,
-                 actions.ActionsHandlers):
+                 actions.ActionsHandlers, searches.SearchesHandlers):
     """Stateful GitHub REST emulator; call it with a werkzeug Request.
 
     Seed state with add_repo / add_token / put_pull / put_issue / add_workflow / link_git;
@@ -51,6 +51,8 @@ class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMi
         self.on_dispatch: Callable[[str, str, str, dict], Mapping[str, Any] | None] | None = None
         self.run_schedule: tuple[int, int] = (1, 1)   # polls seen queued, then in_progress
         self.strict = True        # report requests for endpoints the emulator lacks
+        # (repo, target, source): cross-references left off #target's timeline, as GitHub may do
+        self.hidden_cross_references: set[tuple[str, int, int]] = set()
         self.log: list[LoggedRequest] = []
         self.errors: list[str] = []
         self.unrouted: list[str] = []
@@ -62,6 +64,7 @@ class FakeGitHub(SeedingMixin, FaultsMixin, TransportMixin, GitMixin, PayloadsMi
         self._repos: dict[str, Repo] = {}
         self._tokens: dict[str, Token] = {}
         self._anon = Token("", False, False, 60, 60, int(time.time()) + 3600)
+        self._anon_budgets: dict[str, Token] = {}   # client address -> its budget without a token
         self._faults: list[Fault] = []
         self._runs: dict[int, Run] = {}
         self._artifacts: dict[int, Artifact] = {}

@@ -2,6 +2,10 @@
 credentials, applies queued faults, checks the token and its rate limit, routes to a handler,
 and shapes the answer (ETag and 304, Link pagination, rate-limit headers).
 
+A request without a token is anonymous, as on GitHub: it may read public repositories, from a
+budget of 60 requests an hour per client address (a 304 costs nothing, as with a token); a
+private repository is 404 to it and any write is 401 "Requires authentication".
+
 Handlers return a `Reply` or raise `HTTPError`; an exception of any other kind is recorded in
 `errors`, and a request no route matches in `unrouted` (both reported by `problems()`).
 """
@@ -27,6 +31,9 @@ from .faults import DOCS, PRIMARY_LIMIT_MESSAGE
 from .state import Item, Repo, Token, user_id
 
 REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"   # the prefix of every repository route
+# GitHub's words when an address has spent its unauthenticated budget
+ANONYMOUS_LIMIT_MESSAGE = ("API rate limit exceeded for {address}. (But here's the good news: Authenticated requests "
+                           "get a higher rate limit. Check out the documentation for more details.)")
 
 
 class HTTPError(Exception):
@@ -77,6 +84,7 @@ class Ctx:
     token: Token | None
     args: Mapping[str, str]
     body: Any
+    budget: Token | None = None   # the rate-limit budget this request spends (an anonymous one: its address's)
 
     @property
     def login(self) -> str | None:
@@ -96,6 +104,7 @@ class TransportMixin:
     _repos: dict[str, Repo]
     _tokens: dict[str, Token]
     _anon: Token
+    _anon_budgets: dict[str, Token]
     _request_ids: Iterator[int]
     _started: dt.datetime
     _routes: list[tuple[str, re.Pattern[str], Callable[..., Reply]]]
@@ -162,31 +171,40 @@ class TransportMixin:
             resp = self._respond(reply, None, counted=False)
             record(resp.status_code, None)
             return resp
-        if token is None:
+        if token is None and auth:
             resp = self._respond(Reply(401, {"message": "Bad credentials", "documentation_url": DOCS}),
                                  None, counted=False)
             record(401, None)
             return resp
+        if token is None and method not in ("GET", "HEAD"):
+            resp = self._respond(Reply(401, {"message": "Requires authentication", "documentation_url": DOCS}),
+                                 None, counted=False)
+            record(401, None)
+            return resp
+        address = request.remote_addr or "unknown"
+        budget = token or self._anonymous_budget(address)
         with self._lock:
-            self._refill(token)
-            exhausted = token.remaining <= 0 and path != "/rate_limit"
+            self._refill(budget)
+            exhausted = budget.remaining <= 0 and path != "/rate_limit"
         if exhausted:
-            resp = self._respond(Reply(403, {"message": PRIMARY_LIMIT_MESSAGE.format(
-                uid=user_id(token.login), rid=self._request_id()), "documentation_url": DOCS}),
-                token, counted=False)
+            message = (PRIMARY_LIMIT_MESSAGE.format(uid=user_id(token.login), rid=self._request_id()) if token
+                       else ANONYMOUS_LIMIT_MESSAGE.format(address=address))
+            resp = self._respond(Reply(403, {"message": message, "documentation_url": DOCS}), budget, counted=False)
             record(403, token)
             return resp
         if body_error:
             reply = Reply(400, {"message": "Problems parsing JSON", "documentation_url": DOCS})
+        elif token is None and self._private_repo(path):
+            reply = Reply(404, {"message": "Not Found", "documentation_url": DOCS})
         else:
-            reply = self._route(method, path, Ctx(request, token, request.args, body))
+            reply = self._route(method, path, Ctx(request, token, request.args, body, budget))
         matched = False
         if method == "GET" and reply.status == 200 and inm is not None:
             # weak comparison (RFC 9110): W/"x" and "x" match each other
             etag = self._etag(self._encode(reply)[0]).removeprefix("W/")
             sent = {t.strip().removeprefix("W/") for t in inm.split(",")}
             matched = etag in sent or "*" in sent
-        resp = self._respond(reply, token, counted=not matched and path != "/rate_limit",
+        resp = self._respond(reply, budget, counted=not matched and path != "/rate_limit",
                              not_modified=matched)
         if fault is not None and fault.kind == "truncated":
             data = resp.get_data()
@@ -206,6 +224,35 @@ class TransportMixin:
             return None
         with self._lock:
             return self._tokens.get(value.strip())
+
+    def _anonymous_budget(self, address: str) -> Token:
+        with self._lock:
+            if address not in self._anon_budgets:
+                self._anon_budgets[address] = Token("", False, False, self._anon.limit, self._anon.limit,
+                                                    int(time.time()) + 3600)
+            return self._anon_budgets[address]
+
+    def _private_repo(self, path: str) -> bool:
+        match = re.match(REPO + "(?:/|$)", path)
+        if not match:
+            return False
+        repo = self._repos.get(f"{match['owner']}/{match['name']}".lower())
+        return repo is not None and repo.private
+
+    def anonymous_rate_limit(self, address: str = "127.0.0.1") -> dict[str, int]:
+        """The budget requests without a token from `address` have left (60 an hour, as on GitHub)."""
+        with self._lock:
+            t = self._refill(self._anonymous_budget(address))
+            return {"limit": t.limit, "remaining": t.remaining, "used": t.limit - t.remaining, "reset": t.reset}
+
+    def set_anonymous_rate_limit(self, address: str = "127.0.0.1", *, remaining: int | None = None,
+                                 reset_in: int | None = None) -> None:
+        with self._lock:
+            t = self._anonymous_budget(address)
+            if remaining is not None:
+                t.remaining = remaining
+            if reset_in is not None:
+                t.reset = int(time.time()) + reset_in
 
     @staticmethod
     def _refill(t: Token) -> Token:

@@ -47,6 +47,7 @@ CATEGORIES = {
     "hostile-diffs": "hostile diffs through import/apply",
     "hostile-metadata": "hostile PR metadata through status/report",
     "hostile-results": "hostile results files through gate run",
+    "hostile-workspace": "hostile commits to the workspace repository (paths, symlinks, temp files)",
     "secrets": "token never printed, logged, recorded or posted",
     "regressions": "regression tests of defects found",
 }

@@ -1,5 +1,6 @@
-"""Routes outside any repository: `/rate_limit`, the budget the token has left (asking is free,
-and is answered even when the budget is spent, as on GitHub: transport.py exempts it)."""
+"""Routes outside any repository: `/rate_limit`, the budget the token (or, without one, the
+client address) has left (asking is free, and is answered even when the budget is spent, as on
+GitHub: transport.py exempts it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ ROUTES = [
 
 class MetaHandlers:
     def _h_rate_limit(self, ctx: Ctx) -> Reply:
-        t = ctx.token
+        t = ctx.token or ctx.budget   # without a token: the client address's budget
         assert t is not None
         core = {"limit": t.limit, "remaining": t.remaining, "reset": t.reset,
                 "used": t.limit - t.remaining, "resource": "core"}
