@@ -394,7 +394,12 @@ class GitHubClient:
         with ThreadPoolExecutor(max_workers=min(max_workers, len(numbers)), thread_name_prefix="gh") as pool:
             results = dict(zip(numbers, pool.map(one, numbers)))
         found = {n: r for n, r in results.items() if not isinstance(r, str)}
-        return found, {n: r for n, r in results.items() if isinstance(r, str)}
+        absent = {n: r for n, r in results.items() if isinstance(r, str)}
+        if absent and not self._token:
+            # Without a token a private repository answers 404 for everything: that is no note
+            # on a PR but the whole poll failing, saying a token is needed.
+            self.get(f"/repos/{self.repo}", conditional=False)
+        return found, absent
 
     def absent_pull(self, number: int, status: int) -> str:
         """Why GitHub has no PR `number`: an issue of that number (one more GET, only in this
