@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CATEGORY_ORDER = ["github-faults", "crash", "concurrency", "hostile-yaml", "hostile-diffs", "hostile-metadata",
-                  "hostile-results", "secrets", "regressions"]
+CATEGORY_ORDER = ["github-faults", "github-bounds", "crash", "concurrency", "hostile-yaml", "hostile-diffs",
+                  "hostile-metadata", "hostile-upstream", "hostile-workspace", "hostile-results", "secrets", "regressions"]
 
 
 def main(argv: list[str]) -> int:

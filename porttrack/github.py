@@ -20,93 +20,39 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import zipfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from porttrack import github_graphql, secrets
-from porttrack.errors import ConfigError, GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
-from porttrack.github_records import (
-    Artifact,
-    Comparison,
-    Issue,
-    IssueComment,
-    IssueRef,
-    MalformedResponse,
-    PRFile,
-    PullRequest,
-    RateLimit,
-    WorkflowRun,
-    cross_references,
-    int_or_none,
-    require_object,
-)
-from porttrack.workspace import atomic_write_text
+from porttrack.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
+from porttrack.github_records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
+                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
+from porttrack.github_policy import (DEFAULT_DEADLINE_S, KNOBS, Budget, EtagCache, artifacts_listing, error_message,
+                                     header_int, knob_value, list_of_numbered, read_limited, require_list, retry_at,
+                                     search_listing, short_path, split_userinfo)
+from porttrack.text import for_terminal
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
+_MAX_REDIRECTS = 3
+
+
+class Rejected(PorttrackError):
+    """GitHub refused the request itself (a 4xx other than 401/403/404/410): asked wrongly, not
+    unreachable. A caller that can do without the answer says so and goes on."""
+
+
 # Where a token comes from, for every message that asks for one (`secrets.resolve_token`'s order).
 TOKEN_HINT = "set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`"
 
 
 class WriteUncertain(UpstreamUnreachable):
     """A write failed in a way that leaves it unknown whether GitHub applied it. Look before retrying."""
-
-
-def _read_limited(response: Any, max_bytes: int, what: str) -> bytes:
-    chunks, size = [], 0
-    for chunk in response.iter_content(chunk_size=1 << 16):
-        size += len(chunk)
-        if size > max_bytes:
-            raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-@dataclass
-class EtagCache:
-    """url -> (etag, last-modified, decoded body). Loaded once, saved once, atomically."""
-
-    path: Path | None
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    dirty: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @classmethod
-    def load(cls, path: Path | None) -> "EtagCache":
-        cache = cls(path)
-        if path and path.is_file():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("schema") == "porttrack/etag-cache/v1":
-                    cache.entries = dict(data.get("entries") or {})
-            except (OSError, ValueError):
-                pass  # a broken cache only costs a full request
-        return cache
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            return self.entries.get(key)
-
-    def put(self, key: str, etag: str | None, last_modified: str | None, body: Any) -> None:
-        if not etag and not last_modified:
-            return
-        with self._lock:
-            self.entries[key] = {"etag": etag, "last_modified": last_modified, "body": body}
-            self.dirty = True
-
-    def save(self) -> None:
-        if self.path and self.dirty:
-            with self._lock:
-                payload = {"schema": "porttrack/etag-cache/v1", "entries": self.entries}
-                atomic_write_text(self.path, json.dumps(payload, sort_keys=True))
-                self.dirty = False
 
 
 @dataclass(frozen=True)
@@ -128,11 +74,16 @@ class GitHubClient:
         max_attempts: int = 4,
         backoff_s: float = 0.5,
         max_wait_s: float = 60.0,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_accepted: int = 3,
         cache: EtagCache | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.repo = repo
-        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        # `api_url` is what is shown and stored (messages, recorded state, ETag cache keys): never
+        # the user:password a URL may carry. The credentials are kept apart and sent only as
+        # basic auth where there is no token.
+        self.api_url, self._url_auth = split_userinfo((api_url or DEFAULT_API_URL).rstrip("/"))
         self._token = token
         if token:
             secrets.register(token)
@@ -140,11 +91,13 @@ class GitHubClient:
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
         self.max_wait_s = max_wait_s
+        self.max_accepted = max(0, max_accepted)
         self.cache = cache or EtagCache(None)
         self._sleep = sleep
-        self._local = threading.local()
+        self._sessions: list[Any] = []  # idle requests sessions (keep-alive), one per request in flight
         self.requests_sent = 0
         self._count_lock = threading.Lock()
+        self._budget = Budget(deadline_s)
         # The core budget as the last answer stated it (X-RateLimit-* headers, sent with every
         # answer, 304s included): what is left is shown without spending a request on /rate_limit.
         self.rate_seen: RateLimit | None = None
@@ -156,59 +109,113 @@ class GitHubClient:
         return bool(self._token)
 
     # -- transport ----------------------------------------------------------------------------
-    def _requester(self):
-        """One PyGithub requester per thread: requests' sessions are not documented thread-safe."""
-        requester = getattr(self._local, "requester", None)
-        if requester is None:
-            import logging
-
-            import github
-
-            github.set_log_level(logging.WARNING)
-            auth = github.Auth.Token(self._token) if self._token else None
-            gh = github.Github(
-                base_url=self.api_url,
-                auth=auth,
-                timeout=max(1, math.ceil(self.timeout_s)),  # PyGithub asserts an int
-                retry=None,  # retries are ours: GET only, bounded (see module docstring)
-                lazy=True,
-                per_page=100,
-                seconds_between_requests=None,
-                seconds_between_writes=None,
-            )
-            requester = self._local.requester = gh.requester
-        return requester
+    # Plain `requests`, not PyGithub's requester: PyGithub re-sends a GET answered 202 every 2 s
+    # without end, follows a 301 only to raise RuntimeError, and its timeout bounds each socket
+    # read, not the answer (a server trickling a byte a second held one attempt 25 s at 2 s).
+    # Each exchange runs in a worker thread joined with the attempt's deadline, so connect + every
+    # read is bounded whatever the server does; a worker left behind is a daemon and ends with
+    # the server's connection or the process.
 
     def _send(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None, body: Any):
-        import requests
-
+        limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
         with self._count_lock:
             self.requests_sent += 1
-        try:
-            status, hdrs, text = self._requester().requestJson(verb, path, parameters=dict(params or {}) or None, headers=headers, input=body)
-        except requests.exceptions.Timeout as exc:
-            raise _Transient(f"timed out after {self.timeout_s:g}s") from exc
-        except requests.exceptions.RequestException as exc:
-            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
-        except (AssertionError, ValueError) as exc:  # PyGithub asserts on foreign hosts in payload URLs
-            raise _Transient(f"unexpected answer: {exc}") from exc
+        status, hdrs, text = self._within(limit, lambda: self._exchange(verb, path, params, headers, body, limit))
         if text and secrets.contains_secret(text):
             # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
             # error) is masked at the door: nothing that reads the answer — recorded state, the
             # ETag cache, output, the weekly issue — can carry it. "***" is JSON-safe in a string.
             text = secrets.redact(text)
-        hdrs = {str(k).lower(): str(v) for k, v in (hdrs or {}).items()}
         self._note_rate(hdrs)
         return status, hdrs, text
+
+    def _within(self, limit: float, exchange: Callable[[], Any]) -> Any:
+        """`exchange()`'s result, or _Transient when it has none within `limit` seconds."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["answer"] = exchange()
+            except BaseException as exc:  # handed to the caller's thread below
+                box["error"] = exc
+
+        worker = threading.Thread(target=run, name="gh-request", daemon=True)
+        with self._budget.busy():
+            worker.start()
+            worker.join(limit)
+        if worker.is_alive():
+            raise _Transient(f"timed out: no complete answer within {limit:g}s")
+        if "error" in box:
+            raise box["error"]
+        return box["answer"]
+
+    def _exchange(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None,
+                  body: Any, limit: float) -> tuple[int, dict[str, str], str]:
+        """One request and its whole answer; a redirect is followed only within the API's own host."""
+        import requests
+
+        session = self._session()
+        # an absolute URL only from this module itself (GraphQL's endpoint is not under a GHE API base)
+        url = path if path.startswith(("https://", "http://")) else f"{self.api_url}{path}"
+        sent_headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack", **(headers or {})}
+        if self._token:
+            sent_headers["Authorization"] = f"token {self._token}"
+        data = None
+        if body is not None:
+            data, sent_headers["Content-Type"] = json.dumps(body).encode("utf-8"), "application/json"
+        auth = self._url_auth if not self._token else None
+        try:
+            for _hop in range(_MAX_REDIRECTS + 1):
+                resp = session.request(verb, url, params=dict(params or {}) or None, headers=sent_headers, data=data,
+                                       auth=auth, timeout=(limit, limit), allow_redirects=False)
+                location = resp.headers.get("Location")
+                if resp.status_code not in (301, 302, 307, 308) or not location or verb not in IDEMPOTENT:
+                    break
+                url, params = self._redirect_target(url, location, path), None
+            else:
+                raise UpstreamUnreachable(f"GitHub at {self.api_url} redirected GET {path} more than {_MAX_REDIRECTS} times")
+            text = resp.content.decode("utf-8", "replace")
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"timed out after {limit:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        except (UnicodeError, ValueError) as exc:  # a path or parameter made of text no URL can carry
+            raise Rejected(f"{verb} {short_path(path)} cannot be sent ({type(exc).__name__})") from None
+        self._sessions.append(session)  # list.append is atomic: a finished exchange gives its session back
+        return resp.status_code, {str(k).lower(): str(v) for k, v in resp.headers.items()}, text
+
+    def _session(self):
+        import requests
+
+        try:
+            return self._sessions.pop()
+        except IndexError:
+            session = requests.Session()
+            session.trust_env = False  # no ~/.netrc credentials, no proxy settings picked up behind our back
+            return session
+
+    def _redirect_target(self, url: str, location: str, path: str) -> str:
+        """Where a redirect of a GET leads, when that is the API's own scheme and host (a renamed
+        repository answers 301 to its new URL); anywhere else is refused: the token must not go
+        to another host, and porttrack does not follow GitHub elsewhere."""
+        from urllib.parse import urljoin, urlsplit
+
+        target = urljoin(url, location)
+        here, there = urlsplit(self.api_url), urlsplit(target)
+        if (there.scheme, there.hostname, there.port) != (here.scheme, here.hostname, here.port):
+            shown = f"{there.scheme}://{there.hostname or '?'}{f':{there.port}' if there.port else ''}"
+            raise UpstreamUnreachable(
+                f"GitHub at {self.api_url} redirected GET {path} to another host ({for_terminal(shown, 120)}); not followed")
+        return target
 
     def _note_rate(self, hdrs: Mapping[str, str]) -> None:
         """Keep the lowest budget stated for the newest window: concurrent answers arrive in any order."""
         if hdrs.get("x-ratelimit-resource", "core") != "core":
             return
-        limit, remaining = _header_int(hdrs, "x-ratelimit-limit"), _header_int(hdrs, "x-ratelimit-remaining")
+        limit, remaining = header_int(hdrs, "x-ratelimit-limit"), header_int(hdrs, "x-ratelimit-remaining")
         if limit is None or remaining is None:
             return
-        seen = RateLimit(self.authenticated, limit, remaining, _header_int(hdrs, "x-ratelimit-reset"), None)
+        seen = RateLimit(self.authenticated, limit, remaining, header_int(hdrs, "x-ratelimit-reset"), None)
         with self._count_lock:
             old = self.rate_seen
             if old is None or (seen.reset or 0) > (old.reset or 0) or (
@@ -228,7 +235,10 @@ class GitHubClient:
             elif cached.get("last_modified"):
                 headers["If-Modified-Since"] = cached["last_modified"]
         last_problem = "no attempt made"
-        for attempt in range(1, self.max_attempts + 1):
+        accepted = 0
+        attempt = 0
+        while attempt < self.max_attempts:
+            attempt += 1
             try:
                 status, hdrs, text = self._send("GET", path, params, headers or None, None)
             except _Transient as exc:
@@ -237,7 +247,14 @@ class GitHubClient:
                 continue
             if status == 304 and cached:
                 return Answer(200, hdrs, cached["body"], from_cache=True)
-            if 200 <= status < 300:
+            if status == 202 and accepted < self.max_accepted:
+                # "Accepted: still computing" (statistics endpoints): asked again a bounded number
+                # of times, each an attempt of its own; then given up like any failure.
+                accepted += 1
+                last_problem = "GitHub answered 202 (still computing)"
+                self._backoff(attempt)
+                continue
+            if 200 <= status < 300 and status != 202:
                 try:
                     data = json.loads(text) if text else None
                 except (ValueError, RecursionError):  # RecursionError: nested too deep to decode
@@ -256,14 +273,18 @@ class GitHubClient:
                 return Answer(status, hdrs, data)
             wait = self._rate_limit_wait(status, hdrs, text)
             if wait is not None:
-                self._sleep(wait)
+                if attempt >= self.max_attempts:
+                    # no retry will be sent: waiting now would only delay the failure
+                    last_problem = f"rate limited (asked to wait {wait:.0f}s; no attempt left)"
+                    break
+                self._pause(wait, f"GET {path} (rate limited)")
                 last_problem = f"rate limited (waited {wait:.0f}s)"
                 continue
             self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
         raise UpstreamUnreachable(
-            f"GitHub at {self.api_url} failed for GET {path} after {self.max_attempts} attempts: {secrets.redact(last_problem)}"
+            f"GitHub at {self.api_url} failed for GET {path} after {attempt} attempt{'s' if attempt != 1 else ''}: {secrets.redact(last_problem)}"
         )
 
     def write(self, verb: str, path: str, body: Any) -> Answer:
@@ -284,13 +305,19 @@ class GitHubClient:
         if status >= 500:
             raise WriteUncertain(f"{verb} {path} answered {status}; it may or may not have been applied")
         if self._rate_limit_wait(status, hdrs, text) is not None or status == 429:
-            raise RateLimited(f"{verb} {path} was rate limited; nothing was written", _retry_at(hdrs))
+            raise RateLimited(f"{verb} {path} was rate limited; nothing was written", retry_at(hdrs))
         self._raise_for_status(verb, path, status, text)
         raise UpstreamUnreachable(f"{verb} {path} answered HTTP {status}")
 
     def _backoff(self, attempt: int) -> None:
+        """Sleep before the next attempt; none after the last one."""
         if attempt < self.max_attempts:
-            self._sleep(self.backoff_s * (2 ** (attempt - 1)))
+            self._pause(self.backoff_s * (2 ** (attempt - 1)), "a retry")
+
+    def _pause(self, seconds: float, what: str) -> None:
+        """Sleep `seconds`, unless that would pass the command's deadline: then give up now."""
+        self._budget.check_wait(seconds, what, self.api_url)
+        self._sleep(seconds)
 
     def _rate_limit_wait(self, status: int, hdrs: dict[str, str], text: str) -> float | None:
         """Seconds to wait for a rate-limit answer, None if the answer is not a rate limit.
@@ -316,24 +343,26 @@ class GitHubClient:
             return None
         if wait > self.max_wait_s:
             raise RateLimited(
-                f"GitHub rate limit reached; retry after {_retry_at(hdrs) or f'{wait:.0f}s'}", _retry_at(hdrs)
+                f"GitHub rate limit reached; retry after {retry_at(hdrs) or f'{wait:.0f}s'}", retry_at(hdrs)
             )
         return wait
 
     def _raise_for_status(self, verb: str, path: str, status: int, text: str) -> None:
-        message = _message(text)
+        message = error_message(text)
         if status == 401 and not self._token:
             raise GitHubAuthError(f"GitHub requires authentication for {verb} {path}: {TOKEN_HINT}")
         if status == 401:
             raise GitHubAuthError(f"GitHub refused the token for {verb} {path}: {message or 'bad credentials'}")
         if status == 403:
             raise GitHubAuthError(f"GitHub denied {verb} {path}: {message or 'forbidden'} (check the token's permissions)")
-        if status == 404:
+        if status in (404, 410):
             # without a token GitHub answers 404, not 401, for a private repository
-            private = "" if self._token else f"; without a token only public repositories can be read ({TOKEN_HINT})"
-            raise NotFound(f"GitHub has no {path} (HTTP 404){': ' + message if message else ''}{private}")
+            private = "" if self._token or status != 404 else f"; without a token only public repositories can be read ({TOKEN_HINT})"
+            gone = NotFound(f"GitHub has no {path} (HTTP {status}){': ' + message if message else ''}{private}")
+            gone.status = status  # what `absent_pull` reports, as data
+            raise gone
         if 400 <= status < 500:
-            raise PorttrackError(f"GitHub rejected {verb} {path} (HTTP {status}): {message}")
+            raise Rejected(f"GitHub rejected {verb} {short_path(path)} (HTTP {status}): {message}")
         # 5xx and anything else: the caller's retry loop continues
 
     # -- pull requests ------------------------------------------------------------------------
@@ -342,30 +371,59 @@ class GitHubClient:
         answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}", shape=PullRequest.from_json)
         return PullRequest.from_json(answer.data), answer.from_cache
 
-    def get_pulls(self, numbers: Iterable[int], max_workers: int = 8) -> dict[int, tuple[PullRequest, bool]]:
+    def get_pulls_present(self, numbers: Iterable[int], max_workers: int = 8) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
         """Several PRs at once, each with whether it is unchanged since the last poll: concurrent
-        REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves."""
+        REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves.
+        A number GitHub has no PR for is not a failure of the rest: it comes back in the second
+        mapping with why ("is an issue, not a PR", "answered 404")."""
+        def one(number: int):
+            try:
+                return self.get_pull(number)
+            except NotFound as exc:
+                return self.absent_pull(number, getattr(exc, "status", 404))
+
         numbers = sorted(set(int(n) for n in numbers))
         if not numbers:
-            return {}
-        pulls = self._pulls_by_graphql(numbers, max_workers) if github_graphql.pays(bool(self._token), len(numbers), max_workers) else {}
-        rest = [n for n in numbers if n not in pulls]   # a 404 stays REST's
+            return {}, {}
+        # Many PRs with a token: GraphQL batches first (see `get_pulls`); what it does not answer,
+        # a PR it reports missing included, goes to REST one by one, as today.
+        batched = self._pulls_by_graphql(numbers, max_workers)
+        rest = [n for n in numbers if n not in batched]
         with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
-            pulls.update(zip(rest, pool.map(self.get_pull, rest)))
-        return {n: pulls[n] for n in numbers}
+            results = dict(zip(rest, pool.map(one, rest)))
+        found = {**batched, **{n: r for n, r in results.items() if not isinstance(r, str)}}
+        found = {n: found[n] for n in numbers if n in found}
+        absent = {n: r for n, r in results.items() if isinstance(r, str)}
+        if absent and not self._token:
+            # Without a token a private repository answers 404 for everything: that is no note
+            # on a PR but the whole poll failing, saying a token is needed.
+            self.get(f"/repos/{self.repo}", conditional=False)
+        return found, absent
+
+    def absent_pull(self, number: int, status: int) -> str:
+        """Why GitHub has no PR `number`: an issue of that number (one more GET, only in this
+        case) is the usual reason, from text such as "requires #1"."""
+        if status == 404:
+            try:
+                data = self.get(f"/repos/{self.repo}/issues/{int(number)}", conditional=False).data
+            except NotFound:
+                data = None
+            if isinstance(data, dict) and "pull_request" not in data:
+                return f"#{int(number)} is an issue, not a PR"
+        return f"#{int(number)} answered {status}" + (" (gone)" if status == 410 else " (no such PR, or not visible to this token)")
 
     def find_pull_by_head(self, branch: str) -> int | None:
         """The PR whose head branch is `branch` in the upstream repository (for base-branch stacking)."""
         owner = self.repo.split("/")[0]
         answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10},
-                          shape=_list_of_numbered)
+                          shape=list_of_numbered)
         items = answer.data or []
         return int(items[0]["number"]) if items else None
 
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
             answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: require_object(d, "comparison"))
-        except NotFound:
+        except (NotFound, Rejected):
             return None  # e.g. the old head was garbage-collected after a force-push
         data = answer.data or {}
         return Comparison(str(data.get("status")), int(data.get("ahead_by") or 0), int(data.get("behind_by") or 0))
@@ -376,7 +434,7 @@ class GitHubClient:
         page = 1
         while len(items) < limit:
             answer = self.get(path, {**dict(params or {}), "per_page": 100, "page": page}, conditional=False,
-                              shape=lambda d: _require_list(d, path))
+                              shape=lambda d: require_list(d, path))
             batch = answer.data or []
             items.extend(batch)
             if 'rel="next"' not in answer.headers.get("link", "") or not batch:
@@ -424,7 +482,7 @@ class GitHubClient:
 
     def list_run_artifacts(self, run_id: int) -> list[Artifact]:
         answer = self.get(f"/repos/{self.repo}/actions/runs/{int(run_id)}/artifacts", {"per_page": 100}, conditional=False,
-                          shape=_artifacts_listing)
+                          shape=artifacts_listing)
         items = (answer.data or {}).get("artifacts") if isinstance(answer.data, dict) else None
         return [Artifact.from_json(item) for item in items or ()]
 
@@ -432,59 +490,68 @@ class GitHubClient:
         """The artifact's zip archive, as bytes.
 
         GitHub answers `/zip` with a 302 to a short-lived signed URL on another host (blob
-        storage). PyGithub refuses to follow redirects to hosts it does not know, so both legs are
-        sent here with `requests`: the first with the token, the second without it (the URL is
-        signed; the token must not travel to another host). GETs: retried like any other.
+        storage): both legs are sent here, the first with the token, the second without it (the
+        URL is signed; the token must not travel to another host). GETs: retried like any other,
+        each attempt (both legs and the whole body) within the request timeout.
         """
-        import requests
-
         path = f"/repos/{self.repo}/actions/artifacts/{int(artifact_id)}/zip"
-        headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
         last_problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
-            with self._count_lock:
-                self.requests_sent += 1
+            limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
             try:
-                first = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=self.timeout_s)
-                if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
-                    with self._count_lock:
-                        self.requests_sent += 1
-                    final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
-                                         timeout=self.timeout_s, stream=True)
-                else:
-                    final = first
-                if final.status_code == 200:
-                    data = _read_limited(final, max_bytes, f"artifact {artifact_id}")
-                    if zipfile.is_zipfile(io.BytesIO(data)):
-                        return data
-                    # an artifact is always a zip: anything else is a download cut short (or an
-                    # error page answered 200) and is retried like a 5xx, not refused as results
-                    last_problem = "the download was not a whole zip archive"
-                    self._backoff(attempt)
-                    continue
-                status, text = final.status_code, final.text if final is first else ""
-            except requests.exceptions.Timeout:
-                last_problem = f"timed out after {self.timeout_s:g}s"
+                status, hdrs, text, data, direct = self._within(limit, lambda: self._artifact_legs(path, limit, max_bytes, artifact_id))
+            except _Transient as exc:
+                last_problem = str(exc)
                 self._backoff(attempt)
                 continue
-            except requests.exceptions.RequestException as exc:
-                last_problem = f"connection failed: {type(exc).__name__}"
+            if status == 200:
+                if zipfile.is_zipfile(io.BytesIO(data)):
+                    return data
+                # an artifact is always a zip: anything else is a download cut short (or an
+                # error page answered 200) and is retried like a 5xx, not refused as results
+                last_problem = "the download was not a whole zip archive"
                 self._backoff(attempt)
                 continue
             if status == 410:
                 raise NotFound(f"artifact {artifact_id} has expired (HTTP 410)")
-            wait = self._rate_limit_wait(status, {k.lower(): v for k, v in final.headers.items()}, text)
+            wait = self._rate_limit_wait(status, hdrs, text)
             if wait is not None:
-                self._sleep(wait)
+                if attempt >= self.max_attempts:
+                    last_problem = f"rate limited (asked to wait {wait:.0f}s; no attempt left)"
+                    break
+                self._pause(wait, f"artifact {artifact_id} (rate limited)")
                 last_problem = f"rate limited (waited {wait:.0f}s)"
                 continue
-            if final is first:
+            if direct:
                 self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
         raise UpstreamUnreachable(f"downloading artifact {artifact_id} failed after {self.max_attempts} attempts: {secrets.redact(last_problem)}")
+
+    def _artifact_legs(self, path: str, limit: float, max_bytes: int, artifact_id: int):
+        """Both legs of one download attempt: (status, headers, error text, body, answered by the
+        API itself rather than the storage host)."""
+        import requests
+
+        headers = {"Accept": "application/vnd.github+json", "User-Agent": "porttrack"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        with self._count_lock:
+            self.requests_sent += 1
+        try:
+            first = final = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=(limit, limit))
+            if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
+                with self._count_lock:
+                    self.requests_sent += 1
+                final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
+                                     timeout=(limit, limit), stream=True)
+            data = read_limited(final, max_bytes, f"artifact {artifact_id}") if final.status_code == 200 else b""
+            text = final.text if final is first and final.status_code != 200 else ""
+        except requests.exceptions.Timeout as exc:
+            raise _Transient(f"timed out after {limit:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise _Transient(f"connection failed: {type(exc).__name__}") from exc
+        return final.status_code, {k.lower(): v for k, v in final.headers.items()}, text, data, final is first
 
     # -- issues ---------------------------------------------------------------------------------
     # The weekly status issue. Reads are GETs (retried, bounded); each write is sent once and a
@@ -554,7 +621,7 @@ class GitHubClient:
         """Pull requests of this repository matching the search `terms` (GitHub's issue search;
         it has its own, smaller rate limit, so callers send one per question)."""
         answer = self.get("/search/issues", {"q": f"repo:{self.repo} is:pr {terms}", "per_page": per_page},
-                          shape=_search_listing)
+                          shape=search_listing)
         items = (answer.data or {}).get("items") or []
         return tuple(IssueRef.from_json(i) for i in items), answer.from_cache
 
@@ -562,14 +629,14 @@ class GitHubClient:
         """`author`'s newest pull requests in this repository, any state (the issues listing's
         `creator` filter: core rate limit, conditional, unlike the search API)."""
         params = {"creator": author, "state": "all", "sort": "created", "direction": "desc", "per_page": per_page}
-        answer = self.get(f"/repos/{self.repo}/issues", params, shape=lambda d: _require_list(d, "the issues listing"))
+        answer = self.get(f"/repos/{self.repo}/issues", params, shape=lambda d: require_list(d, "the issues listing"))
         refs = tuple(IssueRef.from_json(i) for i in answer.data or () if isinstance(i, Mapping))
         return tuple(r for r in refs if r.is_pull), answer.from_cache
 
     def open_pulls(self, per_page: int = 30) -> tuple[tuple[PullRequest, ...], bool]:
         """The most recently updated open pull requests (one page)."""
         params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page}
-        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=_list_of_numbered)
+        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered)
         return tuple(PullRequest.from_json(i) for i in answer.data or ()), answer.from_cache
 
     def pull_files(self, number: int, max_pages: int = 3) -> tuple[tuple[PRFile, ...], bool]:
@@ -579,7 +646,7 @@ class GitHubClient:
         cached = True
         for page in range(1, max_pages + 1):
             answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}/files", {"per_page": 100, "page": page},
-                              shape=lambda d: _require_list(d, "a pull request's files"))
+                              shape=lambda d: require_list(d, "a pull request's files"))
             batch = [PRFile.from_json(i) for i in answer.data or ()]
             files.extend(batch)
             cached = cached and answer.from_cache
@@ -590,45 +657,14 @@ class GitHubClient:
         return tuple(files), cached
 
     def _pulls_by_graphql(self, numbers: Sequence[int], max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
-        """What GraphQL answers, 100 PRs to a query, the queries concurrent (porttrack.github_graphql)."""
-        url = github_graphql.graphql_url(self.api_url)
-
-        def batch(part: Sequence[int]) -> dict[int, tuple[PullRequest, bool]]:
-            try:
-                status, _, text = self._send("POST", url, None, None, {"query": github_graphql.pulls_query(self.repo, part)})
-            except _Transient:
-                return {}   # its PRs go to REST, which retries
-            return github_graphql.read_pulls(status, text, part, self.cache, f"{url}#{self.repo}")
-        parts = github_graphql.batches(numbers)
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(parts)), thread_name_prefix="gql") as pool:
-            return {n: got for answer in pool.map(batch, parts) for n, got in answer.items()}
+        """What GraphQL answers when batching pays (`github_graphql.pays`), else nothing: REST asks for the rest."""
+        if not github_graphql.pays(bool(self._token), len(numbers), max_workers):
+            return {}
+        return github_graphql.fetch_pulls(self._send, _Transient, self.api_url, self.repo, numbers, self.cache, max_workers)
 
 
 class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
-
-
-def _require_list(data: Any, path: str) -> None:
-    if data is not None and not isinstance(data, list):
-        raise MalformedResponse(f"expected a list from {path}")
-
-
-def _list_of_numbered(data: Any) -> None:
-    _require_list(data, "the pulls listing")
-    if data and not (isinstance(data[0], Mapping) and isinstance(data[0].get("number"), int)):
-        raise MalformedResponse("pulls listing item has no number")
-
-
-def _search_listing(data: Any) -> None:
-    require_object(data, "search result")
-    if not isinstance(data.get("items"), list):
-        raise MalformedResponse("the search result has no list of items")
-
-
-def _artifacts_listing(data: Any) -> None:
-    require_object(data, "artifacts listing")
-    if not isinstance(data.get("artifacts"), list):
-        raise MalformedResponse("the artifacts listing has no list of artifacts")
 
 
 def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
@@ -637,36 +673,6 @@ def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
         return parse(answer.data)
     except MalformedResponse as exc:
         raise WriteUncertain(f"{what} answered {answer.status} with an unreadable body ({exc}); it may or may not have been applied") from None
-
-
-def _message(text: str) -> str:
-    try:
-        data = json.loads(text or "")
-        return secrets.redact(str(data.get("message") or ""))[:200] if isinstance(data, dict) else ""
-    except ValueError:
-        return ""
-
-
-def _header_int(hdrs: Mapping[str, str], name: str) -> int | None:
-    try:
-        return int(hdrs[name])
-    except (KeyError, ValueError):
-        return None
-
-
-def _retry_at(hdrs: Mapping[str, str]) -> str | None:
-    if "x-ratelimit-reset" in hdrs:
-        try:
-            return datetime.fromtimestamp(float(hdrs["x-ratelimit-reset"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except (ValueError, OverflowError, OSError):
-            return None
-    if "retry-after" in hdrs:
-        try:
-            at = time.time() + float(hdrs["retry-after"])
-            return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            return None
-    return None
 
 
 def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
@@ -679,17 +685,9 @@ def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw)
     api_url = api_url_arg or os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL
     cache = EtagCache.load(cache_dir / "etags.json" if cache_dir else None)
     # Operators (and tests) may tune the network policy; the defaults suit a cron job.
-    for env_name, key, kind in (
-        ("PORTTRACK_HTTP_TIMEOUT", "timeout_s", float),
-        ("PORTTRACK_HTTP_ATTEMPTS", "max_attempts", int),
-        ("PORTTRACK_HTTP_BACKOFF", "backoff_s", float),
-        ("PORTTRACK_RATE_LIMIT_MAX_WAIT", "max_wait_s", float),
-    ):
+    for env_name, key, kind, least in KNOBS:
         if os.environ.get(env_name):
-            try:
-                kw.setdefault(key, kind(os.environ[env_name]))
-            except ValueError:
-                raise ConfigError(f"{env_name}={os.environ[env_name]!r}: expected a number") from None
+            kw.setdefault(key, knob_value(env_name, os.environ[env_name], kind, least))
     return GitHubClient(repo, token, api_url, cache=cache, **kw)
 
 
@@ -697,4 +695,4 @@ def has_token() -> bool:
     return secrets.resolve_token() is not None
 
 
-__all__: Sequence[str] = ("TOKEN_HINT", "EtagCache", "GitHubClient", "WriteUncertain", "client_for", "has_token")
+__all__: Sequence[str] = ("TOKEN_HINT", "EtagCache", "GitHubClient", "Rejected", "WriteUncertain", "client_for", "has_token")

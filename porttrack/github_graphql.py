@@ -17,8 +17,9 @@ import hashlib
 import json
 import os
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from porttrack.errors import ConfigError
 from porttrack.github_records import MalformedResponse, PullRequest
@@ -58,6 +59,25 @@ def pays(authenticated: bool, count: int, wave: int) -> bool:
     warm, nothing (304s); past it REST needs more round trips and GraphQL fewer points."""
     mode = mode_from_env()
     return authenticated and mode != "never" and (mode == "always" or count > wave)
+
+
+def fetch_pulls(send: Callable[..., tuple[int, Any, str]], transient: type[Exception], api_url: str, repo: str,
+                numbers: Sequence[int], cache: Any, max_workers: int) -> dict[int, tuple[PullRequest, bool]]:
+    """What GraphQL answers, 100 PRs to a query, the queries concurrent, through the GitHub door's
+    own `send` (its deadlines, redaction and accounting). A query that fails (`transient`) answers
+    nothing: its PRs go to REST, which retries."""
+    url = graphql_url(api_url)
+
+    def batch(part: Sequence[int]) -> dict[int, tuple[PullRequest, bool]]:
+        try:
+            status, _, text = send("POST", url, None, None, {"query": pulls_query(repo, part)})
+        except transient:
+            return {}
+        return read_pulls(status, text, part, cache, f"{url}#{repo}")
+
+    parts = batches(numbers)
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(parts)), thread_name_prefix="gql") as pool:
+        return {n: got for answer in pool.map(batch, parts) for n, got in answer.items()}
 
 
 def graphql_url(api_url: str) -> str:

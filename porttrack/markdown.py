@@ -58,11 +58,21 @@ def clean(value: object, limit: int | None = None) -> str:
     collapsed, at most `limit` characters (an ellipsis marks a cut). Not yet markdown-safe."""
     if value is None:
         return ""
-    raw = _INVISIBLE.sub("", str(value))
+    raw = _INVISIBLE.sub("", without_surrogates(str(value)))
     raw = _WHITESPACE.sub(" ", raw).strip()
     if limit is not None and len(raw) > limit:
         raw = raw[: max(1, limit - 1)].rstrip() + "…"
     return raw
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def without_surrogates(value: str) -> str:
+    """`value` with every lone surrogate as U+FFFD. They come from JSON ("\\ud800" in a title)
+    and from non-UTF-8 file names (Python's surrogate escapes), and no UTF-8 or UTF-16 encoder
+    takes them: one would make the report unwritable."""
+    return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
 
 
 def text(value: object, limit: int = 200) -> Md:

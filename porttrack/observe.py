@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from porttrack.errors import GitError, without_userinfo
+from porttrack.github import Rejected
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.clock import utcnow
-from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
+from porttrack.text import for_terminal
+from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:
     from porttrack.github import GitHubClient
@@ -36,6 +38,10 @@ _STACK_TEXT = re.compile(
     r"\s{1,5}(?:(?P<repo>[\w.-]{1,100}/[\w.-]{1,100})?#(?P<num>\d{1,9})|https://github\.com/(?P<urepo>[\w.-]{1,100}/[\w.-]{1,100})/pull/(?P<unum>\d{1,9}))"
 )
 _TEXT_SCAN_LIMIT = 65536
+# What can name a branch GitHub would search for: no controls, spaces, surrogates or the characters
+# git refuses, at most 255 characters. Anything else is text from GitHub, not a branch to look up.
+_BRANCH = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\\ud800-\udfff]{1,255}")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def stacked_from_text(title: str, body: str, repo: str) -> list[int]:
@@ -60,6 +66,7 @@ class PRChange:
     head_change: HeadChange | None  # None: the head did not move, or this is the first observation
     unchanged: bool  # answered 304 and nothing derived changed
     first_seen: bool = False  # not in the recorded state before this poll: nothing to compare with
+    notes: tuple[str, ...] = ()  # about this PR: a reference that is no PR, a stacking cycle, a 404
 
 
 @dataclass(frozen=True)
@@ -83,17 +90,22 @@ def poll(
     now = now or utcnow()
     notes: list[str] = []
     start_requests = client.requests_sent
-    wanted = set(tracked) | {s.number for n in tracked if n in state.prs for s in state.prs[n].stacked_on}
-    fetched = client.get_pulls(wanted)
-
-    stacks: dict[int, tuple[StackLink, ...]] = {}
-    for number, (pr, _) in fetched.items():
-        stacks[number] = _stack_links(pr, client)
-    missing = {s.number for links in stacks.values() for s in links} - set(fetched)
+    tracked = set(tracked)
+    wanted = tracked | {s.number for n in tracked if n in state.prs for s in state.prs[n].stacked_on}
+    # Text anyone can write upstream ("requires #1") names numbers that are no PR: GitHub answers
+    # 404 for those. Such a number is a note on the PR that named it, never a failed poll.
+    fetched, absent = client.get_pulls_present(wanted)
+    stacks = {number: _stack_links(pr, client) for number, (pr, _) in fetched.items()}
+    missing = {s.number for links in stacks.values() for s in links} - set(fetched) - set(absent)
     if missing:
-        fetched.update(client.get_pulls(missing))
-        for number in missing:
-            stacks[number] = _stack_links(fetched[number][0], client)
+        more, more_absent = client.get_pulls_present(missing)
+        fetched.update(more)
+        absent.update(more_absent)
+        stacks.update({number: _stack_links(pr, client) for number, (pr, _) in more.items()})
+    pr_notes = _absent_notes(tracked, stacks, absent)
+    stacks = {n: tuple(link for link in links if link.number not in absent) for n, links in stacks.items()}
+    for number, cycle in _cycles(stacks).items():
+        pr_notes.setdefault(number, []).append(cycle)
 
     head_changes = _classify_heads(state, {n: pr for n, (pr, _) in fetched.items()}, client, repo, remote, notes, progress)
 
@@ -101,21 +113,61 @@ def poll(
     changes: dict[int, PRChange] = {}
     for number, (pr, cached) in sorted(fetched.items()):
         old = state.prs.get(number)
-        new = _fold(old, pr, stacks[number], head_changes.get(number), now)
+        new, fresh_events = _fold(old, pr, stacks[number], head_changes.get(number), now)
         prs[number] = new
-        fresh_events = new.events[len(old.events) if old else 0 :]
-        changes[number] = PRChange(number, fresh_events, head_changes.get(number), cached and not fresh_events, old is None)
+        changes[number] = PRChange(number, fresh_events, head_changes.get(number), cached and not fresh_events, old is None,
+                                   tuple(pr_notes.get(number, ())))
+    for number in sorted(set(pr_notes) - set(fetched)):  # a tracked PR GitHub has no answer for
+        changes[number] = PRChange(number, (), None, True, number not in state.prs, tuple(pr_notes[number]))
     new_state = UpstreamState(
         upstream=client.repo, observed_at=now, source=f"live poll of {client.api_url}", prs=prs
     )
     return PollResult(new_state, changes, client.requests_sent - start_requests, tuple(notes))
 
 
+def _absent_notes(tracked: set[int], stacks: dict[int, tuple[StackLink, ...]], absent: dict[int, str]) -> dict[int, list[str]]:
+    """Per PR, what it says about numbers GitHub has no PR for."""
+    notes: dict[int, list[str]] = {}
+    for number in sorted(tracked & set(absent)):
+        notes.setdefault(number, []).append(f"{absent[number]}; its recorded state (if any) is kept")
+    for number, links in sorted(stacks.items()):
+        for link in links:
+            if link.number in absent:
+                notes.setdefault(number, []).append(f"{absent[link.number]}: not counted as a PR it is stacked on")
+    return notes
+
+
+def _cycles(stacks: dict[int, tuple[StackLink, ...]]) -> dict[int, str]:
+    """"stacking cycle #A → #B → #A" for every PR on a cycle of stacked-on links: such a stack
+    can never be imported bottom-up, and the advice would go round it for ever."""
+    found: dict[int, str] = {}
+    for start in sorted(stacks):
+        path, number = [start], start
+        while True:
+            nexts = [link.number for link in stacks.get(number, ()) if link.number in stacks]
+            step = next((n for n in nexts if n == start), None) or next((n for n in nexts if n not in path), None)
+            if step is None:
+                break
+            path.append(step)
+            if step == start:
+                words = "stacking cycle " + " → ".join(f"#{n}" for n in path)
+                for member in path[:-1]:
+                    found.setdefault(member, words)
+                break
+            number = step
+            if len(path) > len(stacks) + 1:
+                break
+    return found
+
+
 def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, ...]:
     links: list[StackLink] = []
     default = pr.default_branch or "main"
-    if pr.base_ref and pr.base_ref != default:
-        base_pr = client.find_pull_by_head(pr.base_ref)
+    if pr.base_ref and pr.base_ref != default and _BRANCH.fullmatch(pr.base_ref):
+        try:
+            base_pr = client.find_pull_by_head(pr.base_ref)
+        except Rejected:  # a branch name GitHub will not search for owns no PR we could stack on
+            base_pr = None
         if base_pr and base_pr != pr.number:
             links.append(StackLink(base_pr, "base-branch"))
     for number in stacked_from_text(pr.title, pr.body, client.repo):
@@ -153,6 +205,11 @@ def _classify_heads(
     # ask GitHub whether the new head is ahead of the old one or diverged from it.
     for number, (old, new) in moved.items():
         if number in result and result[number].kind != "unknown":
+            continue
+        if not (_SHA.fullmatch(old) and _SHA.fullmatch(new)):
+            # the head is text from GitHub like any other: never put in a request path unchecked
+            notes.append(f"#{number}: head {for_terminal(new, 50)!r} is not a commit SHA; its change was not classified")
+            result[number] = HeadChange("unknown", None, "none")
             continue
         cmp = client.compare(old, new)
         if cmp is None:
@@ -199,8 +256,12 @@ def _unfetched_note(number: int, head: str, remote: str, why: str, moved: bool) 
     return f"#{number}: head {head[:12]} could not be fetched from {remote} ({why}); {then}"
 
 
-def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, ...], head: HeadChange | None, now: str) -> RecordedPR:
+def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, ...], head: HeadChange | None,
+          now: str) -> tuple[RecordedPR, tuple[Event, ...]]:
+    """The PR as recorded after this observation (history bounded by `compact`), and the events
+    this observation added."""
     events = list(old.events) if old else []
+    known = len(events)
     heads = list(old.heads) if old else []
     if old is None:
         events.append(Event(now, "observed", f"first observed: {pr.state}"))
@@ -228,7 +289,7 @@ def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, .
         else:
             kind, commits = ("force-pushed" if head.kind == "unknown" else head.kind), head.commits
         heads.append(HeadSeen(pr.head_sha, now, kind, commits))
-    return RecordedPR(
+    return compact(RecordedPR(
         number=pr.number,
         title=pr.title,
         author=pr.author,
@@ -248,4 +309,4 @@ def _fold(old: RecordedPR | None, pr: "PullRequest", stacked: tuple[StackLink, .
         stacked_on=stacked,
         heads=tuple(heads),
         events=tuple(events),
-    )
+    )), tuple(events[known:])

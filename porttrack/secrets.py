@@ -25,6 +25,17 @@ def register(token: str) -> None:
         _KNOWN.add(token)
 
 
+def register_configured(env: Mapping[str, str] | None = None) -> None:
+    """Register every token the environment configures, without asking the gh CLI (a usage error
+    must stay instant): so that a token pasted as an argument, of whatever shape, is masked when
+    a message quotes that argument."""
+    env = os.environ if env is None else env
+    for name in TOKEN_VARIABLES:
+        value = (env.get(name) or "").strip()
+        if value:
+            register(value)
+
+
 def redact(text: str) -> str:
     for token in sorted(_KNOWN, key=len, reverse=True):
         text = text.replace(token, REDACTED)

@@ -15,7 +15,7 @@ from porttrack import clock
 from porttrack import state as state_mod
 from porttrack.config import Config
 from porttrack.converge_record import RecordedVerdict
-from porttrack.errors import GitHubAuthError, PorttrackError, UpstreamUnreachable
+from porttrack.errors import PorttrackError
 from porttrack.github_records import RateLimit
 from porttrack.gitrepo import GitRepo
 from porttrack.observe import PRChange, poll
@@ -38,8 +38,9 @@ class NextAction:
 
 @dataclass(frozen=True)
 class Note:
-    """Something else porttrack knows about a PR, as data: `kind` is coverage (of a hand port) or
-    coverage-unknown (it could not be evaluated; the weekly report lists it as a problem)."""
+    """Something else porttrack knows about a PR, as data: `kind` is coverage (of a hand port),
+    coverage-unknown (it could not be evaluated; the weekly report lists it as a problem) or
+    upstream (what the poll found odd: a reference that is no PR, a 404, a stacking cycle)."""
 
     kind: str
     text: str
@@ -241,9 +242,10 @@ def build_report(
 
 def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commits: tuple[str, ...], know: Knowledge) -> PRStatus:
     pr = state.prs.get(n)
+    upstream_notes = tuple(Note("upstream", text) for text in (change.notes if change else ()))
     if pr is None:
         return PRStatus(
-            n, None, None, None, (), (), fork_commits, (),
+            n, None, None, None, (), (), fork_commits, upstream_notes,
             NextAction("unknown", f"#{n} has not been observed yet: run a live `porttrack status`", "porttrack status"),
         )
     head = change.head_change if change else None
@@ -252,7 +254,7 @@ def _pr_status(n: int, state: UpstreamState, change: PRChange | None, fork_commi
         for s in pr.stacked_on
     )
     coverage = know.coverage.get(n)
-    notes = (Note("coverage-unknown" if n in know.coverage_unknown else "coverage", coverage),) if coverage else ()
+    notes = upstream_notes + ((Note("coverage-unknown" if n in know.coverage_unknown else "coverage", coverage),) if coverage else ())
     return PRStatus(
         number=n,
         recorded=pr,
@@ -331,7 +333,7 @@ def refresh(
     access = {"authenticated": client.authenticated}
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
-    except (UpstreamUnreachable, GitHubAuthError) as exc:
+    except PorttrackError as exc:  # whatever GitHub answered, the recorded state is still shown
         report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
         return replace(report, **access, rate_limit=client.rate_seen), exc
     if not dry_run:

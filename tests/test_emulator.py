@@ -717,3 +717,50 @@ def test_timeline_search_and_pull_files_answer_like_github(fake) -> None:
     again = http.get(f"{base}/repos/o/n/pulls/1/files", headers={**auth, "If-None-Match": files.headers["ETag"]}, timeout=10)
     assert again.status_code == 304
     assert http.get(f"{base}/search/issues", params={"q": " "}, headers=auth, timeout=10).status_code == 422
+
+
+# ---------------------------------------------------------------------------- issue 17's faults
+
+def test_trickle_fault_sends_the_answer_a_byte_at_a_time(repos: FakeGitHub) -> None:
+    repos.inject("trickle", seconds_per_byte=0.05, body='{"n": 1}')
+    t0 = time.perf_counter()
+    resp = get(repos, f"/repos/{UP}", timeout=0.5)        # no single read waits 0.5 s...
+    assert resp.json() == {"n": 1}
+    assert time.perf_counter() - t0 >= 8 * 0.05 * 0.9     # ...yet the whole answer took every byte's pause
+    assert repos.log[-1].fault == "trickle"
+
+
+def test_accepted_fault_answers_202_until_used_up(repos: FakeGitHub) -> None:
+    repos.inject("accepted", path=r"/pulls/1$", times=2)
+    repos.put_pull(UP, 1, title="one", head_sha="a" * 40, base_sha="b" * 40)
+    statuses = [get(repos, f"/repos/{UP}/pulls/1").status_code for _ in range(3)]
+    assert statuses == [202, 202, 200]
+
+
+def test_redirect_fault_points_elsewhere(repos: FakeGitHub) -> None:
+    repos.inject("redirect", location="http://elsewhere.invalid/repos/x/y")
+    resp = requests.get(f"{repos.base_url}/repos/{UP}", headers={"Authorization": f"token {DEFAULT_TOKEN}"},
+                        allow_redirects=False, timeout=5)
+    assert resp.status_code == 301 and resp.headers["Location"] == "http://elsewhere.invalid/repos/x/y"
+
+
+def test_late_fault_delivers_the_answer_as_it_was_when_asked(repos: FakeGitHub) -> None:
+    repos.put_pull(UP, 1, title="before", head_sha="a" * 40, base_sha="b" * 40)
+    repos.inject("late", path=r"/pulls/1$", seconds=1.0)
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(get, repos, f"/repos/{UP}/pulls/1")
+        deadline = time.monotonic() + 10
+        while repos.pending_faults() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        repos.put_pull(UP, 1, title="after")
+        assert get(repos, f"/repos/{UP}/pulls/1").json()["title"] == "after"
+        assert slow.result().json()["title"] == "before"  # the older answer, delivered last
+
+
+def test_get_issue_answers_an_issue_and_a_pull_request_as_github_does(repos: FakeGitHub) -> None:
+    repos.put_issue(UP, 1, title="an issue")
+    repos.put_pull(UP, 2, title="a PR", head_sha="a" * 40, base_sha="b" * 40)
+    issue, pull = get(repos, f"/repos/{UP}/issues/1").json(), get(repos, f"/repos/{UP}/issues/2").json()
+    assert issue["title"] == "an issue" and "pull_request" not in issue
+    assert pull["title"] == "a PR" and "pull_request" in pull
+    assert get(repos, f"/repos/{UP}/issues/99").status_code == 404

@@ -370,3 +370,241 @@ def test_git_error_never_prints_the_userinfo_of_a_remote_url(tmp_path):
     with pytest.raises(errors.GitError) as failed:
         GitRepo(tmp_path).run("ls-remote", "http://porttrack:s3cret-password@127.0.0.1:9/o/r.git")
     assert "s3cret-password" not in str(failed.value), str(failed.value)  # was: the command line, URL and all
+
+
+# -- issue 17: upstream text and answers are data, GitHub's failure modes are bounded -------------
+
+ESCAPES = ("\x1b", "\x9b", "\x9d", "\u202e", "\u2066", "\u200b", "\ufeff", "\x07")
+
+
+def _ws17(tmp_path, world, tracks, **env):
+    from testing.workspace import make_workspace
+
+    handle = make_workspace(tmp_path / "ws", tracks, api_url=world.fake.base_url, fork=None, token=world.token)
+    handle.extra_env.update({**H.FAST_NET, **env})
+    return handle
+
+
+def _no_escapes(*texts: str) -> None:
+    for text_ in texts:
+        assert not [c for c in ESCAPES if c in text_], repr(text_[:2000])
+
+
+def test_requires_an_issue_number_or_a_404_pr_is_a_note_and_the_table_goes_on(tmp_path, world):
+    from testing.workspace import track
+
+    world.open_pr(101, {"a.py": "a = 1\n"}, "Needs the issue", body="requires #1")
+    world.fake.put_issue(world.upstream_repo, 1, title="an issue, not a PR")
+    handle = _ws17(tmp_path, world, {"one": track([101], "one"), "gone": track([105], "never a PR")})
+    out = H.cli(handle, "status")
+    assert out.returncode == 0, out.stderr  # was exit 2 with no table at all
+    assert "#101" in out.stdout and "#1 is an issue, not a PR" in out.stdout
+    assert "#105 answered 404" in out.stdout
+    data = H.cli(handle, "status", "--json").json()
+    pr101 = data["tracks"][0]["prs"][0]
+    assert pr101["stacked_on"] == [] and any("#1 is an issue" in n for n in pr101["notes"])
+    weekly = H.cli(handle, "report", "weekly", "--now", "2027-02-01T08:00:00Z")
+    assert weekly.returncode == 0, weekly.stderr  # was failing every week until the PR was edited
+    assert "is an issue, not a PR" in weekly.stdout
+
+
+def test_stacking_cycle_is_named_not_followed(tmp_path, world):
+    from testing.workspace import track
+
+    world.open_pr(201, {"a.py": "a = 1\n"}, "A", body="depends on #202")
+    world.open_pr(202, {"b.py": "b = 1\n"}, "B", body="stacked on #201")
+    handle = _ws17(tmp_path, world, {"cycle": track([201], "a cycle")})
+    out = H.cli(handle, "status")
+    assert out.returncode == 0, out.stderr
+    assert "stacking cycle #201 → #202 → #201" in out.stdout
+
+
+def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_error(tmp_path, world):
+    from porttrack import markdown
+    from porttrack import report as report_render
+    from testing.workspace import track
+
+    assert markdown.clean("a\ud800b\udcff") == "a\ufffdb\ufffd"
+    assert report_render.body_size("x\ud800") == 2  # was UnicodeEncodeError (utf-16)
+    world.open_pr(101, {"a.py": "a = 1\n"}, "lone \ud800 surrogate \udcff here", message="a commit")
+    handle = _ws17(tmp_path, world, {"one": track([101], "one")})
+    assert H.cli(handle, "status").returncode == 0
+    for args in (("report", "weekly", "--offline"), ("report", "weekly")):
+        out = H.cli(handle, *args, "--now", "2027-02-01T08:00:00Z")
+        assert out.returncode == 0, out.stderr  # was exit 70, --offline too
+        assert "lone" in out.stdout
+
+
+def test_renamed_and_force_pushed_pr_grows_the_state_file_no_more(world):
+    from porttrack import state as state_mod
+    from porttrack.observe import poll
+
+    world.open_pr(7, {"a.py": "a = 0\n"}, "title")
+    client = GitHubClient(world.upstream_repo, world.token, world.fake.base_url, backoff_s=0.01, max_attempts=2)
+    recorded = state_mod.UpstreamState(world.upstream_repo, None, "nothing")
+    sizes = {}
+    polls = state_mod.MAX_EVENTS + 10  # two events a poll: a rename and a force-push
+    for index in range(polls):
+        world.force_push(7, {"a.py": f"a = {index}\n"})
+        world.fake.put_pull(world.upstream_repo, 7, title=f"title {index} " + "x" * 150)
+        recorded = poll(recorded, [7], client, now=f"2027-01-01T00:{index // 60:02d}:{index % 60:02d}Z").state
+        sizes[index] = len(json.dumps(recorded.to_json()))
+    pr = recorded.prs[7]
+    assert len(pr.events) <= state_mod.MAX_EVENTS and len(pr.heads) <= state_mod.MAX_HEADS
+    compacted = [e for e in pr.events if e.kind == "compacted"]
+    assert len(compacted) == 1 and pr.events[0] == compacted[0]
+    dropped = state_mod._count(compacted[0], "events")
+    assert dropped + len(pr.events) - 1 == 1 + 2 * (polls - 1)  # every event kept or counted ("observed", then 2 a poll)
+    assert state_mod._count(compacted[0], "heads") == polls - len(pr.heads)
+    assert pr.heads[0].change == "initial" and pr.heads[-1].sha == world.head(7)
+    assert sizes[polls - 1] <= sizes[polls - 10] * 1.02  # was ~640 bytes more per poll, without end
+
+
+def test_cut_weekly_issue_keeps_summary_queue_and_gates_and_cuts_history_first():
+    from porttrack import report as report_render
+
+    history = "".join(f"  - retitled: name number {i} {'y' * 60}\n" for i in range(1500))
+    body = ("<!-- porttrack:weekly:2027-W05 -->\n# weekly\n\n## Summary\n\n| a | b |\n|---|---|\n| SUMMARY-ROW | x |\n\n"
+            "## Upstream, per track\n\n### one\n\n- #7 title\n  open\n\n" + history + "\n**Next:** NEXT-ONE\n\n"
+            "## Patch queue\n\nQUEUE-ROW\n\n## Gates\n\nGATE-ROW\n\n## Eligibility\n\nELIGIBILITY-ROW\n\n"
+            "## Problems\n\nPROBLEM-ROW\n")
+    cut, was_cut = report_render.fit_body(body, 65536, "pointer")
+    assert was_cut and report_render.body_size(cut) <= 65536
+    for kept in ("SUMMARY-ROW", "QUEUE-ROW", "GATE-ROW", "ELIGIBILITY-ROW", "PROBLEM-ROW", "NEXT-ONE", "#7 title"):
+        assert kept in cut, kept  # the old cut dropped everything after the long history
+    assert "left out to fit" in cut and "name number 1499" in cut  # the latest history is what stays
+
+
+def test_server_controlled_text_reaches_the_terminal_clean(tmp_path, world):
+    from testing.workspace import track
+
+    hostile = "\x1b]8;;http://evil.invalid\x07click\x1b]8;;\x07\x1b[2J\u202egnp\u200b\ufeff\x9b31m"
+    world.open_pr(101, {"a.py": "a = 1\n"}, "title " + hostile)
+    handle = _ws17(tmp_path, world, {"one": track([101], "one")})
+    import requests
+
+    payload = requests.get(f"{world.fake.base_url}/repos/{world.upstream_repo}/pulls/101",
+                           headers={"Authorization": f"token {world.token}"}, timeout=10).json()
+    payload["base"]["ref"] = "main" + hostile
+    payload["head"]["sha"] = payload["head"]["sha"][:20] + hostile
+    payload["updated_at"] = "2027-01-01" + hostile
+    world.fake.inject("status", path=r"/pulls/101$", status=200, json=payload, times=1)
+    out = H.cli(handle, "status", "--no-fetch")
+    assert out.returncode == 0, out.stderr
+    _no_escapes(out.stdout, out.stderr)  # the base branch, the date went out raw
+    world.fake.inject("status", path=r"/pulls/101$", status=422, json={"message": "bad \x1b[2J\x1b]0;owned\x07 thing\u202e"}, times=5)
+    failed = H.cli(handle, "status")
+    assert failed.returncode != 70 and "bad" in failed.stderr
+    _no_escapes(failed.stdout, failed.stderr)  # GitHub's error `message` went out raw
+    from porttrack.text import for_terminal
+    assert for_terminal("a\u200bb\ufeffc\u2060d\u202ae\U000e0041") == "abcde"  # zero-width and BOM survived
+
+
+def test_trickling_server_is_bounded_by_the_total_timeout_not_per_read(client, fake):
+    fake.inject("trickle", path=r"/pulls/7$", seconds_per_byte=0.2, times=10)
+    slow = GitHubClient(REPO, DEFAULT_TOKEN, fake.base_url, backoff_s=0.01, max_attempts=2, timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(errors.UpstreamUnreachable, match="timed out"):
+        slow.get_pull(7)
+    assert time.monotonic() - started < 4  # was 25 s per attempt at a 2 s timeout (one byte per read)
+
+
+def test_202_forever_is_asked_a_bounded_number_of_times(client, fake):
+    fake.inject("accepted", path=r"/pulls/7$", times=1000)
+    sleeps: list[float] = []
+    bounded = GitHubClient(REPO, DEFAULT_TOKEN, fake.base_url, backoff_s=0.01, max_attempts=4, sleep=sleeps.append)
+    with pytest.raises(errors.UpstreamUnreachable, match="202"):
+        bounded.get_pull(7)
+    assert len(fake.requests("GET", r"/pulls/7$")) == 4  # was re-sent every 2 s for ever
+    fake.clear_log()
+    fake.inject("accepted", path=r"/pulls/7$", times=1)
+    fake._faults.clear()
+    fake.inject("accepted", path=r"/pulls/7$", times=2)
+    assert bounded.get_pull(7)[0].title == "seven"  # a 202 that resolves is waited for
+
+
+def test_secondary_rate_limit_is_not_slept_after_the_last_attempt(client, fake):
+    message = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}
+    fake.inject("status", path=r"/pulls/7$", status=403, json=message, times=10)
+    sleeps: list[float] = []
+    limited = GitHubClient(REPO, DEFAULT_TOKEN, fake.base_url, backoff_s=0.01, max_attempts=4, sleep=sleeps.append)
+    with pytest.raises(errors.UpstreamUnreachable, match="no attempt left"):
+        limited.get_pull(7)
+    assert sleeps == [60.0, 60.0, 60.0]  # was 4 x 60 s: the last wait came after the last attempt
+    assert len(fake.requests("GET", r"/pulls/7$")) == 4
+
+
+def test_command_deadline_stops_waiting_before_it_is_passed(client, fake):
+    fake.inject("status", path=r"/pulls/7$", status=429, json={"message": "slow down"}, headers={"Retry-After": "30"}, times=10)
+    sleeps: list[float] = []
+    bounded = GitHubClient(REPO, DEFAULT_TOKEN, fake.base_url, max_attempts=4, deadline_s=5, sleep=sleeps.append)
+    with pytest.raises(errors.UpstreamUnreachable, match="deadline of 5s"):
+        bounded.get_pull(7)
+    assert sleeps == []  # a 30 s wait would pass the 5 s deadline: given up at once
+
+
+def test_redirect_to_another_host_is_a_clear_error_not_exit_70(client, fake, tmp_path, world):
+    fake.inject("redirect", path=r"/pulls/7$", location="http://other.invalid:9/repos/x/y/pulls/7", times=5)
+    with pytest.raises(errors.UpstreamUnreachable, match="another host"):
+        client.get_pull(7)
+    assert [r.status for r in fake.requests("GET", r"/pulls/7$")] == [301]  # refused, never retried nor followed
+
+
+@pytest.mark.parametrize("name, value", [("PORTTRACK_HTTP_TIMEOUT", "inf"), ("PORTTRACK_HTTP_TIMEOUT", "nan"),
+                                         ("PORTTRACK_HTTP_BACKOFF", "-1"), ("PORTTRACK_HTTP_ATTEMPTS", "0"),
+                                         ("PORTTRACK_DEADLINE", "1e400")])
+def test_knob_values_inf_nan_negative_are_usage_errors_not_exit_70(tmp_path, world, name, value):
+    from testing.workspace import track
+
+    handle = _ws17(tmp_path, world, {"one": track([101], "one")}, **{name: value})
+    out = H.cli(handle, "status")
+    assert out.returncode == 2 and f"{name}=" in out.stderr and "expected" in out.stderr, out.stderr
+
+
+def test_password_in_the_api_url_is_never_printed_or_stored(tmp_path, world):
+    from testing.workspace import track
+
+    world.open_pr(101, {"a.py": "a = 1\n"}, "one")
+    handle = _ws17(tmp_path, world, {"one": track([101], "one")})
+    handle.api_url = world.fake.base_url.replace("http://", "http://user:s3cretpw@")
+    outs = [H.cli(handle, "status"), H.cli(handle, "status", "--json")]
+    world.fake.inject("status", path=r"/pulls/101$", status=502, times=20)
+    outs.append(H.cli(handle, "status"))
+    assert outs[0].returncode == 0 and outs[2].returncode == 5, outs[2].stderr
+    written = [p.read_text(errors="replace") for p in handle.root.rglob("*") if p.is_file()]
+    for text_ in [o.stdout + o.stderr for o in outs] + written:
+        assert "s3cretpw" not in text_ and "user:" not in text_  # was in state/upstream.json's "source" and the ETag cache
+    H.SEEN.clear()
+
+
+def test_token_of_no_known_shape_in_an_argument_is_masked_in_the_usage_error(tmp_path):
+    from testing import workspace as test_workspace
+
+    (tmp_path / "tracks.yaml").write_text("x: 1\n")
+    handle = test_workspace.TestWorkspace(tmp_path)
+    odd = "plain-looking-value-42"
+    out = H.cli(handle, odd, GITHUB_TOKEN=odd)
+    H.SEEN.clear()
+    assert out.returncode == 2 and "No such command" in out.stderr
+    assert odd not in out.stderr, out.stderr  # was echoed: only token-shaped values were masked
+
+
+def test_overlapping_status_runs_keep_the_newer_head(tmp_path, world):
+    from testing.workspace import track
+
+    world.open_pr(102, {"b.py": "b = 1\n"}, "moves")
+    handle = _ws17(tmp_path, world, {"one": track([102], "one")}, PORTTRACK_HTTP_TIMEOUT="10")
+    assert H.cli(handle, "status").returncode == 0
+    world.fake.inject("late", path=r"/pulls/102$", seconds=3.0)
+    slow = H.popen(handle, "status")  # its answer is the older head, delivered last
+    deadline = time.monotonic() + 60
+    while world.fake.pending_faults() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not world.fake.pending_faults()
+    world.force_push(102, {"b.py": "b = 2\n"})
+    newer = world.head(102)
+    assert H.cli(handle, "status").returncode == 0
+    assert H.finish(slow).returncode == 0
+    prs = json.loads((handle.root / "state" / "upstream.json").read_text())["prs"]
+    assert prs["102"]["head_sha"] == newer  # was the slower run's older head: the record went backwards
+    assert any(e["kind"] == "force-pushed" for e in prs["102"]["events"])

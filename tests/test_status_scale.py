@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from porttrack.errors import NotFound
 from porttrack.github import GitHubClient
 from porttrack.github_graphql import graphql_url, pulls_query
 from testing.github_emulator import DEFAULT_TOKEN, FakeGitHub
@@ -63,19 +62,19 @@ def test_a_hundred_prs_cost_one_query_and_one_point_cold_and_warm(fake: FakeGitH
     _seed(fake)
     client = _client(fake)
     spent = Spent(fake)
-    cold = client.get_pulls(PRS)
+    cold, _ = client.get_pulls_present(PRS)
     assert spent.take() == {"requests": 1, "graphql_requests": 1, "core_points": 0, "graphql_points": 1}
     assert sorted(cold) == list(PRS) and not any(unchanged for _, unchanged in cold.values())
     assert cold[1042][0].title == "PR 1042" and cold[1042][0].head_sha == f"{1042:040x}"
 
     spent = Spent(fake)
-    warm = client.get_pulls(PRS)
+    warm, _ = client.get_pulls_present(PRS)
     assert spent.take() == {"requests": 1, "graphql_requests": 1, "core_points": 0, "graphql_points": 1}
     assert all(unchanged for _, unchanged in warm.values()), "an equal answer is an unchanged PR"
     assert {n: pr for n, (pr, _) in warm.items()} == {n: pr for n, (pr, _) in cold.items()}
 
     fake.put_pull(UP, 1050, head_sha="f" * 40)
-    changed = client.get_pulls(PRS)
+    changed, _ = client.get_pulls_present(PRS)
     assert [n for n, (_, unchanged) in changed.items() if not unchanged] == [1050]
     assert changed[1050][0].head_sha == "f" * 40
 
@@ -85,7 +84,7 @@ def test_five_hundred_prs_are_five_queries_sent_together(fake: FakeGitHub) -> No
     _seed(fake, numbers)
     fake.latency_s = 0.3   # each answer takes at least this long: concurrent ones overlap
     spent = Spent(fake)
-    got = _client(fake).get_pulls(numbers)
+    got, _ = _client(fake).get_pulls_present(numbers)
     assert len(got) == 500
     assert spent.take() == {"requests": 5, "graphql_requests": 5, "core_points": 0, "graphql_points": 5}
     posts = fake.requests("POST", "/graphql")
@@ -94,11 +93,11 @@ def test_five_hundred_prs_are_five_queries_sent_together(fake: FakeGitHub) -> No
 
 def test_graphql_records_are_the_rest_records(fake: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
     numbers = _varied(fake)
-    via_graphql = _client(fake).get_pulls(numbers)
+    via_graphql, _ = _client(fake).get_pulls_present(numbers)
     assert len(fake.requests("POST", "/graphql")) == 1 and not fake.requests("GET")
     monkeypatch.setenv("PORTTRACK_GRAPHQL", "never")
     fake.clear_log()
-    via_rest = _client(fake).get_pulls(numbers)
+    via_rest, _ = _client(fake).get_pulls_present(numbers)
     assert not fake.requests("POST") and len(fake.requests("GET")) == len(numbers)
     assert {n: pr for n, (pr, _) in via_graphql.items()} == {n: pr for n, (pr, _) in via_rest.items()}
     assert via_graphql[5][0].author == "dependabot[bot]" and via_graphql[2][0].state == "merged"
@@ -115,7 +114,7 @@ def test_a_failed_query_falls_back_to_rest(fake: FakeGitHub, fault: dict) -> Non
     _seed(fake)
     fake.inject(path=r"^/graphql$", method="POST", **fault)
     spent = Spent(fake)
-    got = _client(fake).get_pulls(PRS)
+    got, _ = _client(fake).get_pulls_present(PRS)
     assert sorted(got) == list(PRS) and got[1001][0].title == "PR 1001"
     took = spent.take()
     assert took["graphql_requests"] == 1, "not retried: REST is the retry"
@@ -126,7 +125,7 @@ def test_a_spent_graphql_budget_falls_back_to_rest(fake: FakeGitHub) -> None:
     _seed(fake)
     fake.set_graphql_rate_limit(DEFAULT_TOKEN, remaining=0)
     spent = Spent(fake)
-    got = _client(fake).get_pulls(PRS)
+    got, _ = _client(fake).get_pulls_present(PRS)
     assert len(got) == len(PRS)
     assert spent.take() == {"requests": 101, "graphql_requests": 1, "core_points": 100, "graphql_points": 0}
     answer = fake.requests("POST", "/graphql")[0]
@@ -137,15 +136,15 @@ def test_a_missing_pr_in_a_batch_is_reported_as_rests_404(fake: FakeGitHub, monk
     _seed(fake)
     fake.put_issue(UP, 1200, title="an issue, not a pull request")
     numbers = [*PRS, 1200, 4242]
-    with pytest.raises(NotFound) as via_graphql:
-        _client(fake).get_pulls(numbers)
+    found, via_graphql = _client(fake).get_pulls_present(numbers)
     assert len(fake.requests("POST", "/graphql")) == 2   # 102 PRs: 100 and 2
-    assert {r.path for r in fake.requests("GET")} <= {f"/repos/{UP}/pulls/1200", f"/repos/{UP}/pulls/4242"}, \
+    assert {r.path for r in fake.requests("GET")} <= {f"/repos/{UP}/pulls/1200", f"/repos/{UP}/pulls/4242",
+                                                       f"/repos/{UP}/issues/1200", f"/repos/{UP}/issues/4242"}, \
         "only what GraphQL did not answer goes to REST"
+    assert sorted(found) == sorted(PRS)
     monkeypatch.setenv("PORTTRACK_GRAPHQL", "never")
-    with pytest.raises(NotFound) as via_rest:
-        _client(fake).get_pulls(numbers)
-    assert str(via_graphql.value) == str(via_rest.value)
+    _, via_rest = _client(fake).get_pulls_present(numbers)
+    assert via_graphql == via_rest == {1200: "#1200 is an issue, not a PR", 4242: via_rest[4242]}
 
 
 def test_a_missing_pr_keeps_the_others_data(fake: FakeGitHub) -> None:
@@ -165,8 +164,8 @@ def test_a_missing_pr_keeps_the_others_data(fake: FakeGitHub) -> None:
 
 def test_few_prs_and_no_token_stay_on_rest(fake: FakeGitHub) -> None:
     _seed(fake)
-    _client(fake).get_pulls(list(PRS)[:8])   # one wave of REST: 1 round trip, and 304s warm
-    _client(fake, token=None).get_pulls(list(PRS)[:20])   # GraphQL needs a token (60 requests an hour)
+    _client(fake).get_pulls_present(list(PRS)[:8])   # one wave of REST: 1 round trip, and 304s warm
+    _client(fake, token=None).get_pulls_present(list(PRS)[:20])   # GraphQL needs a token (60 requests an hour)
     assert fake.requests("POST") == [] and len(fake.requests("GET")) == 28
 
 
@@ -176,13 +175,13 @@ def test_an_unknown_mode_is_a_config_error(fake: FakeGitHub, monkeypatch: pytest
     _seed(fake)
     monkeypatch.setenv("PORTTRACK_GRAPHQL", "sometimes")
     with pytest.raises(ConfigError, match="PORTTRACK_GRAPHQL='sometimes': expected one of auto, always, never"):
-        _client(fake).get_pulls(PRS)
+        _client(fake).get_pulls_present(PRS)
 
 
 def test_a_token_in_an_answer_is_masked_as_in_rest(fake: FakeGitHub) -> None:
     _seed(fake)
     fake.put_pull(UP, 1007, title=f"leaked {DEFAULT_TOKEN} here")
-    got = _client(fake).get_pulls(PRS)
+    got, _ = _client(fake).get_pulls_present(PRS)
     assert DEFAULT_TOKEN not in repr(got) and got[1007][0].title == "leaked *** here"
 
 

@@ -91,7 +91,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_only_the_github_door_imports_pygithub() -> None:
     users = sorted(name for name, tree in _modules().items() if "github" in _imports_of(tree))
-    assert users == ["porttrack.github"]
+    assert set(users) <= {"porttrack.github"}  # the door sends with plain requests since issue 17
 
 
 def test_processes_start_in_the_doors_only() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,8 @@ from click.shell_completion import CompletionItem
 from porttrack import __version__
 from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
-from porttrack.secrets import redact
+from porttrack.secrets import redact, register_configured
+from porttrack.text import for_terminal_lines
 
 if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
     from porttrack.config import Config
@@ -161,14 +163,22 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
 
 
 def emit_json(data: Any) -> None:
-    """Data goes to stdout; talk goes to stderr (`say`)."""
+    """Data goes to stdout; talk goes to stderr (`say`). Strings keep every character, but those a
+    terminal would act on or hide (C1 controls, bidi and invisible format characters, lone
+    surrogates) are written as \\u escapes: the same JSON to a parser, inert on a terminal."""
     from porttrack.workspace import dump_json
 
-    click.echo(dump_json(data), nl=False)
+    click.echo(_INERT_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", dump_json(data)), nl=False)
+
+
+# Outside strings JSON is ASCII, so these only ever occur inside a string, where the escape is exact.
+_INERT_IN_JSON = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]")
 
 
 def say(message: str) -> None:
-    click.echo(message, err=True)
+    """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
+    branch name): the terminal cleaner keeps escape sequences and controls out of it."""
+    click.echo(for_terminal_lines(message), err=True)
 
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.
@@ -189,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="porttrack", standalone_mode=False)
     except PorttrackError as exc:
-        click.echo(f"porttrack: error: {exc}", err=True)
+        register_configured()  # a message may quote an argument: a token pasted as one is masked
+        click.echo(for_terminal_lines(f"porttrack: error: {redact(str(exc))}"), err=True)
         return int(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("porttrack: interrupted; nothing was changed", err=True)
@@ -200,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.ClickException as exc:
         shown = io.StringIO()
         exc.show(file=shown)  # usage errors quote what was typed, which may be a pasted token
-        click.echo(redact(shown.getvalue()), err=True, nl=False)
+        register_configured()  # so a configured token is masked whatever its shape
+        click.echo(for_terminal_lines(redact(shown.getvalue())), err=True, nl=False)
         return int(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)

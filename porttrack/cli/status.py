@@ -93,7 +93,7 @@ def parts(report: "StatusReport") -> list:
         when = f"live poll, {report.requests} request{'s' if report.requests != 1 else ''}" + ("" if report.authenticated else ", unauthenticated")
     else:
         when = f"OFFLINE (recorded state, {recorded_ago(report.observed_at, clock.now())})"
-    out.append(terminal.paragraph(f"upstream state as of {report.observed_at or 'never'} — {when}", hang=2))
+    out.append(terminal.paragraph(f"upstream state as of {for_terminal(report.observed_at, 40) or 'never'} — {when}", hang=2))
     for note in report.notes:
         out.append(terminal.paragraph(f"note: {for_terminal(note, 300)}", hang=6))
     findings = report.findings
@@ -108,7 +108,7 @@ def parts(report: "StatusReport") -> list:
             out += _pr_details(pr)
         action = track.next_action
         words = terminal.joined("next: ", terminal.state(action.kind, for_terminal(action.text, 160)),
-                                f"  [{action.command}]" if action.command else "")
+                                f"  [{for_terminal(action.command, 120)}]" if action.command else "")
         out.append(terminal.paragraph(words, indent=2, hang=6))
         out += [_kept_indent(f"    {line}") for line in findings_lines(findings, track)]
     if findings is not None and findings.collisions is not None:
@@ -125,9 +125,9 @@ _DETAIL = 11  # where a PR's title and details start (under its state)
 def _pr_row(pr, mode: str) -> list:
     state = pr.state
     if pr.state == "merged":
-        state = f"merged {(pr.merged_at or '')[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
+        state = f"merged {for_terminal(pr.merged_at, 40)[:10]}".strip() + f" as {short_sha(pr.merge_commit_sha)}"
     elif pr.state == "closed":
-        state = f"closed without merging {(pr.closed_at or '')[:10]}".strip()
+        state = f"closed without merging {for_terminal(pr.closed_at, 40)[:10]}".strip()
     head = f"head {short_sha(pr.head_sha)}"
     if pr.head_change in ("appended", "force-pushed"):
         count = f" +{pr.head_change_commits}" if pr.head_change_commits else ""
@@ -136,7 +136,8 @@ def _pr_row(pr, mode: str) -> list:
         head += " (unchanged)"
     elif pr.head_change is None and mode == "live" and pr.state != "unobserved":
         head += " (first seen)"  # a live poll leaves head_change null only for a PR it saw first
-    return [f"#{pr.number}", terminal.state(pr.state, state), head, f"base {pr.base_ref}" if pr.base_ref else ""]
+    # GitHub's text (dates, branch names) is cleaned like any other: it reaches the terminal
+    return [f"#{pr.number}", terminal.state(pr.state, state), head, f"base {for_terminal(pr.base_ref, 80)}" if pr.base_ref else ""]
 
 
 def _pr_details(pr) -> list:
@@ -145,10 +146,10 @@ def _pr_details(pr) -> list:
     out: list = []
     if pr.title:
         out.append(terminal.cut(for_terminal(pr.title, 300), indent=_DETAIL))
-    lines = [f"stacked on #{link['number']} ({link['state']}, from {link['via']})" for link in pr.stacked_on]
+    lines = [f"stacked on #{link['number']} ({for_terminal(link['state'], 20)}, from {link['via']})" for link in pr.stacked_on]
     lines += [f"changed: {for_terminal(change_words(change), 110)}" for change in pr.changes]
     lines += [for_terminal(note.text, 110) for note in pr.notes]
-    lines += [f"last updated {pr.updated_at}"] if pr.updated_at else []
+    lines += [f"last updated {for_terminal(pr.updated_at, 40)}"] if pr.updated_at else []
     return out + [terminal.paragraph(line, indent=_DETAIL, hang=2) for line in lines]
 
 

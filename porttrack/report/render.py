@@ -144,10 +144,11 @@ _EVENT_WORDS = {
     "reopened": "reopened",
     "retitled": "retitled",
     "rebased-onto": "base branch changed",
+    "compacted": "earlier history compacted",
 }
 
 # Event details porttrack writes itself (SHAs, counts, states); a retitle quotes the PR's new title.
-_OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto"})
+_OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto", "compacted"})
 
 
 def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
@@ -275,36 +276,109 @@ def _tidy(text: str) -> str:
 
 def body_size(body: str) -> int:
     """Characters as GitHub may count them: the larger of code points and UTF-16 units."""
-    return max(len(body), len(body.encode("utf-16-le")) // 2)
+    return max(len(body), len(body.encode("utf-16-le", "surrogatepass")) // 2)
 
 
 def fit_body(body: str, limit: int, pointer: str) -> tuple[str, bool]:
-    """`body` if it fits; otherwise its longest prefix that ends at a section boundary (or, when
-    one section alone is too long, at a line, closing an open code block), then `pointer`."""
+    """`body` if it fits; otherwise `body` made shorter, then `pointer` to the full report.
+
+    What goes first is what matters least each week: per-PR history (changes and notes, beyond
+    the latest few, then all of them), then the trends, then the per-track detail, then the
+    eligibility table. The summary, the queue and the gates are kept whole while anything else
+    can go; only when they alone are too long is the body cut at a line (closing an open code
+    block). A PR with years of renames can no longer push the queue out of the issue."""
     if body_size(body) <= limit:
         return body, False
     notice = f"\n---\n\n**This report was cut to fit GitHub's limit on an issue's length.** {pointer}\n"
     budget = limit - body_size(notice) - 16
-    lines = body.splitlines(keepends=True)
+    for shrink in _SHRINKS:
+        body = shrink(body, budget)
+        if body_size(body) <= budget:
+            return body.rstrip("\n") + "\n" + notice, True
+    return _prefix(body, budget) + notice, True
+
+
+def _prefix(body: str, budget: int) -> str:
+    """The longest prefix of whole lines within `budget`, an open code block closed."""
     kept: list[str] = []
     size = 0
-    fence = False
-    boundary = 0  # lines kept up to the last "## " heading seen outside a code block
-    for line in lines:
-        if not fence and line.startswith("## "):
-            boundary = len(kept)
+    for line in body.splitlines(keepends=True):
         if size + body_size(line) > budget:
             break
         kept.append(line)
         size += body_size(line)
+    text = "".join(kept).rstrip("\n") + "\n"
+    return text + "```\n" if _fence_open(text) else text
+
+
+_HISTORY_SECTION = "Upstream, per track"
+_HISTORY_LINE = "  - "
+
+
+def _sections(body: str) -> list[tuple[str | None, list[str]]]:
+    """The body as (the `## ` heading's words or None before the first, its lines)."""
+    out: list[tuple[str | None, list[str]]] = [(None, [])]
+    fence = False
+    for line in body.splitlines(keepends=True):
+        if not fence and line.startswith("## "):
+            out.append((line[3:].strip(), []))
+        out[-1][1].append(line)
         if line.lstrip().startswith("```"):
             fence = not fence
-    if boundary > 0 and boundary >= len(kept) // 2:
-        kept = kept[:boundary]  # prefer cutting between sections when that keeps most of the text
-    text = "".join(kept).rstrip("\n") + "\n"
-    if _fence_open(text):
-        text += "```\n"
-    return text + notice, True
+    return out
+
+
+def _cap_history(keep: int) -> Callable[[str, int], str]:
+    """Per PR in the per-track section, only the last `keep` history lines, and how many were left out."""
+    def shrink(body: str, _budget: int) -> str:
+        out: list[str] = []
+        for name, lines in _sections(body):
+            if name != _HISTORY_SECTION:
+                out.extend(lines)
+                continue
+            run: list[str] = []
+            for line in [*lines, ""]:
+                if line.startswith(_HISTORY_LINE):
+                    run.append(line)
+                    continue
+                if len(run) > keep:
+                    left = len(run) - keep
+                    out.append(f"{_HISTORY_LINE}{left} earlier change{'s' if left != 1 else ''} and notes left out to fit (see the full report)\n")
+                    run = run[len(run) - keep:] if keep else []
+                out.extend(run)
+                run = []
+                out.append(line)
+        return "".join(out)
+
+    return shrink
+
+
+def _cut_section(name: str) -> Callable[[str, int], str]:
+    """The section `name` cut at a line to what the rest of the body leaves of `budget` (an open
+    code block closed), or left out with a line saying so when little would remain."""
+    def shrink(body: str, budget: int) -> str:
+        sections = _sections(body)
+        others = sum(body_size("".join(lines)) for heading, lines in sections if heading != name)
+        out = []
+        for heading, lines in sections:
+            text = "".join(lines)
+            if heading == name:
+                room = budget - others - 2
+                gone = f"## {name}\n\nLeft out to fit GitHub's limit (see the full report).\n\n"
+                text = text if body_size(text) <= room else (_prefix(text, room) + "\n" if room >= _SECTION_LEAST else gone)
+            out.append(text)
+        return "".join(out)
+
+    return shrink
+
+
+_SECTION_LEAST = 400  # a section cut to less than this says nothing: it is left out instead
+
+
+_SHRINKS: tuple[Callable[[str, int], str], ...] = (
+    _cap_history(10), _cap_history(3), _cap_history(1), _cap_history(0),
+    _cut_section("Trends"), _cut_section(_HISTORY_SECTION), _cut_section("Eligibility"),
+)
 
 
 def _fence_open(text: str) -> bool:

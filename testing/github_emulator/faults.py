@@ -1,6 +1,8 @@
 """Faults a client must survive, queued with `FakeGitHub.inject()` and consumed in order:
 error statuses, primary and secondary rate limits, 429s, delays, malformed or truncated bodies,
-and connection resets. Also the rate-limit messages GitHub sends (transport.py uses the
+connection resets, a slowloris answer trickled byte by byte, 202 "still computing", a redirect
+(to another host, say), and an answer computed at once but delivered late (so that a request sent
+first can deliver the older answer last). Also the rate-limit messages GitHub sends (transport.py uses the
 primary one when a token's budget is spent).
 """
 
@@ -38,6 +40,10 @@ FAULT_KINDS: dict[str, set[str]] = {   # kind -> accepted parameters
     "malformed": {"body", "content_type"},
     "truncated": set(),
     "reset": set(),
+    "trickle": {"seconds_per_byte", "body", "status"},
+    "accepted": set(),
+    "redirect": {"location", "status"},
+    "late": {"seconds"},
 }
 
 
@@ -69,7 +75,10 @@ class FaultsMixin:
         status (status=502, body= / json=, headers=) · rate_limit (reset_in=60) ·
         secondary_rate_limit (retry_after=60, status=403) · too_many (retry_after=1) ·
         delay (seconds=1.0, then the normal answer) · malformed (body=, content_type=) ·
-        truncated (the normal JSON cut in half) · reset (connection dropped, no answer)
+        truncated (the normal JSON cut in half) · reset (connection dropped, no answer) ·
+        trickle (seconds_per_byte=1.0, body=, status=200: the answer one byte at a time) ·
+        accepted (202 with an empty object: "still computing") · redirect (location=, status=301) ·
+        late (seconds=1.0: the normal answer, computed now, delivered after `seconds`)
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {kind!r}; one of {sorted(FAULT_KINDS)}")
@@ -136,6 +145,30 @@ class FaultsMixin:
                             content_type="application/json; charset=utf-8")
             self._rate_headers(resp, token)
             resp.headers["Retry-After"] = str(p.get("retry_after", 60 if fault.kind != "too_many" else 1))
+            return resp
+        if fault.kind == "trickle":
+            data = p.get("body", json.dumps({"number": 1, "padding": "x" * 200}))
+            data = data.encode() if isinstance(data, str) else data
+            pace = float(p.get("seconds_per_byte", 1.0))
+
+            def slowly():
+                for index in range(len(data)):
+                    time.sleep(pace)
+                    yield data[index:index + 1]
+
+            resp = Response(slowly(), int(p.get("status", 200)), content_type="application/json; charset=utf-8",
+                            direct_passthrough=True)
+            resp.headers["Content-Length"] = str(len(data))
+            return resp
+        if fault.kind == "accepted":
+            resp = Response(b"{}", 202, content_type="application/json; charset=utf-8")
+            self._rate_headers(resp, token)
+            return resp
+        if fault.kind == "redirect":
+            resp = Response(json.dumps({"message": "Moved Permanently", "url": p["location"],
+                                        "documentation_url": DOCS}).encode(), int(p.get("status", 301)),
+                            content_type="application/json; charset=utf-8")
+            resp.headers["Location"] = p["location"]
             return resp
         if fault.kind == "malformed":
             data = p.get("body", b"<html><body><h1>Unicorn!</h1>This page is taking too long to load.</body></html>")

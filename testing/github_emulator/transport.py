@@ -160,7 +160,7 @@ class TransportMixin:
             record(None, None)
             self._drop_connection(request)
             return Response(b"", 200)
-        elif fault is not None and fault.kind != "truncated":
+        elif fault is not None and fault.kind not in ("truncated", "late"):
             resp = self._fault_response(fault, self._token_for(auth))
             record(resp.status_code, None)
             return resp
@@ -216,6 +216,8 @@ class TransportMixin:
         if fault is not None and fault.kind == "truncated":
             data = resp.get_data()
             resp.set_data(data[: len(data) // 2])
+        elif fault is not None and fault.kind == "late":  # the answer is as of now; it arrives later
+            time.sleep(float(fault.params.get("seconds", 1.0)))
         record(resp.status_code, token, matched)
         return resp
 

@@ -11,6 +11,7 @@ from ..transport import REPO, Ctx, HTTPError, Reply, validation
 ROUTES = [
     ("GET", REPO + r"/issues", "_h_issues"),
     ("POST", REPO + r"/issues", "_h_create_issue"),
+    ("GET", REPO + r"/issues/(?P<n>\d+)", "_h_issue"),
     ("PATCH", REPO + r"/issues/(?P<n>\d+)", "_h_edit_issue"),
     ("GET", REPO + r"/issues/(?P<n>\d+)/comments", "_h_comments"),
     ("POST", REPO + r"/issues/(?P<n>\d+)/comments", "_h_create_comment"),
@@ -48,6 +49,11 @@ class IssuesHandlers:
         r.items[item.number] = item
         d = self._issue_json(r, item, full=True)
         return Reply(201, d, headers={"Location": d["url"]})
+
+    def _h_issue(self, ctx: Ctx, owner: str, name: str, n: str) -> Reply:
+        """One issue, or a PR seen as an issue (it then carries `pull_request`), as on GitHub."""
+        r = self._repo_for(owner, name)
+        return Reply(payload=self._issue_json(r, self._item(r, n), full=True))
 
     def _h_edit_issue(self, ctx: Ctx, owner: str, name: str, n: str) -> Reply:
         r = self._repo_for(owner, name)
