@@ -371,16 +371,25 @@ class GitHubClient:
         answer = self.get(f"/repos/{self.repo}/pulls/{int(number)}", shape=PullRequest.from_json)
         return PullRequest.from_json(answer.data), answer.from_cache
 
-    def get_pulls_present(self, numbers: Iterable[int], max_workers: int = 8) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
+    def get_pulls_present(self, numbers: Iterable[int], max_workers: int = 8,
+                          answered: Callable[[int, int], None] | None = None) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
         """Several PRs at once, each with whether it is unchanged since the last poll: concurrent
         REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves.
         A number GitHub has no PR for is not a failure of the rest: it comes back in the second
-        mapping with why ("is an issue, not a PR", "answered 404")."""
+        mapping with why ("is an issue, not a PR", "answered 404"). `answered(done, total)` is told
+        as the answers come in (progress)."""
+        done = [0]
+
         def one(number: int):
             try:
                 return self.get_pull(number)
             except NotFound as exc:
                 return self.absent_pull(number, getattr(exc, "status", 404))
+            finally:
+                if answered is not None:
+                    with self._count_lock:
+                        done[0] += 1
+                        answered(done[0], len(numbers))
 
         numbers = sorted(set(int(n) for n in numbers))
         if not numbers:
@@ -388,6 +397,9 @@ class GitHubClient:
         # Many PRs with a token: GraphQL batches first (see `get_pulls`); what it does not answer,
         # a PR it reports missing included, goes to REST one by one, as today.
         batched = self._pulls_by_graphql(numbers, max_workers)
+        done[0] = len(batched)
+        if batched and answered is not None:
+            answered(done[0], len(numbers))
         rest = [n for n in numbers if n not in batched]
         with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
             results = dict(zip(rest, pool.map(one, rest)))

@@ -94,7 +94,7 @@ def poll(
     wanted = tracked | {s.number for n in tracked if n in state.prs for s in state.prs[n].stacked_on}
     # Text anyone can write upstream ("requires #1") names numbers that are no PR: GitHub answers
     # 404 for those. Such a number is a note on the PR that named it, never a failed poll.
-    fetched, absent = client.get_pulls_present(wanted)
+    fetched, absent = client.get_pulls_present(wanted, answered=(lambda d, t: progress(f"PRs answered: {d}/{t}")) if progress else None)
     stacks = {number: _stack_links(pr, client) for number, (pr, _) in fetched.items()}
     missing = {s.number for links in stacks.values() for s in links} - set(fetched) - set(absent)
     if missing:

@@ -120,3 +120,19 @@ def test_a_poll_counts_in_place_on_a_terminal_and_once_on_a_pipe() -> None:
         progress("warning: a line that is not progress is always shown")
     assert piped.getvalue().splitlines() == ["  upstream: PRs answered: 3/3",
                                               "  upstream: warning: a line that is not progress is always shown"]
+
+
+def test_status_reports_the_poll_once_when_piped(tmp_path: Path, world) -> None:
+    """End to end: observe tells the display each answer (GitHubClient.get_pulls_present's
+    `answered`); piped, the count is one summary line, not one line per PR."""
+    from testing.text import numbered
+    from testing.workspace import make_workspace, track
+
+    world.upstream.commit({"a.py": numbered("a", 9)}, "files")
+    for n in (101, 102, 103):
+        world.open_pr(n, {f"p{n}.py": numbered(f"p{n}", 3)}, f"PR {n}")
+    ws = make_workspace(tmp_path / "ws", {"t": track([101, 102, 103])}, api_url=world.fake.base_url,
+                        fork=world.fork, token=world.token)
+    out = ws.run("status", "--no-search")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("PRs answered") == 1 and "PRs answered: 3/3" in out.stderr, out.stderr
