@@ -16,7 +16,6 @@ from porttrack import clock
 from porttrack.errors import ConfigError, GitHubAuthError
 from porttrack.secrets import resolve_token
 from porttrack.testhooks import checkpoint
-from porttrack.workspace import lock
 
 
 @cli.group()
@@ -42,6 +41,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     """
     from porttrack import report as rep
     from porttrack.status import rate_words, recorded_ago
+    from porttrack.workspace import lock
 
     if comment_tracking and not post:
         raise click.UsageError("--comment-tracking links the issue --post makes; give both")
