@@ -7,7 +7,6 @@ fixture upstream with a few hundred files: enough objects for git to report many
 from __future__ import annotations
 
 import os
-import pty
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import pytest
 
 from porttrack.cli.terminal import Progress
 from testing.gitfixtures import Upstream, clone_fork
+from testing.ptyrun import run_on_pty
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FILES = 600
@@ -54,22 +54,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _on_pty(fork: Path, env: dict[str, str]) -> tuple[bytes, bytes]:
     """(what the terminal received, stdout) of the fetch with stderr on a pseudo-terminal."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(fork)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=slave, env=env, cwd=REPO_ROOT)
-    os.close(slave)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        received += chunk
-    os.close(master)
-    out = proc.stdout.read()
-    assert proc.wait(timeout=120) == 0, received.decode(errors="replace")
+    received, out, status = run_on_pty([sys.executable, "-c", SCRIPT, str(fork)], stream="stderr", env=env, cwd=REPO_ROOT)
+    assert status == 0, received.decode(errors="replace")
     return received, out
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from porttrack import clock
+from testing.ptyrun import run_on_pty
 from testing.workspace import MODELS, make_workspace, track
 
 GOLDEN = Path(__file__).parent / "golden" / "terminal"
@@ -78,23 +77,9 @@ def _piped(ws, args, width: int, **env: str):
 
 def _on_pty(ws, args, width: int, **env: str) -> str:
     """stdout on a pseudo-terminal (stderr a pipe): what a user sees, escape sequences and all."""
-    master, slave = pty.openpty()
     environ = ws.env(**{"COLUMNS": str(width), "TERM": "xterm", "NO_COLOR": None, "CI": None, "PAGER": "cat", **env})
-    proc = subprocess.Popen([sys.executable, "-m", "porttrack", *args], cwd=ws.root, env=environ,
-                            stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
-    os.close(slave)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        received += chunk
-    os.close(master)
-    err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0, err
+    received, err, status = run_on_pty([sys.executable, "-m", "porttrack", *args], stream="stdout", env=environ, cwd=ws.root, timeout=60)
+    assert status == 0, err
     return received.decode().replace("\r\n", "\n")  # the pty's own line discipline
 
 
