@@ -23,7 +23,7 @@ The doors, each the only module that talks to what is behind it, opened once per
 command layer (`porttrack.cli.Context`) and handed in:
 
   git (the fork checkout)      gitrepo (scratch index, three-way probe, temporary worktree)
-  GitHub                       github (PyGithub and requests live only here; the records it
+  GitHub                       github (HTTP through requests lives only here; the records it
                                returns: github_records)
   local jobs (job.command,     jobs.runner (argv, placeholders per argument, no shell)
     regression.command)

@@ -1,21 +1,25 @@
 """The one door to GitHub (the records it returns: `porttrack.github_records`).
 
-Everything that talks to the GitHub REST API goes through `GitHubClient`, which returns porttrack's
-own records (never PyGithub objects). Policy, all of it deliberate (library notes §1):
+Everything that talks to the GitHub API goes through `GitHubClient`, which returns porttrack's own
+records. It speaks HTTP with `requests` directly: PyGithub (used here until this round) re-sends a
+GET answered 202 every 2 s for ever, turns a redirect to another host into a RuntimeError, and has
+no total deadline for one request, and each of those stopped the tool (the hostile-upstream issue).
+Policy, all of it deliberate (library notes §1):
 
-- PyGithub's own retry and throttle are switched off (its default retry re-sends POSTs on 5xx and
-  sleeps until a rate-limit reset); this module retries **only GET/HEAD**, a bounded number of
-  times with exponential backoff, on 5xx, connection errors, timeouts and malformed bodies.
+- Only **GET/HEAD** are retried, a bounded number of times with exponential backoff, on 5xx,
+  connection errors, timeouts and malformed bodies; every attempt has a total deadline (connect and
+  all reads), a 202 is retried a bounded number of times, and one command's GitHub traffic has a
+  deadline of its own (`PORTTRACK_DEADLINE`).
 - A rate-limit answer (403/429 with `Retry-After`, or `X-RateLimit-Remaining: 0` with
-  `X-RateLimit-Reset`) is waited out when the wait is within `max_wait_s`; otherwise `RateLimited`
-  says when to retry.
+  `X-RateLimit-Reset`) is waited out, before a retry that will be sent, when the wait is within
+  `max_wait_s`; otherwise `RateLimited` says when to retry.
 - Writes (POST/PATCH) are sent once. A failed write raises `WriteUncertain` (it may or may not have
   been applied), so the caller can look before trying again instead of creating duplicates.
 - GETs are conditional when an ETag is cached: an unchanged poll is answered 304 and costs no rate
   limit. The cache lives in the workspace's git-ignored `.porttrack/` and never holds the token.
-- The token is registered with `porttrack.secrets` so no message can carry it.
+- The token is registered with `porttrack.secrets` so no message can carry it; URLs are kept and
+  shown without user:password.
 """
-
 from __future__ import annotations
 
 import io

@@ -93,9 +93,13 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
 
 
-def test_only_the_github_door_imports_pygithub() -> None:
-    users = sorted(name for name, tree in _modules().items() if "github" in _imports_of(tree))
-    assert set(users) <= {"porttrack.github"}  # the door sends with plain requests since issue 17
+def test_only_the_github_door_speaks_http() -> None:
+    """The door sends with plain requests (since issue 17; PyGithub is now only the tests'
+    independent client of the emulator), and nothing else imports an HTTP client."""
+    modules = _modules()
+    assert sorted(name for name, tree in modules.items() if "github" in _imports_of(tree)) == []
+    http = {"requests", "urllib3", "httpx", "http"}
+    assert sorted(name for name, tree in modules.items() if _imports_of(tree) & http) == ["porttrack.github"]
 
 
 def test_processes_start_in_the_doors_only() -> None:
