@@ -608,9 +608,13 @@ class GitHubClient:
         answer = self.write("POST", f"/repos/{self.repo}/issues", {"title": title, "body": body, "labels": list(labels)})
         return _written(Issue.from_json, answer, "POST /issues")
 
-    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Issue:
-        """PATCH only the fields given (never `state`: porttrack does not reopen or close issues)."""
-        payload = {key: value for key, value in (("title", title), ("body", body)) if value is not None}
+    def get_issue(self, number: int) -> Issue:
+        return Issue.from_json(self.get(f"/repos/{self.repo}/issues/{int(number)}", conditional=False).data)
+
+    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None, state: str | None = None) -> Issue:
+        """PATCH only the fields given. `state="closed"` only for a duplicate porttrack itself just
+        created (`report.post`); porttrack never reopens an issue or closes a person's."""
+        payload = {key: value for key, value in (("title", title), ("body", body), ("state", state)) if value is not None}
         answer = self.write("PATCH", f"/repos/{self.repo}/issues/{int(number)}", payload)
         return _written(Issue.from_json, answer, f"PATCH /issues/{int(number)}")
 

@@ -177,6 +177,7 @@ def marker(week: str) -> Md:
 
 
 def find_marker(body: str) -> str | None:
-    """The week named by the marker on the body's first line, or None."""
-    match = re.match(r"\A<!-- " + re.escape(MARKER_PREFIX) + r"(\d{4}-W\d{2}) -->", body or "")
+    """The week named by the first marker line in the body, or None. Anywhere, not only on the
+    first line: a person who adds a line above it must not make porttrack open a second issue."""
+    match = re.search(r"(?m)^<!-- " + re.escape(MARKER_PREFIX) + r"(\d{4}-W\d{2}) -->", body or "")
     return match.group(1) if match else None

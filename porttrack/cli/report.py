@@ -85,7 +85,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         # waits, then finds the issue this one created instead of creating another.
         with contextlib.nullcontext() if dry_run else lock(ws, "report weekly: posting the issue"):
             outcome = rep.post(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
-                               issues=issues, dry_run=dry_run)
+                               issues=issues, recorded=rep.recorded_issue_number(ws, week, config.report.repo), dry_run=dry_run)
             say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
             checkpoint("report:posted")
             if not dry_run and outcome.number is not None:

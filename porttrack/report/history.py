@@ -105,6 +105,15 @@ def write_outputs(ws: Workspace, report: WeeklyReport, body: str) -> Path:
     return path
 
 
+def recorded_issue_number(ws: Workspace, week: str, repo: str) -> int | None:
+    """The issue number this workspace recorded for `week` in `repo`, if any."""
+    for entry in load_records(ws):
+        issue = entry.get("issue") if entry.get("week") == week else None
+        if isinstance(issue, dict) and issue.get("repo") == repo and isinstance(issue.get("number"), int):
+            return issue["number"]
+    return None
+
+
 def record_issue(ws: Workspace, report: WeeklyReport, body: str, repo: str, outcome: PostOutcome) -> None:
     if outcome.number is None:
         return

@@ -1,9 +1,15 @@
 """Post: create or update the week's issue, never a second one; link it once from the tracking issue.
 
-The week's issue is found by a hidden marker among issues with the configured labels; created if
-absent, updated only if its body or title changed, left alone if a person closed it. A create
-that fails uncertainly is never retried blindly: porttrack looks for the marker first, and if it
-is not there yet, stops and says so.
+The week's issue is found by the number `state/reports.json` recorded for the week, else by its
+hidden marker (anywhere in the body) among issues with the configured labels; created if absent,
+updated only if its body or title changed, left alone if a person closed it. A create that fails
+uncertainly is never retried blindly: porttrack looks for the marker first, and if it is not there
+yet, stops and says so.
+
+Two checkouts (a person and the scheduled job) do not share a lock, so creation is serialised
+through GitHub itself: after creating, porttrack lists the week's issues again and keeps the
+oldest; when that is not its own, it closes its own as a duplicate with a pointer to the oldest
+and updates that one instead. Issue numbers only grow, so every racer agrees on the oldest.
 """
 
 from __future__ import annotations
@@ -51,10 +57,14 @@ def post(
     body: str,
     labels: Sequence[str],
     issues: Sequence["Issue"] | None = None,
+    recorded: int | None = None,
     dry_run: bool = False,
 ) -> PostOutcome:
-    """Create or update the week's issue; never a second one, never reopen a closed one."""
-    existing = find_week_issue(issues if issues is not None else labelled_issues(client, labels), week)
+    """Create or update the week's issue; never a second one, never reopen a closed one.
+    `recorded`: the issue number state/reports.json has for this week, looked at first."""
+    existing = _recorded_issue(client, recorded, week)
+    if existing is None:
+        existing = find_week_issue(issues if issues is not None else labelled_issues(client, labels), week)
     if existing is None and not dry_run:
         # Look again, fresh, right before creating: the listing may be minutes old, and GitHub's
         # pagination is no snapshot (an issue unlabelled on page 1 while page 2 was read shifts
@@ -77,7 +87,31 @@ def post(
         outcome = _update(client, again, title, body, dry_run)
         return PostOutcome(outcome.action if outcome.action != "unchanged" else "created", again.number, again.html_url,
                            f"the create answered uncertainly, but issue #{again.number} carries the {week} marker: " + outcome.message)
-    return PostOutcome("created", created.number, created.html_url, f"created issue #{created.number} for {week}")
+    return _oldest_wins(client, created, week, title, body, labels)
+
+
+def _recorded_issue(client: "GitHubClient", number: int | None, week: str) -> "Issue | None":
+    """The issue state/reports.json recorded for the week, when it still carries the week's marker."""
+    if number is None:
+        return None
+    try:
+        issue = client.get_issue(number)
+    except NotFound:
+        return None
+    return issue if md.find_marker(issue.body) == week else None
+
+
+def _oldest_wins(client: "GitHubClient", created: "Issue", week: str, title: str, body: str, labels: Sequence[str]) -> PostOutcome:
+    """After creating: if another checkout created the week's issue first, this one is the duplicate."""
+    oldest = find_week_issue(labelled_issues(client, labels), week)
+    if oldest is None or oldest.number >= created.number:
+        return PostOutcome("created", created.number, created.html_url, f"created issue #{created.number} for {week}")
+    client.comment_issue(created.number, f"Duplicate of #{oldest.number}: another porttrack run created the {week} issue first.")
+    client.update_issue(created.number, state="closed")
+    outcome = _update(client, oldest, title, body, dry_run=False)
+    return PostOutcome(outcome.action, oldest.number, oldest.html_url,
+                       f"issue #{oldest.number} for {week} was created first by another run; closed #{created.number} "
+                       f"as its duplicate; {outcome.message}")
 
 
 def _update(client: "GitHubClient", issue: "Issue", title: str, body: str, dry_run: bool) -> PostOutcome:
