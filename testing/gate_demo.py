@@ -10,7 +10,6 @@ format-patch of the PR's head and its hunk ids): there is no GitHub here to `imp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -21,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from porttrack import queue as queue_mod
-from porttrack.hunks import parse_diff
-from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
+from testing.queueing import queue_mail
 from testing.workspace import make_workspace
 
 TARGET = "h200"
@@ -84,13 +82,9 @@ class GateDemo:
         message = f"{up.pr(pr).title}\n\nPorttrack-PR: {pr}\nPorttrack-Upstream-Head: {head}\n"
         commit = git(up.work, "commit-tree", f"{head}^{{tree}}", "-p", f"{head}^", "-m", message)
         data = git_bytes(up.work, "format-patch", "-1", "--stdout", commit)
-        queue = queue_mod.load(self.ws)
-        name = f"{len(queue.patches) + 1:04d}-pr{pr}"
-        patch = Patch(name=name, file=patch_file_name(name, data), sha256=hashlib.sha256(data).hexdigest(), track=track,
-                      pr=pr, upstream="demo/upstream", title=up.pr(pr).title, revision=Revision(head=head, base=up.tip()),
-                      hunks_taken=tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks),
-                      hunks_left_out=(), depends_on=(), state="queued", gate=track)
-        queue_mod.save(self.ws, queue.add(patch), new_files={patch.file: data})
+        name = f"{len(queue_mod.load(self.ws).patches) + 1:04d}-pr{pr}"
+        queue_mail(self.ws.root, data, name=name, track=track, pr=pr, title=up.pr(pr).title, head=head, base=up.tip(),
+                   upstream="demo/upstream", gate=track)
         return name
 
     def porttrack(self, *args: str, say: bool = False) -> subprocess.CompletedProcess[str]:

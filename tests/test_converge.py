@@ -8,7 +8,6 @@ that has it by ancestry, by cherry-pick, by a hand port, or not at all.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -18,11 +17,11 @@ from porttrack import converge_record
 from porttrack.gitrepo import GitRepo
 from porttrack import queue as queue_mod
 from porttrack.errors import ExitCode
-from porttrack.hunks import parse_diff
-from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.queue import Patch
 from porttrack.state import RecordedPR, UpstreamState
 from porttrack.state import save as save_state
 from porttrack.workspace import Workspace
+from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track
@@ -458,15 +457,8 @@ def test_without_github_the_recorded_state_says_what_it_last_saw(tmp_path, world
 def queue_patch(ws: WorkspaceHandle, world, squash: str) -> Patch:
     """A queued copy of the PR, as `porttrack import` would have left it."""
     data = git_bytes(world.upstream.path, "format-patch", "-1", "--stdout", squash)
-    name = f"0001-pr{PR}-skip-sparse-indexer"
-    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks)
-    patch = Patch(name=name, file=patch_file_name(name, data), sha256=hashlib.sha256(data).hexdigest(),
-                  track=TRACK, pr=PR, upstream="vllm-project/vllm", title=TITLE,
-                  revision=Revision(head=world.head(PR), base=f"{squash}~1"), hunks_taken=hunks,
-                  hunks_left_out=(), depends_on=(), state="queued", gate=None)
-    w = Workspace(ws.root)
-    queue_mod.save(w, queue_mod.load(w).add(patch), new_files={patch.file: data})
-    return patch
+    return queue_mail(ws.root, data, name=f"0001-pr{PR}-skip-sparse-indexer", track=TRACK, pr=PR, title=TITLE,
+                      head=world.head(PR), base=f"{squash}~1")
 
 
 def test_apply_drops_retires_the_queued_patch_and_keeps_evidence(tmp_path, world):

@@ -9,7 +9,6 @@ mistake that churn for presence.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -18,8 +17,9 @@ import pytest
 from porttrack import presence
 from porttrack import queue as queue_mod
 from porttrack.hunks import parse_diff
-from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.queue import Patch
 from porttrack.workspace import Workspace
+from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track
@@ -89,15 +89,8 @@ def merged_with_later_churn(world, *, delete_last: bool) -> tuple[str, str]:
 def queue_patch(ws: WorkspaceHandle, world, squash: str) -> Patch:
     """A queued copy of the PR, as `porttrack import` would have left it."""
     data = git_bytes(world.upstream.path, "format-patch", "-1", "--stdout", squash)
-    name = f"0001-pr{PR}-skip-sparse-indexer"
-    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks)
-    patch = Patch(name=name, file=patch_file_name(name, data), sha256=hashlib.sha256(data).hexdigest(),
-                  track=TRACK, pr=PR, upstream="vllm-project/vllm", title=TITLE,
-                  revision=Revision(head=world.head(PR), base=f"{squash}~1"), hunks_taken=hunks,
-                  hunks_left_out=(), depends_on=(), state="queued", gate=None)
-    w = Workspace(ws.root)
-    queue_mod.save(w, queue_mod.load(w).add(patch), new_files={patch.file: data})
-    return patch
+    return queue_mail(ws.root, data, name=f"0001-pr{PR}-skip-sparse-indexer", track=TRACK, pr=PR, title=TITLE,
+                      head=world.head(PR), base=f"{squash}~1")
 
 
 # ------------------------------------------------------------------------------ the reported case

@@ -24,11 +24,11 @@ from porttrack import queue as queue_mod
 from porttrack.tracks_file import load_config
 from porttrack.errors import InputError
 from porttrack.gitrepo import GitRepo
-from porttrack.hunks import parse_diff
 from testing.scenario_job import build
-from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.queue import Patch, Revision, patch_file_name
 from porttrack.workspace import Workspace, dump_json
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
+from testing.queueing import queue_mail
 from testing.workspace import make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -115,15 +115,9 @@ class GateWorld:
         message = f"{self.up.pr(pr).title}\n\nPorttrack-PR: {pr}\nPorttrack-Upstream-Head: {head}\n"
         commit = git(self.up.work, "commit-tree", f"{head}^{{tree}}", "-p", f"{head}^", "-m", message, env=UPSTREAM_DEV)
         data = git_bytes(self.up.work, "format-patch", "-1", "--stdout", commit)
-        queue = queue_mod.load(self.ws)
-        name = f"{len(queue.patches) + 1:04d}-pr{pr}"
-        patch = Patch(name=name, file=patch_file_name(name, data), sha256=hashlib.sha256(data).hexdigest(),
-                      track=track, pr=pr, upstream="vllm-project/vllm", title=self.up.pr(pr).title,
-                      revision=Revision(head=head, base=self.up.tip()),
-                      hunks_taken=tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks),
-                      hunks_left_out=(), depends_on=(), state=state, gate=track if gate_track == "same" else gate_track)
-        queue_mod.save(self.ws, queue.add(patch), new_files={patch.file: data})
-        return patch
+        name = f"{len(queue_mod.load(self.ws).patches) + 1:04d}-pr{pr}"
+        return queue_mail(self.ws.root, data, name=name, track=track, pr=pr, title=self.up.pr(pr).title, head=head,
+                          base=self.up.tip(), state=state, gate=track if gate_track == "same" else gate_track)
 
     def scenario(self, name: str = "scenario.json", *, models=("GLM-5.2",), contexts=(1024, 8192), batches=(1,),
                  phases=("cold", "warm"), metrics=None, overrides=(), **extra: Any) -> None:
