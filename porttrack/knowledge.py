@@ -8,7 +8,7 @@ malformed record) is simply left out of the `Knowledge` it returns.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from porttrack import queue as queue_mod
@@ -20,8 +20,8 @@ from porttrack.coverage import Coverage, track_coverage
 from porttrack.errors import ConfigError, PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.hunks import parse_diff
-from porttrack.status import Knowledge, StatusReport, TrackStatus, tracked_numbers
-from porttrack.successors import SuccessorSearch, find_successors
+from porttrack.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.successors import SuccessorSearch, find_successors, follow_words
 from porttrack.successors import render_lines as render_successors
 from porttrack.workspace import Workspace
 
@@ -114,6 +114,23 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     queued = queued_hunks(ws)
     collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config))) if queued else None
     return Findings(successors, collisions, budget.cost())
+
+
+def with_findings(report: StatusReport, findings: Findings) -> StatusReport:
+    """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
+    its hunks gets "follow #N?" (with the tracks.yaml change) as its next action."""
+    tracks = []
+    for track in report.tracks:
+        action = track.next_action
+        if action.kind == "orphaned":
+            for pr in track.prs:
+                search = findings.successors_of(pr.number)
+                words = follow_words(search) if search is not None and search.track == track.id else None
+                if words:
+                    action = NextAction("orphaned", words, None)
+                    break
+        tracks.append(replace(track, next_action=action))
+    return replace(report, tracks=tuple(tracks), findings=findings)
 
 
 def search_limit() -> int:
