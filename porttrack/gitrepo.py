@@ -443,6 +443,11 @@ class ScratchIndex:
             return self.repo.run(*args, str(patch), env=self.env(index), check=False)
         return self.repo.run(*args, input=patch, env=self.env(index), check=False)
 
+    def read(self, path: str, index: str = "index") -> bytes | None:
+        """The blob staged at `path` in `index` (stage 0), or None when there is none."""
+        proc = self.repo.run("cat-file", "blob", f":{path}", env=self.env(index), check=False)
+        return proc.stdout if proc.returncode == 0 else None
+
     def unmerged(self, index: str = "index") -> tuple[str, ...]:
         out = self.repo.run("ls-files", "-u", "-z", env=self.env(index)).stdout
         paths = {entry.split(b"\t", 1)[1] for entry in out.split(b"\0") if b"\t" in entry}

@@ -215,6 +215,9 @@ def _queue(ws: Workspace, problems: _Problems):
         return queue_mod.Queue()
     if queue.series_stale:
         problems.add("queue", "patches/series does not match manifest.json; the next queue change rewrites it")
+    for patch in queue.live():  # a patch that applies but cannot run is not healthy (issue 21, class 8)
+        if patch.source_check is not None and not patch.source_check.ok:
+            problems.add("queue", f"{patch.name}: {patch.source_check.text}")
     return queue
 
 
@@ -319,6 +322,8 @@ def _queue_rows(queue, since: str) -> tuple[QueueRow, ...]:
                 hunks_left_out=tuple(LeftOut(h.path, h.kind, h.reason) for h in patch.hunks_left_out),
                 coverage=_queue_coverage(patch),
                 gate=patch.gate,
+                source_check=None if patch.source_check is None else patch.source_check.text,
+                source_check_ok=None if patch.source_check is None else patch.source_check.ok,
             )
         )
     return tuple(rows)
