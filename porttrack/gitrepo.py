@@ -246,6 +246,11 @@ class GitRepo:
             args += ["--", *paths]
         return self.run(*args).stdout
 
+    def diff_zero(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
+        """Changed lines only (`-U0`), text files, no renames: enough to carry line numbers across."""
+        args = ["diff", "--no-ext-diff", "--no-textconv", "--no-renames", "-U0", base, head]
+        return self.run(*args, *(["--", *paths] if paths else [])).stdout
+
     def show_file(self, rev: str, path: str) -> bytes | None:
         proc = self.run("cat-file", "blob", f"{rev}:{path}", check=False)
         return proc.stdout if proc.returncode == 0 else None

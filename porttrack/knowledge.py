@@ -112,7 +112,8 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
     successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
     queued = queued_hunks(ws)
-    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config))) if queued else None
+    fork, _problem = open_configured_fork(config) if queued else (None, None)
+    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config)), fork) if queued else None
     return Findings(successors, collisions, budget.cost())
 
 
@@ -150,7 +151,10 @@ def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
             files = parse_diff(queue_mod.read_patch(ws, patch))
         except PorttrackError:
             continue  # a patch that cannot be read is reported by `queue`, not here
-        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks)))
+        # the commit the stored diff's line numbers are against: the fork's build base when it was
+        # regenerated there, else upstream's base of the imported revision
+        base = patch.regenerated.base if patch.regenerated is not None else patch.revision.base
+        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks), base))
     return tuple(out)
 
 
