@@ -122,8 +122,8 @@ def test_every_page_is_read_and_lines_are_carried_onto_the_open_prs_base(tmp_pat
     out = ws.run_in_process("status", "--json")
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)["findings"]["collisions"]
-    assert found["open_prs"] == 250 and found["compared_open_prs"] == 250 and found["complete"] is True
     assert sorted(c["upstream"] for c in found["collisions"]) == [501, 502]  # not #503, far away in the same file
+    assert found["open_prs"] == 250 and found["compared_open_prs"] == 250 and found["complete"] is True
     kinds = {o["kind"] for c in found["collisions"] for o in c["overlaps"]}
     assert kinds == {"overlapping-lines"}, found
     listing = [r for r in world.fake.requests() if r.path.endswith("/pulls")]
@@ -143,15 +143,15 @@ def test_every_page_is_read_and_lines_are_carried_onto_the_open_prs_base(tmp_pat
 def test_a_scan_cut_short_says_incomplete_never_none(tmp_path, world):
     ws = _listing_scene(world, tmp_path)
     ws.extra_env["PORTTRACK_SEARCH_LIMIT"] = "40"
+    text = ws.run_in_process("status").stdout
+    assert "collisions ahead (" not in text and ": none\n" not in text
+    assert "collisions ahead: incomplete: 37 of 250 open PRs compared; none among those" in text
+    assert "(search incomplete: request limit reached" in text
     out = ws.run_in_process("status", "--json")
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)["findings"]["collisions"]
     assert found["complete"] is False and found["open_prs"] == 250 and found["compared_open_prs"] == 37
     assert found["collisions"] == []  # #501 is at rank 50: not reached
-    text = ws.run_in_process("status").stdout
-    assert "collisions ahead: incomplete: 37 of 250 open PRs compared; none among those" in text
-    assert "collisions ahead (" not in text and ": none\n" not in text
-    assert "(search incomplete: request limit reached" in text
 
 
 def requests_get_all(world) -> list[int]:
