@@ -100,11 +100,13 @@ class Findings:
                 "collisions": self.collisions.to_json() if self.collisions else None}
 
 
-def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport) -> Findings:
+def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
+                    fork: GitRepo | None = None) -> Findings:
     """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
     tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
     Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
-    skips them. Never fails the caller."""
+    skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
+    the configured one is opened here). Never fails the caller."""
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
     budget = Budget(client, search_limit())
@@ -112,7 +114,8 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
     successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
     queued = queued_hunks(ws)
-    fork, _problem = open_configured_fork(config) if queued else (None, None)
+    if queued and fork is None:
+        fork, _problem = open_configured_fork(config)
     collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config)), fork) if queued else None
     return Findings(successors, collisions, budget.cost())
 

@@ -8,7 +8,10 @@ Candidates come from three independent places, because each misses some:
 Each candidate's hunks (its file list, `porttrack.prdiff`) are compared with the closed PR's: hunk
 ids shared, and near-matches (same path, mostly the same added lines). Ranking is by that content
 first, then by how explicit the link is. Every candidate carries why it was proposed, as data
-(`Reason`: kind + detail), and the tracks.yaml lines that adopt it.
+(`Reason`: kind + detail), and the tracks.yaml lines that adopt it; one that shares no hunk carries
+a warning. A source that fails (the search API's own 403) is named in `failed` and leaves the
+other sources' candidates standing. A candidate sharing at least half the hunks becomes the
+orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledge.with_findings`).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
-        report = with_findings(report, search_upstream(ctx.workspace, config, client, report))
+        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork))
         if not dry_run:
             client.save_cache()
     when = report.observed_at or "never"

@@ -87,7 +87,7 @@ def gather(
     problems = _Problems()
     know = _knowledge(ws, config, fork, fork_problem, problems)
     status_report = _status(ws, config, client, dry_run, progress, know, problems)
-    findings = _search(ws, config, client, status_report, dry_run) if status_report.mode == "live" and client is not None else None
+    findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
     if findings is not None:
         status_report = with_findings(status_report, findings)  # "follow #N?" for an orphan with a successor
     found = _found(findings)
@@ -149,10 +149,10 @@ def report_file(ws: Workspace, config: "Config", week: str) -> str:
 
 
 def _search(ws: Workspace, config: "Config", client: "GitHubClient", status_report: "StatusReport",
-            dry_run: bool) -> Findings:
+            dry_run: bool, fork: GitRepo | None) -> Findings:
     """The searches (they never fail a report: a cut-short search says why in its own lines). Their
     answers' ETags are kept like the poll's, so next week's searches are conditional."""
-    findings = search_upstream(ws, config, client, status_report)
+    findings = search_upstream(ws, config, client, status_report, fork)
     if not dry_run:
         client.save_cache()
     return findings
