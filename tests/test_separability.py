@@ -147,3 +147,14 @@ def test_the_import_says_the_check_in_words(tmp_path, world):
     out = ws.run_in_process("import", "48407", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "source check passed (pyflakes" in out.stdout and f"not checked: {ENVS}" in out.stdout, out.stdout
+
+
+def test_selecting_a_using_hunk_alone_is_refused_naming_what_it_needs(tmp_path, world):
+    ws = _scene(world, tmp_path)
+    plan = json.loads(ws.run_in_process("import", "48407", "--dry-run", "--json").stdout)
+    imports, signature, use = [h for h in plan["hunks"] if h["path"] == IDX]
+    before = sorted(p.name for p in (ws.root / "patches").iterdir()) if (ws.root / "patches").is_dir() else []
+    out = ws.run_in_process("import", "48407", "--hunk", use["id"])
+    assert out.returncode != 0
+    assert imports["id"] in out.stderr and signature["id"] in out.stderr, out.stderr
+    assert (sorted(p.name for p in (ws.root / "patches").iterdir()) if (ws.root / "patches").is_dir() else []) == before
