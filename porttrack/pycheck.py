@@ -252,12 +252,14 @@ def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes 
             findings.append(Finding("not-checked", path, "not Python: no analyser for it"))
             continue
         checked.append(path)
+        old = before.get(path)
+        old_compiles = old is not None and not _compile_error(old, path)
         problem = _compile_error(new, path)
         if problem:
-            findings.append(Finding("does-not-compile", path, problem))
+            if old is None or old_compiles:  # broken by the patch, not before it
+                findings.append(Finding("does-not-compile", path, problem))
             continue
-        old = before.get(path)
-        was = undefined_names(old, path) if old is not None and not _compile_error(old, path) else Counter()
+        was = undefined_names(old, path) if old is not None and old_compiles else Counter()
         now = undefined_names(new, path)
         findings += [Finding("undefined-name", path, name) for name in sorted(now) if now[name] > was.get(name, 0)]
     return SourceCheck(_tool(), tuple(checked), tuple(findings))

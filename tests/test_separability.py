@@ -158,3 +158,21 @@ def test_selecting_a_using_hunk_alone_is_refused_naming_what_it_needs(tmp_path, 
     assert out.returncode != 0
     assert imports["id"] in out.stderr and signature["id"] in out.stderr, out.stderr
     assert (sorted(p.name for p in (ws.root / "patches").iterdir()) if (ws.root / "patches").is_dir() else []) == before
+
+
+def test_the_check_counts_only_what_the_patch_made_worse():
+    from porttrack.pycheck import check_sources
+
+    check = check_sources(
+        {"a.py": b"import os\nprint(missing)\n", "b.py": b"def f(:\n", "gone.py": b"x = 1\n"},
+        {"a.py": b"import os\nprint(missing)\nx = Mapping\n", "b.py": b"def g(:\n", "new.py": b"y = z\n",
+         "gone.py": None, "kernel.cu": b"__global__ void k() {}\n"})
+    assert [(f.kind, f.path, f.detail) for f in check.findings] == [
+        ("undefined-name", "a.py", "Mapping"),  # `missing` was undefined before: not news
+        ("not-checked", "kernel.cu", "not Python: no analyser for it"),
+        ("undefined-name", "new.py", "z"),
+    ]  # b.py did not compile before either: not made worse; gone.py deleted
+    assert not check.ok and check.checked == ("a.py", "b.py", "new.py")
+    broken = check_sources({"a.py": b"x = 1\n"}, {"a.py": b"def f(:\n"})
+    assert [f.kind for f in broken.findings] == ["does-not-compile"] and "no longer compiles" in broken.text
+    assert check_sources({"a.py": b"x = 1\n"}, {"a.py": b"x = 2\n"}).ok
