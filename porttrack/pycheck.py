@@ -20,6 +20,8 @@ import hunk was left out, so the module no longer imported. `git apply` cannot s
 from __future__ import annotations
 
 import ast
+import keyword
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -134,12 +136,37 @@ def _bindings_and_uses(source: bytes) -> tuple[dict[str, set[int]], dict[int, se
 def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: str) -> list[NameUse]:
     """`name_uses` of a PR's diff `base..tip`, the whole files read from those commits (only the
     Python entries with more than one text hunk: a single hunk has nobody to depend on)."""
-    wanted = [fd for fd in files if len(fd.text_hunks) > 1]
-    pre = {fd.old_path: b for fd in wanted if fd.old_path and is_python(fd.old_path)
-           and (b := repo.show_file(base, fd.old_path)) is not None}
-    post = {fd.new_path: b for fd in wanted if fd.new_path and is_python(fd.new_path)
-            and (b := repo.show_file(tip, fd.new_path)) is not None}
+    old = [fd.old_path for fd in files if fd.old_path and is_python(fd.old_path) and _may_share(fd, "-")]
+    new = [fd.new_path for fd in files if fd.new_path and is_python(fd.new_path) and _may_share(fd, "+")]
+    blobs = repo.blobs([f"{base}:{p}" for p in old] + [f"{tip}:{p}" for p in new])
+    pre = {p: b for p, b in zip(old, blobs[:len(old)]) if b is not None}
+    post = {p: b for p, b in zip(new, blobs[len(old):]) if b is not None}
     return name_uses(files, pre, post)
+
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# one-line string literals, then comments: their words are no names (a prefilter only: the
+# check after taking stands behind it)
+_NOT_CODE = re.compile(rb"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|#[^\n]*""")
+
+
+def _may_share(fd: FileDiff, marker: str) -> bool:
+    """Whether two text hunks of `fd` add (or remove) lines that share a word: a name one of
+    them uses and only the other binds appears in both, so without such a word there is no
+    edge and the whole files need not be read and parsed (most files of a big PR)."""
+    if len(fd.text_hunks) < 2:
+        return False
+    seen: set[bytes] = set()
+    for h in fd.text_hunks:
+        lines = h.added_lines() if marker == "+" else h.removed_lines()
+        words = set(_WORD.findall(_NOT_CODE.sub(b" ", b"\n".join(lines)))) - _KEYWORDS
+        if words & seen:
+            return True
+        seen |= words
+    return False
+
+
+_KEYWORDS = {w.encode() for w in keyword.kwlist}
 
 
 def as_edges(uses: Sequence[NameUse]) -> list[Dependency]:
@@ -167,8 +194,9 @@ def check_taken(probe: ScratchIndex, diff: bytes) -> SourceCheck:
     if probe.apply(diff, index="checked").returncode != 0 and not probe.threeway(diff, into="checked").clean:
         return SourceCheck(_tool(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),))
     paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
-    before = {p: probe.read(p) if is_python(p) else b"" for p in paths}
-    after = {p: probe.read(p, "checked") if is_python(p) else b"" for p in paths}
+    python = [p for p in paths if is_python(p)]
+    before = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python)))}
+    after = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python, "checked")))}
     return check_sources(before, after)
 
 
@@ -259,8 +287,11 @@ def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes 
             if old is None or old_compiles:  # broken by the patch, not before it
                 findings.append(Finding("does-not-compile", path, problem))
             continue
-        was = undefined_names(old, path) if old is not None and old_compiles else Counter()
+        if new == old:
+            continue  # unchanged (a rename, a mode change): no worse
         now = undefined_names(new, path)
+        # the base is only analysed when the patched file has undefined names at all (rarely)
+        was = undefined_names(old, path) if now and old is not None and old_compiles else Counter()
         findings += [Finding("undefined-name", path, name) for name in sorted(now) if now[name] > was.get(name, 0)]
     return SourceCheck(_tool(), tuple(checked), tuple(findings))
 
