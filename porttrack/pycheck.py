@@ -136,8 +136,8 @@ def _bindings_and_uses(source: bytes) -> tuple[dict[str, set[int]], dict[int, se
 def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: str) -> list[NameUse]:
     """`name_uses` of a PR's diff `base..tip`, the whole files read from those commits (only the
     Python entries with more than one text hunk: a single hunk has nobody to depend on)."""
-    old = [fd.old_path for fd in files if fd.old_path and is_python(fd.old_path) and _may_share(fd, "-")]
-    new = [fd.new_path for fd in files if fd.new_path and is_python(fd.new_path) and _may_share(fd, "+")]
+    old = [fd.old_path for fd in files if fd.old_path and is_python(fd.old_path) and may_share_words(fd, "-")]
+    new = [fd.new_path for fd in files if fd.new_path and is_python(fd.new_path) and may_share_words(fd, "+")]
     blobs = repo.blobs([f"{base}:{p}" for p in old] + [f"{tip}:{p}" for p in new])
     pre = {p: b for p, b in zip(old, blobs[:len(old)]) if b is not None}
     post = {p: b for p, b in zip(new, blobs[len(old):]) if b is not None}
@@ -150,7 +150,7 @@ _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_CODE = re.compile(rb"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|#[^\n]*""")
 
 
-def _may_share(fd: FileDiff, marker: str) -> bool:
+def may_share_words(fd: FileDiff, marker: str) -> bool:
     """Whether two text hunks of `fd` add (or remove) lines that share a word: a name one of
     them uses and only the other binds appears in both, so without such a word there is no
     edge and the whole files need not be read and parsed (most files of a big PR)."""
@@ -325,5 +325,5 @@ def _tool() -> str:
         return "pyflakes"
 
 
-__all__ = ["Finding", "NameUse", "SourceCheck", "as_edges", "check_sources", "check_taken", "describe", "is_python",
+__all__ = ["Finding", "NameUse", "SourceCheck", "as_edges", "check_sources", "check_taken", "describe", "is_python", "may_share_words",
            "name_dependencies", "name_uses", "undefined_names"]

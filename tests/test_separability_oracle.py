@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pyflakes import checker, messages
 
 from porttrack.hunks import parse_diff
-from porttrack.pycheck import as_edges, name_uses
+from porttrack.pycheck import may_share_words, as_edges, name_uses
 from porttrack.relations import dependency_groups, missing_dependencies
 
 SPACING = 12  # lines between edit sites: one hunk each, never "adjacent" (3 lines) to another
@@ -187,6 +187,9 @@ def decide(sc: Scenario):
     assert len(hunks) == len(sc.edits), (len(hunks), len(sc.edits))
     hunk_of = {k: hunks[n].id for n, k in enumerate(order)}
     uses = name_uses(files, {"m.py": pre_text.encode()}, {"m.py": post_text.encode()})
+    # the prefilter that spares reading and parsing files never hides an edge
+    assert may_share_words(files[0], "+") or not [u for u in uses if u.side == "post"]
+    assert may_share_words(files[0], "-") or not [u for u in uses if u.side == "pre"]
     return dependency_groups(files, more=as_edges(uses)), hunk_of
 
 
