@@ -34,7 +34,8 @@ command layer (`porttrack.cli.Context`) and handed in:
   time                         clock
 
 Shared vocabulary: errors (the one error hierarchy and exit-code table), hunks (diffs and hunk
-ids), relations (which hunks travel together, revisions compared), presence (is a hunk in a
+ids), relations (which hunks travel together, revisions compared), pycheck (names one hunk uses
+and only another brings; pyflakes on the patched files after taking), presence (is a hunk in a
 file), coverage (hand ports), paths and markdown and text (untrusted input made safe),
 testhooks (the one pause point for tests), completion (what a shell completes from the workspace).
 """

@@ -653,11 +653,15 @@ class GitHubClient:
         refs = tuple(IssueRef.from_json(i) for i in answer.data or () if isinstance(i, Mapping))
         return tuple(r for r in refs if r.is_pull), answer.from_cache
 
-    def open_pulls(self, per_page: int = 30) -> tuple[tuple[PullRequest, ...], bool]:
-        """The most recently updated open pull requests (one page)."""
-        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page}
+    def open_pulls(self, page: int = 1, per_page: int = 100) -> tuple[tuple[tuple[PullRequest, ...], bool], bool]:
+        """One page of the open pull requests, most recently updated first: ((records, whether
+        another page may follow), answered from the ETag cache)."""
+        params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page, "page": page}
         answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered)
-        return tuple(PullRequest.from_json(i) for i in answer.data or ()), answer.from_cache
+        prs = tuple(PullRequest.from_json(i) for i in answer.data or ())
+        # a 304 carries no Link header: a full cached page means there may be another
+        more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(prs) == per_page)
+        return (prs, more), answer.from_cache
 
     def pull_files(self, number: int, max_pages: int = 3) -> tuple[tuple[PRFile, ...], bool]:
         """The files of PR `number` with their hunks (GitHub lists at most 3000; we read at most

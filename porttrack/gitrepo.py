@@ -246,6 +246,36 @@ class GitRepo:
             args += ["--", *paths]
         return self.run(*args).stdout
 
+    def diff_zero(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
+        """Changed lines only (`-U0`), text files, no renames: enough to carry line numbers across."""
+        args = ["diff", "--no-ext-diff", "--no-textconv", "--no-renames", "-U0", base, head]
+        return self.run(*args, *(["--", *paths] if paths else [])).stdout
+
+    def blobs(self, specs: Sequence[str], env: dict[str, str] | None = None) -> list[bytes | None]:
+        """The contents of each `rev:path` (or `:path`, from the index `env` names), None where
+        there is none: one `git cat-file --batch` for all of them."""
+        if not specs:
+            return []
+        if any("\n" in s for s in specs):
+            return [self.run("cat-file", "blob", s, env=env, check=False).stdout or None for s in specs]
+        out = self.run("cat-file", "--batch", input=("\n".join(specs) + "\n").encode("utf-8", "surrogateescape"), env=env).stdout
+        found: list[bytes | None] = []
+        at = 0
+        for _spec in specs:
+            end = out.index(b"\n", at)
+            header = out[at:end].split()
+            at = end + 1
+            if len(header) == 3 and header[1] == b"blob":
+                size = int(header[2])
+                found.append(out[at:at + size])
+                at += size + 1
+            elif len(header) == 3:  # a tree or commit: no file here
+                at += int(header[2]) + 1
+                found.append(None)
+            else:  # "<spec> missing" / "ambiguous"
+                found.append(None)
+        return found
+
     def show_file(self, rev: str, path: str) -> bytes | None:
         proc = self.run("cat-file", "blob", f"{rev}:{path}", check=False)
         return proc.stdout if proc.returncode == 0 else None
@@ -442,6 +472,10 @@ class ScratchIndex:
         if isinstance(patch, Path):
             return self.repo.run(*args, str(patch), env=self.env(index), check=False)
         return self.repo.run(*args, input=patch, env=self.env(index), check=False)
+
+    def read(self, paths: Sequence[str], index: str = "index") -> list[bytes | None]:
+        """The blobs staged at `paths` in `index` (stage 0), None where there is none."""
+        return self.repo.blobs([f":{p}" for p in paths], env=self.env(index))
 
     def unmerged(self, index: str = "index") -> tuple[str, ...]:
         out = self.repo.run("ls-files", "-u", "-z", env=self.env(index)).stdout

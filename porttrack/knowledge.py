@@ -8,7 +8,7 @@ malformed record) is simply left out of the `Knowledge` it returns.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from porttrack import queue as queue_mod
@@ -20,8 +20,8 @@ from porttrack.coverage import Coverage, track_coverage
 from porttrack.errors import ConfigError, PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.hunks import parse_diff
-from porttrack.status import Knowledge, StatusReport, TrackStatus, tracked_numbers
-from porttrack.successors import SuccessorSearch, find_successors
+from porttrack.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.successors import SuccessorSearch, find_successors, follow_words
 from porttrack.successors import render_lines as render_successors
 from porttrack.workspace import Workspace
 
@@ -100,11 +100,13 @@ class Findings:
                 "collisions": self.collisions.to_json() if self.collisions else None}
 
 
-def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport) -> Findings:
+def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
+                    fork: GitRepo | None = None) -> Findings:
     """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
     tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
     Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
-    skips them. Never fails the caller."""
+    skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
+    the configured one is opened here). Never fails the caller."""
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
     budget = Budget(client, search_limit())
@@ -112,8 +114,27 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
     successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
     queued = queued_hunks(ws)
-    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config))) if queued else None
+    if queued and fork is None:
+        fork, _problem = open_configured_fork(config)
+    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config)), fork) if queued else None
     return Findings(successors, collisions, budget.cost())
+
+
+def with_findings(report: StatusReport, findings: Findings) -> StatusReport:
+    """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
+    its hunks gets "follow #N?" (with the tracks.yaml change) as its next action."""
+    tracks = []
+    for track in report.tracks:
+        action = track.next_action
+        if action.kind == "orphaned":
+            for pr in track.prs:
+                search = findings.successors_of(pr.number)
+                words = follow_words(search) if search is not None and search.track == track.id else None
+                if words:
+                    action = NextAction("orphaned", words, None)
+                    break
+        tracks.append(replace(track, next_action=action))
+    return replace(report, tracks=tuple(tracks), findings=findings)
 
 
 def search_limit() -> int:
@@ -133,7 +154,10 @@ def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
             files = parse_diff(queue_mod.read_patch(ws, patch))
         except PorttrackError:
             continue  # a patch that cannot be read is reported by `queue`, not here
-        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks)))
+        # the commit the stored diff's line numbers are against: the fork's build base when it was
+        # regenerated there, else upstream's base of the imported revision
+        base = patch.regenerated.base if patch.regenerated is not None else patch.revision.base
+        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks), base))
     return tuple(out)
 
 

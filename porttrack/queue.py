@@ -50,6 +50,7 @@ from typing import Any, Iterable, Mapping
 from porttrack.clock import utcnow
 from porttrack.errors import InputError, NotFound, PreconditionError
 from porttrack.paths import check_file_name, resolve_inside
+from porttrack.pycheck import SourceCheck
 from porttrack.workspace import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock
 
 SCHEMA = "porttrack/queue/v1"
@@ -212,6 +213,7 @@ class Patch:
     fork_commits: tuple[str, ...] = ()
     selection: Selection = Selection()
     regenerated: Regenerated | None = None  # None: the file holds upstream's own diff
+    source_check: SourceCheck | None = None  # the patched files against the base at import (None: older manifests)
 
     @property
     def live(self) -> bool:
@@ -227,6 +229,7 @@ class Patch:
         data["fork_commits"] = list(self.fork_commits)
         data["selection"] = self.selection.to_json()
         data["regenerated"] = None if self.regenerated is None else self.regenerated.to_json()
+        data["source_check"] = None if self.source_check is None else self.source_check.to_json()
         return data
 
     @classmethod
@@ -240,6 +243,7 @@ class Patch:
         data["fork_commits"] = tuple(data.get("fork_commits") or ())
         data["selection"] = Selection.from_json(data.get("selection"))
         data["regenerated"] = Regenerated.from_json(data.get("regenerated"))  # absent in older manifests
+        data["source_check"] = SourceCheck.from_json(data.get("source_check"))  # absent in older manifests
         if data["state"] not in STATES:
             raise ValueError(f"unknown state {data['state']!r}")
         return cls(**data)

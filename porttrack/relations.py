@@ -4,6 +4,7 @@ between two of its revisions.
 - `dependency_groups(files)`: hunks that overlap or sit within `DEFAULT_ADJACENCY` lines on the
   pre-image, a whole added or deleted file, a header change and the hunks of its file, and a hunk
   building on lines another adds, are taken together or not at all (`missing_dependencies`).
+  A hunk that uses a name only another hunk brings (`porttrack.pycheck.name_uses`) joins it.
 - `diff_of_diffs(old, new)`: per hunk, unchanged (same id), new, removed, or changed in place.
 """
 
@@ -28,7 +29,7 @@ class Dependency:
 
     a: str
     b: str
-    reason: Literal["adjacent", "whole-file", "header", "builds-on"]
+    reason: Literal["adjacent", "whole-file", "header", "builds-on", "uses-name"]
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,13 @@ def _builds_on_edges(files: Sequence[FileDiff]) -> list[Dependency]:
 
 
 def dependency_groups(
-    files: Sequence[FileDiff], adjacency: int = DEFAULT_ADJACENCY
+    files: Sequence[FileDiff], adjacency: int = DEFAULT_ADJACENCY, more: Iterable[Dependency] = ()
 ) -> list[frozenset[str]]:
     """Partition of every hunk id into groups that must be taken (or left out) together.
 
-    Singletons are included; groups come in order of their first hunk. See `dependency_edges`.
+    Singletons are included; groups come in order of their first hunk. See `dependency_edges`;
+    `more`: edges found from outside the diff (``uses-name``: `porttrack.pycheck`, which reads the
+    whole files).
     """
     parent: dict[str, str] = {}
 
@@ -124,7 +127,9 @@ def dependency_groups(
             if h.id not in parent:
                 parent[h.id] = h.id
                 order.append(h.id)
-    for edge in dependency_edges(files, adjacency):
+    for edge in [*dependency_edges(files, adjacency), *more]:
+        if edge.a not in parent or edge.b not in parent:
+            continue
         ra, rb = find(edge.a), find(edge.b)
         if ra != rb:
             parent[rb] = ra

@@ -8,7 +8,10 @@ Candidates come from three independent places, because each misses some:
 Each candidate's hunks (its file list, `porttrack.prdiff`) are compared with the closed PR's: hunk
 ids shared, and near-matches (same path, mostly the same added lines). Ranking is by that content
 first, then by how explicit the link is. Every candidate carries why it was proposed, as data
-(`Reason`: kind + detail), and the tracks.yaml lines that adopt it.
+(`Reason`: kind + detail), and the tracks.yaml lines that adopt it; one that shares no hunk carries
+a warning. A source that fails (the search API's own 403) is named in `failed` and leaves the
+other sources' candidates standing. A candidate sharing at least half the hunks becomes the
+orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledge.with_findings`).
 """
 
 from __future__ import annotations
@@ -70,18 +73,31 @@ class Candidate:
     reasons: tuple[Reason, ...]
 
     @property
+    def warning(self) -> str | None:
+        """Said of a candidate that shares no hunk: whatever links it, its content is other work."""
+        if self.shared or not self.total:
+            return None
+        near = f" (nearly matches {self.near})" if self.near else ""
+        return f"warning: shares none of the closed PR's {self.total} hunks{near}"
+
+    @property
+    def follows(self) -> bool:
+        """Shares at least half the closed PR's hunks: worth proposing as the track's PR."""
+        return self.total > 0 and 2 * self.shared >= self.total
+
+    @property
     def score(self) -> tuple:
         strength = max((_STRENGTH.get(r.kind, 0) for r in self.reasons), default=0)
         return (-(self.shared + 0.5 * self.near), -strength, self.state != "merged", -self.number)
 
     @property
     def text(self) -> str:
-        return "; ".join(r.words for r in self.reasons)
+        return "; ".join([r.words for r in self.reasons] + ([self.warning] if self.warning else []))
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "title": self.title, "url": self.url, "author": self.author, "state": self.state,
                 "merged_at": self.merged_at, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
-                "reasons": [{"kind": r.kind, "detail": r.detail} for r in self.reasons], "text": self.text}
+                "warning": self.warning, "reasons": [{"kind": r.kind, "detail": r.detail} for r in self.reasons], "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -91,6 +107,12 @@ class SuccessorSearch:
     track_prs: tuple[int, ...]
     candidates: tuple[Candidate, ...]  # best first
     problem: str | None = None  # why the search stopped short (what was found still stands)
+    failed: tuple[Reason, ...] = ()  # sources that failed: kind = timeline | search | same-author, detail = why
+
+    def follow(self) -> Candidate | None:
+        """The best candidate when it shares at least half the hunks (`Candidate.follows`), else None."""
+        best = self.candidates[0] if self.candidates else None
+        return best if best is not None and best.follows else None
 
     def adopt_lines(self, candidate: Candidate) -> tuple[str, ...]:
         """The tracks.yaml lines that make `candidate` the track's PR instead of the closed one."""
@@ -99,6 +121,7 @@ class SuccessorSearch:
 
     def to_json(self) -> dict[str, Any]:
         return {"pr": self.pr, "track": self.track, "problem": self.problem,
+                "failed_sources": [{"source": f.kind, "detail": f.detail} for f in self.failed],
                 "candidates": [{**c.to_json(), "adopt": list(self.adopt_lines(c))} for c in self.candidates]}
 
 
@@ -107,24 +130,40 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
     budget: the search stops and says why, keeping what it found."""
     found: list[Candidate] = []
+    failed: list[Reason] = []
+    problem = None
     try:
         wanted = file_hunks(budget.call(client.pull_files, closed.number))
-        leads = _leads(client, budget, closed)
+        leads = _leads(client, budget, closed, failed)
         for number in _ordered(leads)[:max_candidates]:
-            candidate = _examine(client, budget, closed, number, leads[number], wanted)
+            try:
+                candidate = _examine(client, budget, closed, number, leads[number], wanted)
+            except BudgetSpent:
+                raise
+            except PorttrackError as exc:  # this one stays unread; the others are still compared
+                failed.append(Reason("candidate", f"#{number}: {exc}"))
+                continue
             if candidate is not None:
                 found.append(candidate)
-        problem = None
     except BudgetSpent:
         problem = "request limit reached before every candidate was compared"
     except PorttrackError as exc:
         problem = f"GitHub: {exc}"
+    if failed and problem is None:
+        problem = "; ".join(f"the {SOURCES[f.kind]} failed ({f.detail})" for f in failed) + "; the other sources' candidates stand"
     found.sort(key=lambda c: c.score)
-    return SuccessorSearch(closed.number, track, tuple(track_prs), tuple(found), problem)
+    return SuccessorSearch(closed.number, track, tuple(track_prs), tuple(found), problem, tuple(failed))
 
 
-def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR) -> dict[int, set[str]]:
-    """PR number -> the kinds of link that named it (before its content is looked at)."""
+# Where leads come from (each asked once; one failing leaves the others' leads standing).
+SOURCES = {"timeline": "timeline", "search": "issue search", "same-author": "same-author listing",
+           "candidate": "read of a candidate"}
+
+
+def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR, failed: list[Reason]) -> dict[int, set[str]]:
+    """PR number -> the kinds of link that named it (before its content is looked at). A source
+    GitHub refuses (a 403 from the search's own rate limit, say) is added to `failed`; the leads
+    of the others stand. A spent budget stops at once (BudgetSpent)."""
     n = closed.number
     leads: dict[int, set[str]] = {}
 
@@ -132,12 +171,21 @@ def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR) -> dict[i
         if ref.is_pull and ref.number != n and (ref.repo is None or ref.repo.lower() == client.repo.lower()):
             leads.setdefault(ref.number, set()).add(kind)
 
-    for ref in budget.call(client.issue_timeline, n):
+    def ask(source: str, fn: Any, *args: Any) -> tuple[IssueRef, ...]:
+        try:
+            return budget.call(fn, *args)
+        except BudgetSpent:
+            raise
+        except PorttrackError as exc:
+            failed.append(Reason(source, str(exc)))
+            return ()
+
+    for ref in ask("timeline", client.issue_timeline, n):
         add(ref, "cross-referenced")
-    for ref in budget.call(client.search_pulls, f"{n} in:body"):
+    for ref in ask("search", client.search_pulls, f"{n} in:body"):
         add(ref, "body-says" if says_succeeds(ref.body, n) else "mentions")
     if closed.author:
-        for ref in budget.call(client.pulls_by_author, closed.author):
+        for ref in ask("same-author", client.pulls_by_author, closed.author):
             if ref.number > n:  # later work: numbers grow with time
                 add(ref, "same-author")
     return leads
@@ -206,4 +254,19 @@ def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
     return lines
 
 
-__all__ = ["Candidate", "Reason", "SuccessorSearch", "find_successors", "render_lines", "says_succeeds"]
+def follow_words(search: SuccessorSearch) -> str | None:
+    """The orphaned PR's next action when a candidate shares at least half its hunks, with the
+    tracks.yaml change that adopts it; None when no candidate does."""
+    best = search.follow()
+    if best is None:
+        return None
+    prs = ", ".join(str(best.number if n == search.pr else n) for n in search.track_prs)
+    return (f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, "
+            f"{_state_words_of(best)}) tracks.yaml: {search.track}: prs: [{prs}]")
+
+
+def _state_words_of(c: Candidate) -> str:
+    return f"merged {(c.merged_at or '')[:10]}".strip() if c.state == "merged" else ("open" if c.state == "open" else "closed without merging")
+
+
+__all__ = ["SOURCES", "Candidate", "Reason", "SuccessorSearch", "find_successors", "follow_words", "render_lines", "says_succeeds"]

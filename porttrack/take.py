@@ -75,6 +75,7 @@ from porttrack.errors import ConflictError, GitHubAuthError, InputError, Precond
 from porttrack.github import GitHubClient
 from porttrack.gitrepo import GitRepo, ScratchIndex
 from porttrack.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.pycheck import SourceCheck, as_edges, check_taken, describe, name_dependencies
 from porttrack.relations import dependency_groups, missing_dependencies
 from porttrack.mail import Provenance, format_mail
 from porttrack.observe import poll
@@ -158,6 +159,7 @@ class ImportPlan:
     notes: tuple[str, ...]
     mail: bytes = b""  # the `git format-patch` mail; empty when nothing is taken
     regenerated: Regenerated | None = None  # the mail holds the fork's context, not upstream's
+    source_check: SourceCheck | None = None  # the patched files against the fork tip (`porttrack.pycheck`)
     timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -290,6 +292,7 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
         fork_commits=(),
         selection=plan.selection,
         regenerated=plan.regenerated,
+        source_check=plan.source_check,
     )
 
 
@@ -359,7 +362,9 @@ def plan_pr(
     if not files:
         raise PreconditionError(f"#{number} changes nothing relative to {source.revision.base[:12]}")
     hunks = [h for fd in files for h in fd.hunks]
-    groups = dependency_groups(files)
+    uses = name_dependencies(repo, files, source.revision.base, source.tip)  # a hunk using what only another brings
+    groups = dependency_groups(files, more=as_edges(uses))
+    notes += describe(uses)
     group_of = {hid: n for n, group in enumerate(groups) for hid in group}
     wanted = _resolve_wanted(selection.hunks, hunks, number)
     if wanted is not None:
@@ -413,8 +418,9 @@ def plan_pr(
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
             exact_on_tip = bool(taken_ids) and _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
+            checked = check_taken(probe, diff) if taken_ids else None
     else:
-        taken_ids, diff, exact_on_tip = set(), b"", False
+        taken_ids, diff, exact_on_tip, checked = set(), b"", False, None
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -441,6 +447,7 @@ def plan_pr(
         gate=track_id if track.gate is not None else None,
         selection=selection,
         notes=tuple(notes),
+        source_check=checked,
     )
     mail, regenerated = b"", None
     if taken_ids:
@@ -682,6 +689,7 @@ def plan_to_json(outcome: ImportOutcome, dry_run: bool) -> dict[str, Any]:
         ],
         "selection": plan.selection.to_json(),
         "regenerated": None if plan.regenerated is None else plan.regenerated.to_json(),
+        "source_check": None if plan.source_check is None else plan.source_check.to_json(),
         "notes": list(plan.notes),
         "timings": {k: round(v, 4) for k, v in plan.timings.items()},
     }

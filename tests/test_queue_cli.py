@@ -69,7 +69,7 @@ def test_import_json_shape_and_queue_listing(cli: Cli) -> None:
     data = json.loads(out.stdout)
     assert set(data) == {"schema", "dry_run", "written", "pr", "track", "upstream", "title", "pr_state", "revision",
                          "revisions_compared", "fork", "patch", "taken", "left_out", "left_out_by_reason", "hunks",
-                         "selection", "regenerated", "notes", "timings"}
+                         "selection", "regenerated", "source_check", "notes", "timings"}
     assert data["regenerated"] is None  # the PR applies to the fork as it is: upstream's diff is stored
     assert data["schema"] == "porttrack/import/v1" and data["written"] and not data["dry_run"]
     assert data["title"] == "Warm the kernels second line"  # one line, escape sequences gone

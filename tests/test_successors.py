@@ -65,6 +65,8 @@ def test_candidates_ranked_by_shared_hunks_with_reasons(tmp_path, world):
     assert candidates[0]["text"].startswith("shares 3 of 4 hunks; nearly matches 1 of 4 more")
     assert "merged 20" in candidates[0]["text"]
     assert kinds[203] == ["body-says", "cross-referenced", "state"]
+    assert candidates[0]["warning"] is None and candidates[1]["warning"] == candidates[2]["warning"] == "warning: shares none of the closed PR's 4 hunks"
+    assert candidates[1]["text"].endswith("; warning: shares none of the closed PR's 4 hunks")
     assert "its body says 'Supersedes #100'" in candidates[1]["text"]
     assert kinds[202] == ["same-author", "state"] and candidates[2]["shared_hunks"] == 0
     assert "alice, touches 1 of its 4 files" in candidates[2]["text"]
@@ -74,7 +76,8 @@ def test_candidates_ranked_by_shared_hunks_with_reasons(tmp_path, world):
 
     # the human view: the candidates under the orphaned PR's next action, the lines to adopt one
     text = ws.run_in_process("status").stdout
-    next_at = text.index("next: #100 closed without merging")
+    next_at = text.index("next: #100 closed without merging -> follow #201? (shares 3 of 4 hunks, merged 20")
+    assert ") tracks.yaml: warm: prs: [201]" in text
     assert text.index("successor candidates for #100:") > next_at
     assert "#201 Warmup contract: shares 3 of 4 hunks" in text
     assert "          warm:\n            prs: [201] # #201 succeeds #100" in text
@@ -138,7 +141,46 @@ def test_the_weekly_issue_shows_the_candidates_under_the_orphaned_prs_next_actio
     assert "\n\nsuccessor candidates for" in after_next  # its own paragraph, not glued to the next action
     assert "`prs: [201] # #201 succeeds #100 (closed without merging)`" in body
     html = cmark(body)  # GitHub's renderer: the candidates are a list, the tracks.yaml lines code
-    section = html[html.index("orphaned: decide"):]
+    section = html[html.index("closed without merging → follow"):]
     assert "successor candidates for" in section and "<code>prs: [201] # #201 succeeds #100" in section, section[:1500]
     assert html.count("<li>") >= 6
     assert found["cost"].startswith("searches cost")
+
+
+def test_a_refused_search_keeps_what_the_timeline_and_the_author_listing_named(tmp_path, world):
+    """Class 7 of issue 21: one 403 (the search API's own rate limit) used to drop every candidate."""
+    _scene(world)
+    world.fake.inject("secondary_rate_limit", path=r"^/search/issues", retry_after=3600)
+    ws = make_workspace(tmp_path / "ws", {"warm": track([100])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    _, report = _status(ws)
+    search = report["findings"]["successors"][0]
+    numbers = [c["number"] for c in search["candidates"]]
+    assert numbers[0] == 201 and 202 in numbers  # timeline (201, 203) and same author (202) still stand
+    assert [f["source"] for f in search["failed_sources"]] == ["search"]
+    assert "the issue search failed" in search["problem"] and "other sources' candidates stand" in search["problem"]
+    c203 = next(c for c in search["candidates"] if c["number"] == 203)
+    assert [r["kind"] for r in c203["reasons"]] == ["body-says", "cross-referenced", "state"]  # its body was still read
+    action = report["tracks"][0]["next_action"]
+    assert action["kind"] == "orphaned" and action["text"].startswith("#100 closed without merging -> follow #201?")
+    world.fake.inject("secondary_rate_limit", path=r"^/search/issues", retry_after=3600)
+    text = ws.run_in_process("status").stdout
+    assert "(search incomplete: the issue search failed" in text
+
+
+def test_follow_is_proposed_only_for_a_candidate_sharing_half_the_hunks(tmp_path, world):
+    world.open_pr(100, W, "Warm the kernels")
+    world.fake.put_pull(world.upstream_repo, 100, user="alice")
+    world.close(100)
+    # shares 1 of 4 hunks only: a candidate, not a proposal
+    world.open_pr(301, {"w1.py": W["w1.py"], "v.py": numbered("v", 3)}, "Part of it", body="Supersedes #100.")
+    ws = make_workspace(tmp_path / "ws", {"warm": track([100])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    _, report = _status(ws)
+    (candidate,) = report["findings"]["successors"][0]["candidates"]
+    assert candidate["number"] == 301 and candidate["shared_hunks"] == 1 and candidate["warning"] is None
+    action = report["tracks"][0]["next_action"]
+    assert "follow #301" not in action["text"] and "decide carry / follow a successor / drop" in action["text"]
+    # two of four: at least half
+    world.open_pr(302, {"w1.py": W["w1.py"], "w2.py": W["w2.py"]}, "Half of it", body="Supersedes #100.")
+    _, report = _status(ws)
+    assert report["tracks"][0]["next_action"]["text"].startswith("#100 closed without merging -> follow #302? (shares 2 of 4 hunks, open)")
+    assert report["tracks"][0]["next_action"]["text"].endswith("tracks.yaml: warm: prs: [302]")

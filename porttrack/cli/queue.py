@@ -51,7 +51,8 @@ def _collisions(ctx: Context):
 
     client = ctx.github(ctx.config.upstream.repo)
     budget = Budget(client, search_limit())
-    search = find_collisions(client, budget, queued_hunks(ctx.workspace), frozenset(tracked_numbers(ctx.config)))
+    fork, _problem = ctx.fork_or_problem  # where the bases are mapped; without it, compared unmapped
+    search = find_collisions(client, budget, queued_hunks(ctx.workspace), frozenset(tracked_numbers(ctx.config)), fork)
     client.save_cache()
     return search, budget.cost()
 

@@ -34,7 +34,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.knowledge import gather, search_upstream
+    from porttrack.knowledge import gather, search_upstream, with_findings
     from porttrack.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
@@ -56,7 +56,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
-        report = replace(report, findings=search_upstream(ctx.workspace, config, client, report))
+        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork))
         if not dry_run:
             client.save_cache()
     when = report.observed_at or "never"

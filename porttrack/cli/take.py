@@ -77,6 +77,8 @@ def render_import(outcome) -> str:
         how = f" [{h.applies}]" if h.taken and h.applies not in ("clean", "unchecked") else ""
         why = f"  {for_terminal(h.reason, 160)}" if h.reason else ""
         lines.append(f"  {mark} {h.id}  {for_terminal(h.path, 70)} {h.where}{how}{why}")
+    if plan.source_check is not None:  # the patched files against the fork tip: new undefined names, compile
+        lines.append(for_terminal(plan.source_check.text, 600))
     summary = f"{len(plan.taken)} of {len(plan.hunks)} hunks taken, {len(plan.left_out)} left out"
     if outcome.patch is not None:
         verb = "wrote" if outcome.written else "would write"

@@ -25,7 +25,7 @@ from porttrack.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
 from porttrack.collisions import render_lines as render_collisions
 from porttrack.knowledge import gather as gather_knowledge
-from porttrack.knowledge import search_upstream
+from porttrack.knowledge import Findings, search_upstream, with_findings
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -87,7 +87,10 @@ def gather(
     problems = _Problems()
     know = _knowledge(ws, config, fork, fork_problem, problems)
     status_report = _status(ws, config, client, dry_run, progress, know, problems)
-    found = _found(ws, config, client, status_report, dry_run) if status_report.mode == "live" and client is not None else None
+    findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
+    if findings is not None:
+        status_report = with_findings(status_report, findings)  # "follow #N?" for an orphan with a successor
+    found = _found(findings)
     upstream_state = _recorded_state(ws, config, problems)
     verdicts = _convergence(ws, config, fork, fork_problem, problems)
     queue = _queue(ws, problems)
@@ -145,15 +148,19 @@ def report_file(ws: Workspace, config: "Config", week: str) -> str:
     return f"{config.report.output_dir.rstrip('/')}/weekly-{week}.md"
 
 
-def _found(ws: Workspace, config: "Config", client: "GitHubClient", status_report: "StatusReport",
-           dry_run: bool) -> Mapping[str, Any] | None:
-    """Successor candidates of orphaned PRs and collisions ahead, as `status` shows them (the
-    searches never fail a report: a cut-short search says why in its own lines). Their answers'
-    ETags are kept like the poll's, so next week's searches are conditional."""
-    findings = search_upstream(ws, config, client, status_report)
+def _search(ws: Workspace, config: "Config", client: "GitHubClient", status_report: "StatusReport",
+            dry_run: bool, fork: GitRepo | None) -> Findings:
+    """The searches (they never fail a report: a cut-short search says why in its own lines). Their
+    answers' ETags are kept like the poll's, so next week's searches are conditional."""
+    findings = search_upstream(ws, config, client, status_report, fork)
     if not dry_run:
         client.save_cache()
-    if findings.skipped:
+    return findings
+
+
+def _found(findings: Findings | None) -> Mapping[str, Any] | None:
+    """Successor candidates of orphaned PRs and collisions ahead, as `status` shows them."""
+    if findings is None or findings.skipped:
         return None
     return {"successors": {str(s.pr): render_successors(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
@@ -208,6 +215,9 @@ def _queue(ws: Workspace, problems: _Problems):
         return queue_mod.Queue()
     if queue.series_stale:
         problems.add("queue", "patches/series does not match manifest.json; the next queue change rewrites it")
+    for patch in queue.live():  # a patch that applies but cannot run is not healthy (issue 21, class 8)
+        if patch.source_check is not None and not patch.source_check.ok:
+            problems.add("queue", f"{patch.name}: {patch.source_check.text}")
     return queue
 
 
@@ -312,6 +322,8 @@ def _queue_rows(queue, since: str) -> tuple[QueueRow, ...]:
                 hunks_left_out=tuple(LeftOut(h.path, h.kind, h.reason) for h in patch.hunks_left_out),
                 coverage=_queue_coverage(patch),
                 gate=patch.gate,
+                source_check=None if patch.source_check is None else patch.source_check.text,
+                source_check_ok=None if patch.source_check is None else patch.source_check.ok,
             )
         )
     return tuple(rows)

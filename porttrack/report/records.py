@@ -135,6 +135,8 @@ class QueueRow:
     hunks_left_out: tuple[LeftOut, ...]
     coverage: str | None
     gate: str | None
+    source_check: str | None = None  # `pycheck.SourceCheck.text` recorded at import (None: not recorded)
+    source_check_ok: bool | None = None  # False: the patched files have new undefined names or do not compile
 
 
 @dataclass(frozen=True)
