@@ -146,7 +146,9 @@ def test_graph_replays_are_counted_and_an_eager_fallback_is_caught(tmp_path: Pat
     _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
     s = summary_of(log)
     assert (s.graph_captures, s.graph_replays) == (1, 5)
-    assert s.eager_launches_in_graphed_regions == 1 and s.eager_kernels == ("decode_step",)
+    assert s.eager_triton_launches_in_graphed_regions == 1 and s.eager_kernels == ("decode_step",)
+    assert (s.graphed_region_entries, s.graphed_regions_not_replayed) == (6, 1)
+    assert s.eager_launches_in_graphed_regions is None  # every CUDA kernel: not measured, never 0
     assert s.jit_compiles_after_warmup == 0
 
 
@@ -175,8 +177,8 @@ def test_dynamo_recompiles_after_warmup_count_with_their_reason(tmp_path: Path) 
     s = summary_of(log)
     assert s.jit_compiles_after_warmup == 1
     assert "size mismatch" in s.jit_after_warmup[0].key
-    counters = [e for e in events_mod.read(log) if e["kind"] == "dynamo-counters"]
-    assert counters[-1]["frames_total"] == 2
+    counters = [e for e in events_mod.read(log) if e["kind"] == "probe-counts"]
+    assert counters[-1]["when"] == "exit" and counters[-1]["dynamo"]["frames_total"] == 2
 
 
 def test_the_vllm_plugin_marks_warmup_when_the_worker_step_returns(tmp_path: Path) -> None:
@@ -242,3 +244,227 @@ def test_summary_fields_are_none_when_their_instrument_is_missing(missing: str) 
               {"t": 2, "pid": 7, "kind": "mark", "name": "warmup-done"}]
     fields = to_fields(summarize(events))
     assert fields["jit_compiles_after_warmup" if missing == "triton-jit" else "graph_replays"] is None
+
+
+# -- failing closed and staying out of the way (issue 22) -------------------------------------------
+
+AUTOTUNED = """
+    from porttrack import probe
+    probe.install()
+    import triton
+
+    @triton.autotune(configs=[triton.Config({"BLOCK_D": 64}), triton.Config({"BLOCK_D": 128}),
+                              triton.Config({"BLOCK_D": 256})], key=["D"])
+    @triton.jit
+    def gather_rows_kernel():
+        pass
+
+    gather_rows_kernel.run("fp16", D=128)
+    gather_rows_kernel.run("fp16", D=128)
+    probe.mark(probe.WARMUP_DONE)
+    gather_rows_kernel.run("fp16", D=128)
+"""
+
+
+def test_autotuning_a_key_first_seen_after_warmup_counts_like_a_compile(tmp_path: Path) -> None:
+    # D=192 reuses the three configs' compiled kernels (no compile at all) but benchmarks all three
+    _, log = run_program(tmp_path, AUTOTUNED + "    gather_rows_kernel.run('fp16', D=192)\n", "triton_3_6")
+    s = summary_of(log)
+    assert s.instruments["triton-autotune"].startswith("triton.runtime.autotuner")
+    assert s.jit_compiles_after_warmup == 1
+    (offender,) = s.jit_after_warmup
+    assert (offender.kernel, offender.kind, offender.key) == ("gather_rows_kernel", "triton-autotune", "(192,)")
+    assert s.autotunes_before_warmup == 1 and s.compiles_before_warmup == 3
+
+
+def test_autotuning_only_during_warmup_gives_zero(tmp_path: Path) -> None:
+    _, log = run_program(tmp_path, AUTOTUNED, "triton_3_6")
+    assert summary_of(log).jit_compiles_after_warmup == 0
+
+
+RECOMPILE = """
+    from porttrack import probe
+    probe.install()
+    import triton, torch, torch._dynamo as dynamo
+    {setup}
+    dynamo.compile_frame("forward")
+    probe.mark(probe.WARMUP_DONE)
+    dynamo.compile_frame("forward", recompile_reason="tensor 'x' size mismatch at index 0. expected 8, actual 16")
+"""
+
+
+@pytest.mark.parametrize("setup, env", [
+    ("torch._logging.set_logs(graph_breaks=True)", {}),    # the program sets its own logging after the probe
+    ("", {"TORCH_LOGS": "graph_breaks"}),                   # TORCH_LOGS set: torch ignores the probe's set_logs
+], ids=["set_logs", "TORCH_LOGS"])
+def test_dynamo_recompiles_are_counted_whatever_the_logging_settings(tmp_path: Path, setup: str, env: dict,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    _, log = run_program(tmp_path, RECOMPILE.format(setup=setup), "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert not any(e["kind"] == "dynamo-recompile" for e in events_mod.read(log))  # the reason was not logged
+    assert s.jit_compiles_after_warmup == 1
+    assert s.jit_after_warmup[0].kind == "dynamo" and "reason not logged" in s.jit_after_warmup[0].key
+
+
+def test_inductor_kernels_compiled_after_warmup_are_seen(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import triton, torch, torch._inductor as inductor
+        inductor.compile_kernel("triton_poi_fused_add_0", "xnumel=1024")
+        probe.mark(probe.WARMUP_DONE)
+        inductor.compile_kernel("triton_poi_fused_add_0", "xnumel=2048")
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.instruments["inductor-kernels"] == "torch._inductor.config.run_jit_post_compile_hook"
+    assert s.jit_compiles_after_warmup == 1 and s.jit_after_warmup[0].kernel == "triton_poi_fused_add_0"
+
+
+@pytest.mark.parametrize("when", ["before warmup", "after warmup"])
+def test_a_hook_replaced_without_chaining_turns_the_figure_into_not_measured(tmp_path: Path, when: str) -> None:
+    replace = "    triton.knobs.runtime.jit_post_compile_hook = lambda **kw: None  # e.g. tritonparse, not chained\n"
+    body = KERNELS.replace("    probe.mark(probe.WARMUP_DONE)\n", (replace if when == "before warmup" else "")
+                           + "    probe.mark(probe.WARMUP_DONE)\n" + (replace if when == "after warmup" else ""))
+    _, log = run_program(tmp_path, body + "    gather_kernel.launch('fp32,N=512')\n", "triton_3_6")
+    s = summary_of(log)
+    assert s.jit_compiles_after_warmup is None
+    assert any("triton-jit not measured" in p and "jit_post_compile_hook" in p for p in s.problems)
+
+
+def test_a_hook_wrapped_by_another_library_after_the_probe_also_fails_closed(tmp_path: Path) -> None:
+    chain = """
+    previous = triton.knobs.runtime.jit_post_compile_hook
+    def another_library(**kw):
+        return previous(**kw)
+    triton.knobs.runtime.jit_post_compile_hook = another_library
+    """
+    _, log = run_program(tmp_path, KERNELS.replace("    import triton\n", "    import triton\n" + chain)
+                         + "    gather_kernel.launch('fp32,N=512')\n", "triton_3_6")
+    # chained before the probe looked at it: another library set it after install, still calling ours;
+    # the probe cannot tell that from an unchained replacement, so it fails closed
+    assert summary_of(log).jit_compiles_after_warmup is None
+
+
+def test_a_torch_only_eager_step_in_a_graphed_region_is_not_reported_as_zero(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+        graph = torch.cuda.CUDAGraph()
+        with probe.graphed_region("decode"):
+            graph.capture_begin(); graph.capture_end()
+        probe.mark(probe.WARMUP_DONE)
+        for _ in range(3):
+            with probe.graphed_region("decode"):
+                graph.replay()
+        with probe.graphed_region("decode"):
+            pass                                  # torch ops only: no Triton launch, no replay
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.eager_launches_in_graphed_regions is None
+    assert (s.eager_triton_launches_in_graphed_regions, s.graphed_region_entries, s.graphed_regions_not_replayed) == (0, 4, 1)
+
+
+def test_two_threads_in_graphed_regions_at_once(tmp_path: Path) -> None:
+    body = """
+        import threading
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+
+        @triton.jit
+        def decode_step():
+            pass
+
+        decode_step.launch("B=8")
+        probe.mark(probe.WARMUP_DONE)
+        both_inside, errors = threading.Barrier(2), []
+
+        def worker(n):
+            try:
+                for _ in range(50):
+                    with probe.graphed_region(f"decode-{n}"):
+                        both_inside.wait()
+                        decode_step.launch("B=8")
+                        both_inside.wait()
+            except Exception as exc:
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(2)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(errors, triton.knobs.runtime.launch_enter_hook)
+    """
+    proc, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    assert proc.stdout.strip() == "[] None"  # no RecursionError; the launch hook uninstalled
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions == 100 and s.graphed_region_entries == 100
+
+
+def test_cache_entries_are_those_this_process_wrote_not_its_neighbours(tmp_path: Path) -> None:
+    cache = tmp_path / "shared-cache"
+    neighbour = tmp_path / "neighbour.py"
+    neighbour.write_text("import triton\n\n@triton.jit\ndef other_kernel():\n    pass\n\nother_kernel.launch('fp16')\n")
+    body = KERNELS + f"    import subprocess, sys\n    subprocess.run([sys.executable, {str(neighbour)!r}], check=True)\n"
+    _, log = run_program(tmp_path, body, "triton_3_6", cache=cache)
+    assert len(list(cache.iterdir())) == 3  # two entries written here, one by the neighbour
+    s = summary_of(log)
+    assert (s.cache_entries_written, s.served_from_cache) == (2, 0)
+
+
+def test_mark_scans_no_folder_and_a_steady_state_logs_aggregates(tmp_path: Path) -> None:
+    cache = tmp_path / "big-cache"
+    for n in range(300):
+        (cache / f"entry{n}").mkdir(parents=True)
+        (cache / f"entry{n}" / "k.json").write_text("{}")
+    body = """
+        import os
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+        scans = []
+        for name in ("scandir", "listdir"):
+            real = getattr(os, name)
+            setattr(os, name, lambda *a, real=real, **k: scans.append(a) or real(*a, **k))
+        graph = torch.cuda.CUDAGraph()
+        with probe.graphed_region("decode"):
+            graph.capture_begin(); graph.capture_end()
+        for n in range(100):
+            probe.mark(f"step-{n}")
+        probe.mark(probe.WARMUP_DONE)
+        for _ in range(20000):
+            with probe.graphed_region("decode"):
+                graph.replay()
+        print(len(scans), os.path.getsize(os.environ["PORTTRACK_PROBE"]))
+    """
+    proc, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda", cache=cache)
+    scans, size = map(int, proc.stdout.split())
+    assert scans == 0
+    assert size < 64 << 10  # 20,000 replays: a few counters, not an event each
+    assert summary_of(log).graph_replays == 20000
+
+
+def test_a_process_killed_before_exit_leaves_its_periodic_counts(tmp_path: Path) -> None:
+    body = """
+        import os, time
+        from porttrack import probe
+        from porttrack.probe import instruments
+        instruments.FLUSH_S = 0.05
+        probe.install()
+        import torch, triton
+        graph = torch.cuda.CUDAGraph()
+        graph.capture_begin(); graph.capture_end()
+        probe.mark(probe.WARMUP_DONE)
+        for _ in range(7):
+            graph.replay()
+        time.sleep(0.5)
+        os._exit(0)                               # no atexit: as a worker killed by its engine
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.graph_replays == 7 and s.cache_entries_written is None
+    assert any("no exit snapshot" in p for p in s.problems)
