@@ -122,6 +122,7 @@ def case(name: str, out: Path) -> None:
             torch_step()
     elif name == "two-threads":
         probe.mark(probe.WARMUP_DONE)
+        knob_before = triton.knobs.runtime.launch_enter_hook
         barrier, errors = threading.Barrier(2), []
 
         def worker() -> None:
@@ -142,7 +143,8 @@ def case(name: str, out: Path) -> None:
             t.join()
         torch.cuda.synchronize()
         report["errors"] = errors
-        report["launch_hook_after"] = repr(triton.knobs.runtime.launch_enter_hook)
+        report["launch_knob_as_before"] = triton.knobs.runtime.launch_enter_hook is knob_before
+        report["launch_knob"] = type(knob_before).__name__
     torch.cuda.synchronize()
     out.write_text(json.dumps(report))
 
@@ -284,7 +286,7 @@ def main() -> int:
 
     rep, s, _ = run(["--case", "two-threads"], work, "two-threads", True)
     show("two-threads: no error, exact counts, launch hook restored",
-         not rep["errors"] and rep["launch_hook_after"] == "None" and s.eager_triton_launches_in_graphed_regions == 400
+         not rep["errors"] and rep["launch_knob_as_before"] and s.eager_triton_launches_in_graphed_regions == 400
          and s.graphed_region_entries == 400,
          {**rep, "eager_triton_launches_in_graphed_regions": s.eager_triton_launches_in_graphed_regions,
           "graphed_region_entries": s.graphed_region_entries})

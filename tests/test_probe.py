@@ -369,7 +369,10 @@ def test_a_torch_only_eager_step_in_a_graphed_region_is_not_reported_as_zero(tmp
     assert (s.eager_triton_launches_in_graphed_regions, s.graphed_region_entries, s.graphed_regions_not_replayed) == (0, 4, 1)
 
 
-def test_two_threads_in_graphed_regions_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("knob", ["hookchain", "plain"])
+def test_two_threads_in_graphed_regions_at_once(tmp_path: Path, knob: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if knob == "plain":
+        monkeypatch.setenv("STANDIN_TRITON_PLAIN_LAUNCH_HOOK", "1")
     body = """
         import threading
         from porttrack import probe
@@ -382,6 +385,7 @@ def test_two_threads_in_graphed_regions_at_once(tmp_path: Path) -> None:
 
         decode_step.launch("B=8")
         probe.mark(probe.WARMUP_DONE)
+        knob_before = triton.knobs.runtime.launch_enter_hook
         both_inside, errors = threading.Barrier(2), []
 
         def worker(n):
@@ -397,10 +401,10 @@ def test_two_threads_in_graphed_regions_at_once(tmp_path: Path) -> None:
         threads = [threading.Thread(target=worker, args=(n,)) for n in range(2)]
         [t.start() for t in threads]
         [t.join() for t in threads]
-        print(errors, triton.knobs.runtime.launch_enter_hook)
+        print(errors, triton.knobs.runtime.launch_enter_hook is knob_before)
     """
     proc, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
-    assert proc.stdout.strip() == "[] None"  # no RecursionError; the launch hook uninstalled
+    assert proc.stdout.strip() == "[] True"  # no RecursionError; the launch knob as it was
     s = summary_of(log)
     assert s.eager_triton_launches_in_graphed_regions == 100 and s.graphed_region_entries == 100
 

@@ -42,17 +42,16 @@ class Unavailable(Exception):
 class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
-    __slots__ = ("depth", "stack", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
+    __slots__ = ("stack", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
                  "bench_n", "bench_s")
 
     def __init__(self) -> None:
-        self.depth = 0
         self.stack: list[str] = []
         self.replays: dict[int, int] = {}
         self.total_replays = 0
         self.at_entry = 0
         self.eager: dict[str, int] = {}
-        self.entries: dict[str, int] = {}
+        self.entries = 0
         self.unreplayed: dict[str, int] = {}
         self.bench_n = 0
         self.bench_s = 0.0
@@ -80,7 +79,7 @@ class Counts:
 
     def reset_after_fork(self) -> None:
         """A forked child starts from zero: its parent's counts are the parent's."""
-        self._local = threading.local()
+        self._local.__dict__.pop("t", None)  # the forking thread's own; no other thread survives a fork
         self._threads = []
         self._lock = threading.Lock()
         self.cache_written = {}
@@ -93,19 +92,20 @@ class Counts:
             threads = list(self._threads)
         replays: dict[str, int] = {}
         eager: dict[str, int] = {}
-        entries: dict[str, int] = {}
+        entries = 0
         unreplayed: dict[str, int] = {}
         for t in threads:
             for graph, n in list(t.replays.items()):
                 name = self.labels.get(graph) or f"graph@{graph:x}"
                 replays[name] = replays.get(name, 0) + n
-            for into, source in ((eager, t.eager), (entries, t.entries), (unreplayed, t.unreplayed)):
+            entries += t.entries
+            for into, source in ((eager, t.eager), (unreplayed, t.unreplayed)):
                 for key, n in list(source.items()):
                     into[key] = into.get(key, 0) + n
         written: dict[str, int] = {}
         for kernel in list(self.cache_written.values()):
             written[kernel] = written.get(kernel, 0) + 1
-        return {"replays": replays, "eager_triton": eager, "region_entries": entries,
+        return {"replays": replays, "eager_triton": eager, "region_entries": {"all": entries},
                 "regions_not_replayed": unreplayed, "cache_written": written}
 
 
@@ -178,7 +178,7 @@ def hook_triton(log: EventLog, triton: Any, counts: Counts, watch: HookWatch, re
         setattr(holder, post_attr, on_compiled)
         watch.add("triton-jit", holder, post_attr, on_compiled)
     if runtime is not None and hasattr(runtime, "launch_enter_hook"):
-        regions.launch_knob = runtime
+        regions.set_launch_knob(runtime)
     return api
 
 
@@ -251,67 +251,124 @@ def hook_cache_writes(log: EventLog, triton: Any, counts: Counts, watch: HookWat
 class Regions:
     """`graphed_region(name)`: code that should run as a CUDA graph replay once warm. Counted per
     thread: entries, entries that replayed no graph at all (the step ran eagerly, whatever launched
-    its kernels), and Triton launches outside a capture. The launch knob is set only while some
-    thread is inside a region (Triton builds launch metadata for every launch while it is set),
-    installed by the first thread in and restored by the last one out, never chained to itself."""
+    its kernels), and Triton launches outside a capture.
+
+    Triton's launch hook: on Triton 3.6, `knobs.runtime.launch_enter_hook` is a HookChain that is
+    never None (Triton builds launch metadata for every launch anyway), so the probe adds its hook
+    to the chain once and it returns at once outside a region. On an older Triton whose knob is a
+    plain attribute (set, Triton builds metadata for every launch), the hook is set only while
+    some thread is inside a region: installed by the first thread in, restored by the last one out,
+    never chained to itself."""
 
     def __init__(self, log: EventLog, counts: Counts, watch: HookWatch):
         self.log, self.counts, self.watch = log, counts, watch
         self.launch_knob: Any = None
+        self._knob_owner: Any = None
+        self._chain: Any = None
         self._lock = threading.Lock()
         self._inside = 0
         self._previous: Any = None
         self._capturing: Callable[[], bool] = lambda: False
         self._hook = self._on_launch  # one bound method, so `is` tells whether the knob is still ours
+        self._local = counts._local
+
+    def set_launch_knob(self, knob: Any) -> None:
+        self._knob_owner = knob
+        chain = getattr(knob, "launch_enter_hook", None)
+        if callable(getattr(chain, "add", None)) and callable(getattr(chain, "remove", None)):
+            chain.add(self._hook)
+            self._chain = chain
+        else:
+            self.launch_knob = knob
+
+    def check(self) -> None:
+        """At each mark and at exit: is the probe's launch hook still where it put it?"""
+        if self._chain is not None:
+            holder = getattr(self._chain, "calls", None)
+            knob_now = getattr(self._knob_owner, "launch_enter_hook", self._chain)
+            if knob_now is not self._chain or (isinstance(holder, list) and self._hook not in holder):
+                if ("region-launches", "launch_enter_hook") not in self.watch.reported:
+                    self.watch.reported.add(("region-launches", "launch_enter_hook"))
+                    self.log.emit("probe-hook-replaced", instrument="region-launches", hook="launch_enter_hook",
+                                  now=type(knob_now).__name__)
 
     def current(self) -> str | None:
         stack = self.counts.mine().stack
         return stack[-1] if stack else None
 
-    def enter(self, name: str) -> None:
-        t = self.counts.mine()
-        t.stack.append(name)
-        t.depth += 1
-        if t.depth == 1:
-            t.at_entry = t.total_replays
-            if self.launch_knob is not None:
-                with self._lock:
-                    self._inside += 1
-                    if self._inside == 1:
-                        previous = self.launch_knob.launch_enter_hook
-                        self._previous = None if previous is self._hook else previous
-                        self.launch_knob.launch_enter_hook = self._hook
+    def install(self) -> None:
+        """The first thread into a region sets the plain launch knob (older Triton only)."""
+        with self._lock:
+            self._inside += 1
+            if self._inside == 1:
+                previous = self.launch_knob.launch_enter_hook
+                self._previous = None if previous is self._hook else previous
+                self.launch_knob.launch_enter_hook = self._hook
 
-    def exit(self, name: str) -> None:
-        t = self.counts.mine()
-        if not t.depth:
-            return
-        t.depth -= 1
-        outer = t.stack.pop() if t.stack else name
-        if t.depth:
-            return
-        t.entries[outer] = t.entries.get(outer, 0) + 1
-        if t.total_replays == t.at_entry:
-            t.unreplayed[outer] = t.unreplayed.get(outer, 0) + 1
-        if self.launch_knob is not None:
-            with self._lock:
-                self._inside -= 1
-                if self._inside == 0:
-                    if self.launch_knob.launch_enter_hook is self._hook:
-                        self.launch_knob.launch_enter_hook = self._previous
-                    else:
-                        self.log.emit("probe-hook-replaced", instrument="region-launches", hook="launch_enter_hook",
-                                      now=str(getattr(self.launch_knob.launch_enter_hook, "__qualname__", "?"))[:200])
-                    self._previous = None
+    def uninstall(self) -> None:
+        """The last thread out restores it, unless another library replaced it meanwhile."""
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0:
+                if self.launch_knob.launch_enter_hook is self._hook:
+                    self.launch_knob.launch_enter_hook = self._previous
+                else:
+                    self.log.emit("probe-hook-replaced", instrument="region-launches", hook="launch_enter_hook",
+                                  now=str(getattr(self.launch_knob.launch_enter_hook, "__qualname__", "?"))[:200])
+                self._previous = None
 
     def _on_launch(self, metadata: Any) -> Any:
-        previous = self._previous
-        t = self.counts.mine()
-        if t.depth and not self._capturing():
+        try:
+            t = self._local.t
+        except AttributeError:
+            t = None
+        if t is not None and t.stack and not self._capturing():
             data = metadata.get() if hasattr(metadata, "get") and callable(metadata.get) else metadata
             name = str((data.get("name") if isinstance(data, dict) else None) or "?")
             t.eager[name] = t.eager.get(name, 0) + 1
+        if self._chain is not None:
+            return None  # the chain calls the other hooks itself
+        previous = self._previous
         return previous(metadata) if previous is not None and previous is not self._hook else None
+
+
+class Region:
+    """A `graphed_region(name)`: one object per name, shared by threads (the state is per thread).
+    A class, not a generator, and flat: it runs around every replay."""
+
+    __slots__ = ("name", "regions", "local", "counts")
+
+    def __init__(self, regions: Regions, name: str):
+        self.name, self.regions, self.local, self.counts = name, regions, regions._local, regions.counts
+
+    def __enter__(self) -> None:
+        try:
+            t = self.local.t
+        except AttributeError:
+            t = self.counts.mine()
+        stack = t.stack
+        stack.append(self.name)
+        if len(stack) == 1:
+            t.at_entry = t.total_replays
+            if self.regions.launch_knob is not None:
+                self.regions.install()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            t = self.local.t
+        except AttributeError:
+            return
+        stack = t.stack
+        if not stack:
+            return
+        stack.pop()
+        if stack:
+            return
+        t.entries += 1
+        if t.total_replays == t.at_entry:
+            t.unreplayed[self.name] = t.unreplayed.get(self.name, 0) + 1
+        if self.regions.launch_knob is not None:
+            self.regions.uninstall()
 
 
 # -- torch: CUDA graphs, inductor and dynamo ----------------------------------------------------
@@ -321,13 +378,16 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
     if graph_cls is None or not hasattr(graph_cls, "replay"):
         raise Unavailable("torch.cuda.CUDAGraph.replay does not exist in this torch")
     original_replay, original_end = graph_cls.replay, graph_cls.capture_end
-    mine = counts.mine
+    local, mine = counts._local, counts.mine
 
     def replay(self: Any, *args: Any, **kw: Any) -> Any:
-        t = mine()
+        try:
+            t = local.t
+        except AttributeError:
+            t = mine()
         t.total_replays += 1
-        key = id(self)
-        t.replays[key] = t.replays.get(key, 0) + 1
+        r = t.replays
+        r[id(self)] = r.get(id(self), 0) + 1
         return original_replay(self, *args, **kw)
 
     def capture_end(self: Any, *args: Any, **kw: Any) -> Any:

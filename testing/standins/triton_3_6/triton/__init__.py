@@ -14,8 +14,32 @@ import os
 import types
 
 __version__ = "3.6.0-standin"
+
+
+class HookChain:
+    """Triton 3.6's: `knobs.runtime.launch_enter_hook` is one, never None."""
+
+    def __init__(self):
+        self.calls = []
+
+    def add(self, func):
+        if func not in self.calls:
+            self.calls.append(func)
+
+    def remove(self, func):
+        if func in self.calls:
+            self.calls.remove(func)
+
+    def __call__(self, *args, **kwargs):
+        for call in self.calls:
+            call(*args, **kwargs)
+
+
+# STANDIN_TRITON_PLAIN_LAUNCH_HOOK=1: the launch knob as a plain attribute, None unless set (Triton 3.3-3.5)
+_plain = os.environ.get("STANDIN_TRITON_PLAIN_LAUNCH_HOOK") == "1"
 knobs = types.SimpleNamespace(
-    runtime=types.SimpleNamespace(jit_cache_hook=None, jit_post_compile_hook=None, launch_enter_hook=None),
+    runtime=types.SimpleNamespace(jit_cache_hook=None, jit_post_compile_hook=None,
+                                  launch_enter_hook=None if _plain else HookChain()),
     cache=types.SimpleNamespace(dir=None),
 )
 
