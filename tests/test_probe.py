@@ -472,3 +472,82 @@ def test_a_process_killed_before_exit_leaves_its_periodic_counts(tmp_path: Path)
     s = summary_of(log)
     assert s.graph_replays == 7 and s.cache_entries_written is None
     assert any("no exit snapshot" in p for p in s.problems)
+
+
+def test_a_launch_hook_removed_from_the_chain_makes_region_launches_not_measured(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+        probe.mark(probe.WARMUP_DONE)
+        triton.knobs.runtime.launch_enter_hook = triton.HookChain()   # another library's fresh chain
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions is None and s.graphed_regions_not_replayed is None
+    assert any("region-launches not measured" in p for p in s.problems)
+
+
+def _random_program(rng: "random.Random") -> tuple[str, str]:
+    """A random program on the stand-ins and the truth about it, worked out from its steps alone:
+    "blind" (a hook replaced before a compile after warmup could be seen), "offends" (something
+    compiled or autotuned after warmup), or "clean"."""
+    lines = ["from porttrack import probe", "probe.install()", "import triton, torch, torch._dynamo as dynamo",
+             "@triton.jit", "def k():", "    pass",
+             "@triton.autotune(configs=[triton.Config({'B': 1}), triton.Config({'B': 2})], key=['D'])",
+             "@triton.jit", "def t():", "    pass"]
+    if rng.random() < 0.3:
+        lines.append("torch._logging.set_logs()")
+    seen_keys, seen_d, frames = set(), set(), 0
+    warm = replaced = False
+    offends = False
+    for step in range(rng.randint(3, 12)):
+        if not warm and (step > 2 and rng.random() < 0.4):
+            lines.append("probe.mark(probe.WARMUP_DONE)")
+            warm = True
+            continue
+        what = rng.choice(["launch", "autotune", "dynamo", "replace"] if warm else ["launch", "autotune", "dynamo"])
+        if what == "launch":
+            key = rng.choice(["a", "b", "c"])
+            lines.append(f"k.launch({key!r})")
+            offends |= warm and key not in seen_keys
+            seen_keys.add(key)
+        elif what == "autotune":
+            d = rng.choice([64, 128])
+            lines.append(f"t.run('fp16', D={d})")
+            offends |= warm and d not in seen_d
+            seen_d.add(d)
+        elif what == "dynamo":
+            lines.append("dynamo.compile_frame('f', recompile_reason='x' if %d else None)" % frames)
+            offends |= warm
+            frames += 1
+        elif what == "replace" and rng.random() < 0.3:
+            lines.append("triton.knobs.runtime.jit_post_compile_hook = lambda **kw: None")
+            replaced = True
+    if not warm:
+        lines.append("probe.mark(probe.WARMUP_DONE)")
+    truth = "blind" if replaced else ("offends" if offends else "clean")
+    return "\n".join(lines) + "\n", truth
+
+
+def test_against_ground_truth_over_random_programs(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(22)
+    table: dict[tuple[str, str], int] = {}
+    for n in range(40):
+        program, truth = _random_program(rng)
+        work = tmp_path / str(n)
+        work.mkdir()
+        _, log = run_program(work, program, "triton_3_6", "torch_cuda")
+        got = summary_of(log).jit_compiles_after_warmup
+        said = "not measured" if got is None else ("caught" if got > 0 else "zero")
+        table[(truth, said)] = table.get((truth, said), 0) + 1
+    print("\ntruth \\ probe said   caught  zero  not measured")
+    for truth in ("offends", "clean", "blind"):
+        print(f"{truth:20} {table.get((truth, 'caught'), 0):7} {table.get((truth, 'zero'), 0):5} "
+              f"{table.get((truth, 'not measured'), 0):13}")
+    wrong = {k: v for k, v in table.items()
+             if k not in {("offends", "caught"), ("clean", "zero"), ("blind", "not measured")}}
+    assert not wrong, table
+    assert all(table.get(k, 0) > 0 for k in [("offends", "caught"), ("clean", "zero")]), table
