@@ -10,7 +10,8 @@ event log with `porttrack.probe.summary`:
 1. warm-all: warmup covers every shape → jit_compiles_after_warmup == 0
 2. new-shape: a dtype first seen after warmup → caught, with the kernel and key named
 3. graph: a captured decode step replayed N times → N replays counted; the same step run eagerly
-   inside the graphed region → eager launches caught, kernels named
+   inside the graphed region → its Triton launches caught, kernels named, the region counted as not
+   replayed (every CUDA kernel: not measured, None)
 4. cold/warm: two processes sharing a fresh TRITON_CACHE_DIR → cold compiles and writes cache
    entries (its compile time reported), warm compiles are served from the cache (no writes)
 5. numerics: every shape against the torch float32 reference within tolerance; a planted 10 %
@@ -158,10 +159,13 @@ def main() -> int:
 
     rep, s = run_scenario("graph", work, work / "cache-graph")
     show("3 graph replays counted; an eager fallback is caught",
-         s.graph_replays == 50 and s.graph_captures == 1 and (s.eager_launches_in_graphed_regions or 0) >= 2
-         and {"gather_rows_kernel", "decode_attention_kernel"} <= set(s.eager_kernels),
+         s.graph_replays == 50 and s.graph_captures == 1 and (s.eager_triton_launches_in_graphed_regions or 0) >= 2
+         and {"gather_rows_kernel", "decode_attention_kernel"} <= set(s.eager_kernels)
+         and s.graphed_regions_not_replayed == 1 and s.eager_launches_in_graphed_regions is None,
          {"graph_captures": s.graph_captures, "graph_replays": s.graph_replays,
           "eager_launches_in_graphed_regions": s.eager_launches_in_graphed_regions, "eager_kernels": list(s.eager_kernels),
+          "eager_triton_launches_in_graphed_regions": s.eager_triton_launches_in_graphed_regions,
+          "graphed_regions_not_replayed": s.graphed_regions_not_replayed,
           "replay_step_us": rep.get("replay_step_us"), "jit_compiles_after_warmup": s.jit_compiles_after_warmup})
 
     shared = work / "cache-cold-warm"

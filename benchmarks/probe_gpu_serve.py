@@ -7,7 +7,8 @@ float32 reference.
 
 Writes {"metrics": {"first_request_ms", "decode_step_us"}, "numerics": {...}} for
 `porttrack.jobs.cells`. `SIDE_REQUEST_DTYPE` is what the demo's planted patch changes: serving a
-request in a dtype warmup never saw (a compile after warmup).
+request in a dtype warmup never saw (a compile after warmup); `SIDE_GATHER_WIDTH` what its autotune
+variant changes: a gather of a row width warmup never saw (autotuning after warmup, no compile).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import kernels  # noqa: E402  (demo/kernels.py: the Triton kernels)
 
 HEADS, DIM = 8, 128
 SIDE_REQUEST_DTYPE = None  # None: every request is served in the warmed-up dtype
+SIDE_GATHER_WIDTH = None  # None: every gather has the warmed-up row width (the autotuner's key)
 
 
 def main() -> None:
@@ -53,6 +55,9 @@ def main() -> None:
     decode_step_us = (time.perf_counter() - began) / 100 * 1e6
     if SIDE_REQUEST_DTYPE is not None:
         kernels.DecodeStep(1, HEADS, args.context, DIM, getattr(torch, SIDE_REQUEST_DTYPE)).eager()
+        torch.cuda.synchronize()
+    if SIDE_GATHER_WIDTH is not None:  # a row width warmup never saw: the autotuner benchmarks its configs again
+        kernels.gather_rows(torch.randn((4096, SIDE_GATHER_WIDTH), device="cuda", dtype=torch.float16), step.idx)
         torch.cuda.synchronize()
 
     ref = step.reference()

@@ -27,13 +27,12 @@ then reports that assertion as not measurable (never as 0).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib.abc
 import importlib.util
 import os
 import sys
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from porttrack.probe import instruments
 from porttrack.probe.events import ENV, EventLog
@@ -57,84 +56,133 @@ def install(path: str | None = None) -> bool:
         target = path or os.environ.get(ENV)
         if not target:
             return False
+        # inductor's generated Triton kernels reach Triton's post-compile hook only when this is set
+        # before torch._inductor.config loads (`instruments.hook_inductor` sets the config otherwise)
+        os.environ[instruments.INDUCTOR_ENV] = "1"
         log = EventLog(target)
-        _state.update(log=log, regions=instruments.Regions(log), installed={}, missing={}, cache_before=None)
+        counts, watch = instruments.Counts(), instruments.HookWatch()
+        _state.update(log=log, counts=counts, watch=watch, regions=instruments.Regions(log, counts, watch),
+                      installed={}, missing={}, flushed=None)
         log.emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0])
         for module in _HOOKS:
             when_imported(module, lambda _mod, name=module: _instrument(name))
         atexit.register(_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+        _start_flusher()
         return True
 
 
 def mark(name: str) -> None:
-    """A phase boundary, e.g. "warmup-done": compiles after it are compiles after warmup."""
+    """A phase boundary, e.g. "warmup-done": compiles after it are compiles after warmup. O(1): it
+    writes the mark and the counters as they stand (no folder is scanned)."""
     if not active():
         return
     _state["log"].emit("mark", name=name)
     _snapshot("mark:" + name)
 
 
-@contextlib.contextmanager
-def graphed_region(name: str) -> Iterator[None]:
-    """Code expected to run as CUDA graph replays once warm (see `instruments.Regions`)."""
-    if not active():
-        yield
-        return
-    regions = _state["regions"]
-    regions.enter(name)
-    try:
-        yield
-    finally:
-        regions.exit(name)
+class _Inert:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_INERT = _Inert()
+
+
+def graphed_region(name: str) -> Any:
+    """A context manager: code expected to run as CUDA graph replays once warm (see
+    `instruments.Regions`). A class, not a generator, so it costs a replay next to nothing."""
+    region = _region_by_name.get(name)
+    if region is not None:
+        return region
+    if "log" not in _state:
+        return _INERT
+    return _region_by_name.setdefault(name, instruments.Region(_state["regions"], name))
+
+
+_region_by_name: dict[str, Any] = {}
 
 
 def _instrument(module: str) -> None:
     """Install the instruments for an imported module; a failure is recorded, never raised."""
-    log, regions = _state["log"], _state["regions"]
+    log = _state["log"]
     mod = sys.modules[module]
-    for name, hook in _HOOKS[module]:
-        if name in _state["installed"]:
-            continue
-        try:
-            _state["installed"][name] = hook(log, mod, regions)
-            _state["missing"].pop(name, None)
-        except Exception as exc:  # Unavailable, or an API that changed under us
-            _state["missing"][name] = f"{type(exc).__name__}: {exc}"[:300]
-    if module == "triton":
-        _state["cache_dir"] = instruments.triton_cache_dir(mod)
-        _state["cache_before"] = instruments.cache_entries(_state["cache_dir"])
+    with _lock:
+        for name, hook in _HOOKS[module]:
+            if name in _state["installed"]:
+                continue
+            try:
+                _state["installed"][name] = hook(log, mod, _state["counts"], _state["watch"], _state["regions"])
+                _state["missing"].pop(name, None)
+            except Exception as exc:  # Unavailable, or an API that changed under us
+                _state["missing"][name] = f"{type(exc).__name__}: {exc}"[:300]
     log.emit("probe-instruments", module=module, instruments=dict(_state["installed"]), missing=dict(_state["missing"]))
 
 
-# module -> its instruments (name, hook(log, module, regions) -> the API used)
+# module -> its instruments (name, hook(log, module, counts, watch, regions) -> the API used)
 _HOOKS = {
-    "triton": [("triton-jit", instruments.hook_triton)],
+    "triton": [("triton-jit", instruments.hook_triton), ("triton-autotune", instruments.hook_autotuner),
+               ("triton-cache-writes", instruments.hook_cache_writes)],
     "torch": [("cuda-graphs", instruments.hook_cuda_graphs)],
     "torch._dynamo": [("dynamo", instruments.hook_dynamo)],
+    "torch._inductor.config": [("inductor-kernels", instruments.hook_inductor)],
 }
 
 
 def _snapshot(when: str) -> None:
-    """What this process has written to Triton's cache so far (a compile that was not a disk hit),
-    and dynamo's counters."""
-    log = _state["log"]
-    if _state.get("cache_before") is not None:
-        now = instruments.cache_entries(_state["cache_dir"])
-        written: dict[str, int] = {}
-        for entry, kernel in now.items():
-            if entry not in _state["cache_before"]:
-                written[kernel] = written.get(kernel, 0) + 1
-        log.emit("triton-cache-files", when=when, dir=str(_state["cache_dir"]), written=written)
+    """The cumulative counters (`probe-counts`): graph replays, graphed regions, Triton launches
+    in them, cache entries this process wrote, dynamo's counters; and whether another library
+    replaced one of the probe's hooks. Bounded by the number of graphs and kernels, not by time."""
+    log, counts = _state["log"], _state["counts"]
+    _state["watch"].check(log)
+    _state["regions"].check()
+    fields = counts.snapshot()
     if "dynamo" in _state["installed"]:
         try:
-            log.emit("dynamo-counters", when=when, **instruments.dynamo_counters(sys.modules["torch._dynamo"]))
+            fields["dynamo"] = instruments.dynamo_counters(sys.modules["torch._dynamo"])
         except Exception as exc:
             log.emit("probe-error", where="dynamo counters", error=str(exc)[:200])
+    if when == "periodic":
+        if fields == _state["flushed"]:
+            return
+    _state["flushed"] = fields
+    log.emit("probe-counts", when=when, **fields)
+
+
+def _flush_loop(stop: threading.Event) -> None:
+    while not stop.wait(instruments.FLUSH_S):
+        try:
+            if active():
+                _snapshot("periodic")
+        except Exception:  # a probe never breaks the program; the exit snapshot still comes
+            pass
+
+
+def _start_flusher() -> None:
+    """Counts are kept in memory; a process killed before exit still leaves its counts as of at
+    most FLUSH_S ago (a daemon thread writes them only when they changed)."""
+    stop = threading.Event()
+    threading.Thread(target=_flush_loop, args=(stop,), name="porttrack-probe-flush", daemon=True).start()
+    _state["stop"] = stop
+
+
+def _after_fork() -> None:
+    if active():
+        _state["counts"].reset_after_fork()
+        _state["log"]._lock = threading.Lock()  # the parent's flusher may have held it at fork
+        _state["flushed"] = None
+        _state["log"].emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0], forked=True)
+        _start_flusher()
 
 
 def _at_exit() -> None:
     with _lock:
         if active():
+            _state["stop"].set()
             _snapshot("exit")
             _state["log"].emit("probe-exit")
 

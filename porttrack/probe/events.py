@@ -6,14 +6,18 @@ for a regular file, so lines from several processes interleave but never mix. Ev
 `t` (wall-clock seconds), `pid`, `kind` and its own fields.
 
 Kinds (`fields`):
-- `probe-start` (`instruments`: what could be hooked, `missing`: what could not, with why)
+- `probe-start`, `probe-instruments` (`instruments`: what could be hooked, `missing`: what could
+  not, with why), `probe-exit`
 - `mark` (`name`: e.g. "warmup-done")
-- `triton-compile-start` / `triton-compile` (`kernel`, `key`, `seconds` on the second)
-- `triton-cache-files` (`written`: cache entries this process wrote, by kernel; `dir`)
-- `triton-launch` (`kernel`, `region`, `capturing`): only inside a `graphed_region`
-- `region-enter` / `region-exit` (`region`)
-- `graph-capture` (`graph`), `graph-replay` (`graph`)
-- `dynamo-compile` (`frame`, `seconds`), `dynamo-recompile` (`reason`), `dynamo-counters` (at exit)
+- `triton-compile` (`kernel`, `key`, `seconds`), `triton-autotune` (`kernel`, `key`, `configs`
+  benchmarked, `seconds`)
+- `graph-capture` (`graph`, `region`)
+- `dynamo-recompile` (`reason`, where dynamo's recompiles log is on)
+- `probe-counts` (`when`: "mark:NAME" | "periodic" | "exit"; cumulative: `replays` per graph,
+  `region_entries`, `regions_not_replayed` and `eager_triton` per region/kernel, `cache_written`
+  per kernel, `dynamo` counters)
+- `probe-hook-replaced` (`instrument`, `hook`, `now`): another library replaced a probe hook
+  without chaining; the summary reports that instrument's figure as not measured
 - `probe-error` (`where`, `error`): an instrument that broke; the summary fails closed on it
 """
 

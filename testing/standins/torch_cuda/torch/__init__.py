@@ -31,4 +31,15 @@ _on_rocm = os.environ.get("STANDIN_GPU_ARCH", "").startswith("gfx")
 version = types.SimpleNamespace(cuda=None if _on_rocm else "13.0", hip="7.0.2" if _on_rocm else None)
 cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, is_current_stream_capturing=lambda: _capturing[0],
                              is_available=lambda: True, get_device_properties=_device_properties)
-_logging = types.SimpleNamespace(set_logs=lambda **kw: None)
+_recompiles_logged = ["recompiles" in os.environ.get("TORCH_LOGS", "")]
+
+
+def _set_logs(**kw):
+    """As torch's: every artifact back to its default except those named; ignored (with a
+    warning in torch) when TORCH_LOGS is set."""
+    if "TORCH_LOGS" in os.environ:
+        return
+    _recompiles_logged[0] = bool(kw.get("recompiles"))
+
+
+_logging = types.SimpleNamespace(set_logs=_set_logs)
