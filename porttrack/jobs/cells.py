@@ -113,6 +113,8 @@ def _read(cell: Cell, phase: str, finished: runner.JobRun, log: Path, output: Pa
         return Measured(cell, phase, None, f"the probe could not measure {', '.join(missing)}: {'; '.join(summary.problems) or 'no events'}", seconds)
     fields = {"metrics": metrics, "numerics": numerics, "graph_replays": summary.graph_replays,
               "jit_compiles_after_warmup": summary.jit_compiles_after_warmup, "duration_s": seconds}
+    if isinstance(data.get("backend_used"), dict):  # what the engine ran, as the program recorded it
+        fields["backend_used"] = data["backend_used"]
     if summary.jit_after_warmup:
         offenders = ", ".join(f"{o.kernel} [{o.key[:80]}]" for o in summary.jit_after_warmup[:5])
         print(f"cells: {cell.model} {cell.context}x{cell.batch} {phase}: compiled after warmup: {offenders}", file=sys.stderr)
