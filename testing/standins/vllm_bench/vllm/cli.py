@@ -1,6 +1,7 @@
 """Stand-in for the `vllm` command: `vllm --version` and `vllm bench latency` with the flags
 porttrack.jobs.vllm passes (as vllm/benchmarks/latency.py defines them), writing its
-`--output-json` in vLLM's shape (avg_latency, std_latency, latencies, percentiles)."""
+`--output-json` in vLLM 0.33's shape (model_id, avg_latency, latencies, percentiles: the fields
+benchmarks/results/vllm_compat.json recorded from the real source)."""
 
 import json
 import statistics
@@ -42,6 +43,6 @@ def main(argv=None):
         ordered = sorted(latencies)
         percentiles = {str(p): ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))] for p in (10, 25, 50, 75, 90, 99)}
         with open(args.output_json, "w") as f:
-            json.dump({"avg_latency": statistics.fmean(latencies), "std_latency": statistics.pstdev(latencies),
+            json.dump({"model_id": args.model, "avg_latency": statistics.fmean(latencies),
                        "latencies": latencies, "percentiles": percentiles}, f, indent=4)
     return 0

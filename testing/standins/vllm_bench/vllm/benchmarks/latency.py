@@ -3,7 +3,7 @@ own flags, then the engine's), and the keys `main` writes to --output-json."""
 
 from vllm.engine.arg_utils import EngineArgs
 
-OUTPUT_JSON_FIELDS = ("avg_latency", "std_latency", "latencies", "percentiles")
+OUTPUT_JSON_FIELDS = ("model_id", "avg_latency", "latencies", "percentiles")  # what cli.py writes
 
 
 def add_cli_args(parser):

@@ -3,7 +3,6 @@ vLLM 0.33 spells them (benchmarks/results/vllm_compat.json records the real ones
 checks every flag here exists there). An older vLLM (STANDIN_VLLM {"reads_env": true}) or one
 with no way to choose the backend ({"no_interface": true}) has no `attention_backend`."""
 
-import argparse
 import dataclasses
 
 import vllm
@@ -22,7 +21,8 @@ def add_cli_args(parser):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--enforce-eager", action="store_true")
     parser.add_argument("--max-model-len", type=int, default=None)
-    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--enable-prefix-caching", action="store_true", default=None)
+    parser.add_argument("--disable-prefix-caching", dest="enable_prefix_caching", action="store_false")
     if HAS_BACKEND:
         parser.add_argument("--attention-backend", default=None)
     return parser
