@@ -221,3 +221,16 @@ def test_a_backend_vllm_does_not_know_is_refused_before_anything_runs(tmp_path):
     assert {c["model"] for c in doc["cells"]} == {"GLM-5.2"}
     assert "refused (unknown-backend: NOT_A_BACKEND is not an attention backend of vLLM 0.33.0+standin" in proc.stderr
     assert "refused Qwen3.6: unknown-backend: NOT_A_BACKEND" in doc["job"]["notes"]
+
+
+def test_the_backend_decision_against_an_independent_truth_over_seeded_cases(tmp_path):
+    """testing/backend_oracle.py: random interfaces, engines that run what they like, layer kinds
+    and plans; the job writes exactly the cells that truly measured their claim, each with what
+    the engine ran. (benchmarks/backend_oracle.py runs more cases and prints the table.)"""
+    from testing.backend_oracle import cases, confusion, judge, run
+
+    rows = [judge(case, run(case, tmp_path / str(i))[1]) for i, case in enumerate(cases(seed=2222, count=10))]
+    table = confusion(rows)
+    print(table)
+    assert all(t == w and r for t, w, r in rows), table
+    assert {t for t, _, _ in rows} == {True, False}  # both kinds of case were drawn
