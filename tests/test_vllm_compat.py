@@ -62,6 +62,7 @@ def test_the_job_asks_for_the_backend_only_by_flags_the_real_parser_has():
     assert CHECKS["parser"]["parsed"]["attention_backend"] == "FLASHMLA_SPARSE"
     # the recorded vLLM offers the engine argument and no longer reads the variable
     assert RECORDED["engine_args_attention_backend"] is True and RECORDED["env_VLLM_ATTENTION_BACKEND_read"] is False
+    assert RECORDED["llm_accepts_attention_backend"] is True  # the numerics runs: LLM(attention_backend=...)
 
 
 def test_every_backend_named_in_tracks_yaml_is_a_member_of_the_real_enum():
