@@ -239,6 +239,8 @@ class CellVerdict:
     evidence: str | None = None
     baseline: str | None = None
     checks: tuple[Check, ...] = ()
+    backend: str | None = None  # the attention backend the evidence claims
+    backend_used: Mapping[str, Any] | None = None  # layer kind -> backends the engine recorded running
 
     # The GPU axes by name (None where the matrix has no such axis).
     @property
@@ -256,6 +258,14 @@ class CellVerdict:
     @property
     def label(self) -> str:
         return " ".join(part for part in (describe_coords(self.coords), self.target, self.phase) if part)
+
+    @property
+    def backend_text(self) -> str:
+        """"backend X (ran Kind=X)" for a cell that names one; "" otherwise."""
+        if self.backend is None and self.backend_used is None:
+            return ""
+        ran = ", ".join(f"{kind}={'+'.join(names)}" for kind, names in (self.backend_used or {}).items())
+        return f"backend {self.backend or '(none claimed)'} ({'ran ' + ran if ran else 'not recorded'})"
 
 
 @dataclass(frozen=True)
@@ -353,7 +363,7 @@ def _judge_cell(subject: GateSubject, key: CellKey,
     record = holding[-1]
     cell = find_cell(record, coords, phase)
     assert cell is not None
-    checks = list(_absolute_checks(gate, cell))
+    checks = list(_backend_checks(gate, cell)) + list(_absolute_checks(gate, cell))
 
     baseline_id, baseline_problem = None, None
     judged_metrics = [m for m in gate.metrics if m.allowed_regression_pct is not None or m.allowed_regression_abs is not None]
@@ -378,7 +388,30 @@ def _judge_cell(subject: GateSubject, key: CellKey,
         verdict, reason = baseline_problem
     else:
         verdict, reason = PASS, "every check passed"
-    return CellVerdict(**where, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks))
+    return CellVerdict(**where, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks),
+                       backend=cell.get("backend"), backend_used=_attention_used(cell))
+
+
+def _attention_used(cell: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    used = cell.get("backend_used")
+    return None if not isinstance(used, Mapping) else {str(k): list(v) for k, v in dict(used.get("attention") or {}).items()}
+
+
+def _backend_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
+    """A claimed backend the engine's own record does not show, and numerics that compared a
+    backend with itself, are not evidence (the vLLM job refuses both; this catches other writers)."""
+    claimed, used = cell.get("backend"), _attention_used(cell)
+    if claimed is not None and used is not None:
+        ran = {name for names in used.values() for name in names}
+        if claimed in ran:
+            yield Check("backend", PASS, f"the engine ran {claimed}", observed=sorted(ran), limit=claimed)
+        else:
+            yield Check("backend", MISSING, f"the cell claims {claimed}, but the engine recorded running {', '.join(sorted(ran))}",
+                        observed=sorted(ran), limit=claimed)
+    both = (cell.get("numerics") or {}).get("backends_used")
+    if isinstance(both, Mapping) and both.get("candidate") == both.get("reference") and claimed != gate.reference_backend:
+        yield Check("numerics", MISSING, f"both numerics runs ran the same backends ({both.get('candidate')}), but the gate's "
+                                         f"reference is {gate.reference_backend}: a backend compared with itself", limit=gate.reference_backend)
 
 
 def _absolute_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
@@ -588,7 +621,8 @@ def to_json(result: GateCheck) -> dict[str, Any]:
       "cells": [{"model", "context", "batch", "target", "phase",
                  "verdict": "pass"|"fail"|"missing"|"baseline-missing"|"baseline-other-environment",
                  "reason", "evidence": id|null, "baseline": id|null,
-                 "checks": [{"check": "numerics"|"graph-replay"|"no-jit-after-warmup"|"metric:<name>",
+                 "backend": str|null (claimed), "backend_used": {layer kind: [backend]}|null (the engine's record),
+                 "checks": [{"check": "backend"|"numerics"|"graph-replay"|"no-jit-after-warmup"|"metric:<name>",
                              "outcome": "pass"|"fail"|"missing", "detail", "observed", "limit",
                              "baseline", "regression", "regression_pct", "over_by"}]}],
       "evidence": [id, ...],           # every record the verdict rests on, sorted
@@ -614,6 +648,7 @@ def to_json(result: GateCheck) -> dict[str, Any]:
             {
                 **coords_json(c.coords), "target": c.target, "phase": c.phase,
                 "verdict": c.verdict, "reason": c.reason, "evidence": c.evidence, "baseline": c.baseline,
+                "backend": c.backend, "backend_used": c.backend_used,
                 "checks": [
                     {"check": k.check, "outcome": k.outcome, "detail": k.detail, "observed": k.observed, "limit": k.limit,
                      "baseline": k.baseline, "regression": k.regression, "regression_pct": k.regression_pct, "over_by": k.over_by}
@@ -650,7 +685,7 @@ def render(result: GateCheck) -> str:
         for left in req.left_out:
             lines.append(f"  not required: {left.model} ({left.verdict}: {for_terminal('; '.join(left.reasons), 160)})")
     for cell in result.cells:
-        head = f"  {cell.verdict.upper():<27} {cell.label}"
+        head = f"  {cell.verdict.upper():<27} {cell.label}" + (f"  [{for_terminal(cell.backend_text, 200)}]" if cell.backend_text else "")
         lines.append(head)
         if cell.verdict != PASS:
             lines.append(f"      {for_terminal(cell.reason, 400)}")

@@ -285,7 +285,9 @@ tracks:
     targets: [linux]
     gate:
       # The job runs on the ref under test and writes porttrack/results/v2 to {{results}}:
-      # `python -m porttrack.jobs.timed` times a command (here the test suite) and writes it.
+      # `python -m porttrack.jobs.timed` times a command (here the test suite) and writes it. It
+      # puts the worktree (and its src/, for a src layout) first on PYTHONPATH and refuses a run that
+      # imported the project's packages from elsewhere (an installed copy): --package NAME names them.
       job:
         command: python -m porttrack.jobs.timed --cwd {{workdir}} --metric test_time --axis python=3.12 -- python -m pytest -q
         timeout_s: 1800

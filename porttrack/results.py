@@ -278,7 +278,10 @@ class Results:
 
     def add_cell(self, *, model: str, context: int, batch: int, phase: str, metrics: Mapping[str, float],
                  numerics: Mapping[str, Any], graph_replays: int, jit_compiles_after_warmup: int,
-                 backend: str | None = None, duration_s: float | None = None) -> "Results":
+                 backend: str | None = None, duration_s: float | None = None,
+                 backend_used: Mapping[str, Any] | None = None) -> "Results":
+        """One GPU cell. `backend` is the attention backend claimed; `backend_used` what the engine
+        recorded from inside itself: {"attention": {layer kind: [backend, ...]}, "vllm": version}."""
         cell: dict[str, Any] = {
             "model": model, "context": context, "batch": batch, "phase": phase,
             "metrics": dict(metrics), "numerics": dict(numerics),
@@ -286,6 +289,8 @@ class Results:
         }
         if backend is not None:
             cell["backend"] = backend
+        if backend_used is not None:
+            cell["backend_used"] = dict(backend_used)
         if duration_s is not None:
             cell["duration_s"] = duration_s
         self.document["cells"].append(cell)

@@ -27,6 +27,7 @@ from testing.workspace import make_workspace
 
 TARGET = "h200"
 MODEL = "demo-decoder"
+BACKEND = "TRITON"  # the model's backend in tracks.yaml: each cell claims it (and shows what ran, if the program says)
 
 
 def gate(program: str, contexts: list[int], batches: list[int], timeout_s: int = 1800) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def gate(program: str, contexts: list[int], batches: list[int], timeout_s: int =
     filled by the gate's runner) and `{{context}}` `{{batch}}` `{{output}}` (doubled, so the
     runner leaves `{context}` … for porttrack.jobs.cells to fill per cell)."""
     job = (f"{sys.executable} -m porttrack.jobs.cells --model {MODEL} --contexts {','.join(map(str, contexts))} "
-           f"--batches {','.join(map(str, batches))} --timeout {timeout_s} -- {program}")
+           f"--batches {','.join(map(str, batches))} --backend {MODEL}={BACKEND} --timeout {timeout_s} -- {program}")
     return {
         "job": {"command": job, "timeout_s": timeout_s * 4},
         "matrix": {"models": [MODEL], "contexts": contexts, "batches": batches, "targets": [TARGET]},
@@ -64,7 +65,7 @@ class GateDemo:
             "upstream": {"repo": "demo/upstream", "remote": "upstream", "default_branch": "main"},
             "fork": {"repo": "demo/fork", "branch": "main", "upstream_base": "upstream/main", "checkout": str(self.fork)},
             "targets": {TARGET: {"name": "the machine this demo runs on", "vendor": "nvidia", "arch": "sm_90"}},
-            "models": {MODEL: {"drafters": [], "attention": "mha", "quantization": "fp16", "backends": {TARGET: "TRITON"}}},
+            "models": {MODEL: {"drafters": [], "attention": "mha", "quantization": "fp16", "backends": {TARGET: BACKEND}}},
             "tracks": {
                 "decode-block": {"title": "decode attention block size", "prs": [101], "requires": {}, "targets": [TARGET], "gate": g},
                 "side-requests": {"title": "serve side requests", "prs": [102], "requires": {}, "targets": [TARGET], "gate": g},

@@ -29,6 +29,9 @@ def test_a_planted_compile_after_warmup_fails_the_gate_and_promotion_is_refused(
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr
     data = json.loads(check.stdout)
     assert data["counts"]["pass"] == 4  # 2 contexts × 1 batch × cold and warm, on the one target
+    # each cell names its backend and what the program said it ran; the human output shows both
+    assert {(c["backend"], json.dumps(c["backend_used"])) for c in data["cells"]} == {("TRITON", '{"decode_attention_kernel": ["TRITON"]}')}
+    assert demo.porttrack("gate", "check", good).stdout.count("[backend TRITON (ran decode_attention_kernel=TRITON)]") == 4
     assert demo.porttrack("promote", good).returncode == 0
 
     planted = demo.queue(102, "side-requests")

@@ -607,8 +607,20 @@ def test_gate_run_with_the_vllm_job_records_evidence_that_passes(tmp_path, monke
     check = gw.check()
     measured = [c for c in check["cells"] if c["target"] == "sm_121a"]
     assert len(measured) == 4 and {c["verdict"] for c in measured} == {"pass"}, measured
+    # the backend each cell claims, and what its engine recorded running, are shown per cell
+    for c in measured:
+        assert c["backend"] == "FLASHMLA_SPARSE" and c["backend_used"] == {"Attention": ["FLASHMLA_SPARSE"]}
+        assert {"check": "backend", "outcome": "pass"}.items() <= c["checks"][0].items()
+    human = gw.cli("gate", "check", "0001-pr101").stdout
+    assert human.count("[backend FLASHMLA_SPARSE (ran Attention=FLASHMLA_SPARSE)]") == 4, human
     record = json.loads(gw.evidence_files()[0].read_text())
-    assert record["environment"]["arch"] == "sm_121a" and record["environment"]["extra"]["vllm"] == "0.11.0+standin"
+    # evidence whose engine record shows another backend than it claims is not evidence
+    cell0 = dict(record["cells"][0])
+    claimed_other = gates._backend_checks(gw.config().tracks["mla"].gate, {**cell0, "backend": "FLASH_ATTN"})
+    assert [(k.check, k.outcome) for k in claimed_other] == [("backend", "missing")]
+    same = {**cell0, "numerics": {**cell0["numerics"], "backends_used": {"candidate": {"Attention": ["X"]}, "reference": {"Attention": ["X"]}}}}
+    assert ("numerics", "missing") in [(k.check, k.outcome) for k in gates._backend_checks(gw.config().tracks["mla"].gate, same)]
+    assert record["environment"]["arch"] == "sm_121a" and record["environment"]["extra"]["vllm"] == "0.33.0+standin"
     # a candidate whose backend drifts past the gate's tolerance fails its numerics check
     env["STANDIN_VLLM"] = json.dumps({"logprob_error": {"FLASHMLA_SPARSE": 0.5}})
     gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", **env)

@@ -61,12 +61,14 @@ def test_each_cell_is_measured_cold_then_warm_with_its_own_caches(tmp_path):
             assert warm["metrics"]["cache_entries_written"] == 0 and warm["metrics"]["served_from_cache"] > 0
             for c in (cold, warm):
                 assert c["backend"] == "FLASHMLA_SPARSE" and c["jit_compiles_after_warmup"] == 0
+                assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin"}
+                assert c["numerics"]["backends_used"] == {"candidate": {"Attention": ["FLASHMLA_SPARSE"]}, "reference": {"Attention": ["TRITON_MLA"]}}
                 assert c["graph_replays"] == 4 * 4  # output_len 4 decode steps x 4 measured batches
                 m = c["metrics"]
                 assert m["startup_time"] >= 0 and m["first_request_latency"] > 0 and m["median_latency"] > 0
                 assert m["decode_throughput"] == pytest.approx(batch * 4 / (m["median_latency"] / 1000), rel=1e-3)
     env = doc["environment"]
-    assert env["extra"]["vllm"] == "0.11.0+standin" and env["torch"] == "2.9.0+standin" and env["triton"] == "3.6.0-standin"
+    assert env["extra"]["vllm"] == "0.33.0+standin" and env["torch"] == "2.9.0+standin" and env["triton"] == "3.6.0-standin"
     assert env["fork_commit"] == "c" * 40 and env["patch_set"] == [{"name": "0001-pr101", "sha256": "d" * 64}]
     assert doc["commits"]["ref_under_test"] == "a" * 40 and doc["job"]["runner"] == "porttrack.jobs.vllm"
 
@@ -105,7 +107,8 @@ def test_without_the_probe_inside_nothing_is_written(tmp_path):
     the cells are refused rather than written as 0; with no cell left, no results file at all."""
     proc, doc = run_job(tmp_path, *PLAN, knobs={"no_plugins": True})
     assert proc.returncode == 3 and doc is None
-    assert "the probe wrote no event log" in proc.stderr and "no cell was measured" in proc.stderr
+    # nothing inside the engine recorded what it ran either: refused before the probe's log is read
+    assert "refused (backend-not-recorded)" in proc.stderr and "no cell was measured" in proc.stderr
 
 
 def test_every_run_failing_writes_no_results(tmp_path):
@@ -153,3 +156,81 @@ def test_numerics_stop_comparing_where_the_greedy_outputs_part():
     reference = {"token_ids": [[1, 5, 3]], "logprobs": [[-0.1, -0.25, -0.3]]}
     out = job.numerics_errors(candidate, reference, "TRITON_MLA")
     assert out == {"reference_backend": "TRITON_MLA", "max_abs_err": 0.05, "max_rel_err": 0.2, "samples": 2}
+
+
+# -- the backend: asked for the way vLLM reads it, recorded from inside the engine --------------
+
+def test_the_backend_is_asked_for_by_the_engine_argument_and_recorded_as_the_engine_ran_it(tmp_path):
+    """Like vLLM 0.33 the stand-in ignores VLLM_ATTENTION_BACKEND (removed upstream, #32812) and
+    reads `--attention-backend` / `LLM(attention_backend=...)`: the cell records what it asked
+    for, as the engine itself reported it, even with the old variable set to something else."""
+    proc, doc = run_job(tmp_path, *PLAN, VLLM_ATTENTION_BACKEND="FLASH_ATTN")
+    assert proc.returncode == 0, proc.stderr
+    for c in doc["cells"]:
+        assert c["backend"] == "FLASHMLA_SPARSE"
+        assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin"}
+        assert c["numerics"]["backends_used"]["reference"] == {"Attention": ["TRITON_MLA"]}
+    assert "backend by engine-argument" in doc["job"]["notes"]
+
+
+def test_a_cell_whose_engine_ran_another_backend_is_refused(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, knobs={"selects": "TRITON_ATTN"})
+    assert proc.returncode == 3 and doc is None
+    assert ("refused (backend-mismatch): vllm bench latency asked for FLASHMLA_SPARSE, but vLLM 0.33.0+standin ran "
+            "Attention on TRITON_ATTN") in proc.stderr
+
+
+def test_numerics_whose_reference_run_ran_another_backend_are_refused(tmp_path):
+    """Asked for the reference, the engine ran the candidate's backend: comparing those would be a
+    backend compared with itself, within any tolerance whatever the kernel computes."""
+    proc, doc = run_job(tmp_path, *PLAN, knobs={"selects": {"TRITON_MLA": "FLASHMLA_SPARSE"}, "logprob_error": {"FLASHMLA_SPARSE": 0.5}})
+    assert proc.returncode == 3 and doc is None
+    assert "refused (backend-mismatch): the reference numerics run asked for TRITON_MLA, but vLLM 0.33.0+standin ran Attention on FLASHMLA_SPARSE" in proc.stderr
+
+
+def test_the_same_backend_on_both_sides_is_compared_when_the_gate_names_it(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, "--backend", "GLM-5.2=TRITON_MLA")
+    assert proc.returncode == 0, proc.stderr
+    used = cell(doc, phase="cold")["numerics"]["backends_used"]
+    assert used["candidate"] == used["reference"] == {"Attention": ["TRITON_MLA"]}
+
+
+def test_the_backend_is_recorded_per_layer_kind(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, knobs={"layers": {"MLAAttention": 3, "Indexer": 1}})
+    assert proc.returncode == 0, proc.stderr
+    assert cell(doc, phase="warm")["backend_used"]["attention"] == {"Indexer": ["FLASHMLA_SPARSE"], "MLAAttention": ["FLASHMLA_SPARSE"]}
+
+
+def test_an_older_vllm_is_asked_by_the_environment_variable_it_reads(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, knobs={"reads_env": True})
+    assert proc.returncode == 0, proc.stderr
+    assert {c["backend_used"]["attention"]["Attention"][0] for c in doc["cells"]} == {"FLASHMLA_SPARSE"}
+    assert "backend by environment-variable" in doc["job"]["notes"]
+
+
+def test_a_vllm_offering_no_way_to_choose_the_backend_is_refused_with_the_reason(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, knobs={"no_interface": True})
+    assert proc.returncode == 3 and doc is None
+    assert "refused (no-backend-interface: vLLM 0.33.0+standin has neither the engine argument attention_backend" in proc.stderr
+    assert "vllm bench latency" not in proc.stderr  # nothing was run on whatever vLLM would pick
+
+
+def test_a_backend_vllm_does_not_know_is_refused_before_anything_runs(tmp_path):
+    proc, doc = run_job(tmp_path, *PLAN, "--models", "GLM-5.2,Qwen3.6", "--backend", "Qwen3.6=NOT_A_BACKEND")
+    assert proc.returncode == 0, proc.stderr
+    assert {c["model"] for c in doc["cells"]} == {"GLM-5.2"}
+    assert "refused (unknown-backend: NOT_A_BACKEND is not an attention backend of vLLM 0.33.0+standin" in proc.stderr
+    assert "refused Qwen3.6: unknown-backend: NOT_A_BACKEND" in doc["job"]["notes"]
+
+
+def test_the_backend_decision_against_an_independent_truth_over_seeded_cases(tmp_path):
+    """testing/backend_oracle.py: random interfaces, engines that run what they like, layer kinds
+    and plans; the job writes exactly the cells that truly measured their claim, each with what
+    the engine ran. (benchmarks/backend_oracle.py runs more cases and prints the table.)"""
+    from testing.backend_oracle import cases, confusion, judge, run
+
+    rows = [judge(case, run(case, tmp_path / str(i))[1]) for i, case in enumerate(cases(seed=2222, count=10))]
+    table = confusion(rows)
+    print(table)
+    assert all(t == w and r for t, w, r in rows), table
+    assert {t for t, _, _ in rows} == {True, False}  # both kinds of case were drawn

@@ -58,6 +58,7 @@ def test_the_wheel_carries_license_types_templates_and_schemas(built):
     assert "porttrack/py.typed" in names
     assert "porttrack/templates/weekly_status.md.j2" in names
     assert "porttrack/schemas/results.schema.json" in names
+    assert "porttrack/jobs/importwatch/sitecustomize.py" in names  # the timed job's import record
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["License-File"] == "LICENSE"

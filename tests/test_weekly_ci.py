@@ -303,7 +303,9 @@ def test_a_state_committed_by_a_person_that_is_newer_wins_over_the_branch(tmp_pa
     person = tmp_path / "person"
     git(tmp_path, "clone", "-q", str(origin), str(person))
     (person / "state").mkdir()
-    newer = {"schema": "porttrack/upstream-state/v1", "upstream": world.upstream_repo, "observed_at": (t.first_at + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    # newer than the first run's record, whatever today is (a fixed date went stale on 2026-12-02)
+    observed = (t.first_at + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    newer = {"schema": "porttrack/upstream-state/v1", "upstream": world.upstream_repo, "observed_at": observed,
              "source": "a person's live poll", "prs": {}}
     (person / "state" / "upstream.json").write_text(json.dumps(newer))
     git(person, "add", "-A")

@@ -1,7 +1,7 @@
 """A gate job that measures each cell of the gate's matrix, cold and warm, with the probe inside.
 
     python -m porttrack.jobs.cells --model M --contexts 1024,8192 --batches 1,8 \\
-        [--phases cold,warm] [--timeout S] -- PROGRAM ARGS...
+        [--phases cold,warm] [--backend M=BACKEND] [--timeout S] -- PROGRAM ARGS...
 
 For every model × context × batch it runs PROGRAM twice, each as a fresh process:
 
@@ -15,7 +15,12 @@ For every model × context × batch it runs PROGRAM twice, each as a fresh proce
 replays from inside; the program writes `{output}`:
 
     {"metrics": {"ttft_ms": 812.0, ...},
-     "numerics": {"reference_backend": "TRITON_MLA", "max_abs_err": 0.002, "max_rel_err": 0.01, "samples": 4096}}
+     "numerics": {"reference_backend": "TRITON_MLA", "max_abs_err": 0.002, "max_rel_err": 0.01, "samples": 4096},
+     "backend_used": {"attention": {"MLAAttention": ["FLASHMLA_SPARSE"]}}}   # optional
+
+`backend_used` is what the program says it ran, from inside (vLLM's engine record, see
+`porttrack.probe.engine_record`); `--backend M=BACKEND` is what each cell of M claims. Both are
+kept in the cell; `gate check` shows them and refuses a claim the record does not show.
 
 The job writes one `porttrack/results/v1` file (`porttrack.results`) with the environment
 fingerprint. It refuses to write a cell it did not measure: a run that failed, wrote no output,
@@ -113,6 +118,8 @@ def _read(cell: Cell, phase: str, finished: runner.JobRun, log: Path, output: Pa
         return Measured(cell, phase, None, f"the probe could not measure {', '.join(missing)}: {'; '.join(summary.problems) or 'no events'}", seconds)
     fields = {"metrics": metrics, "numerics": numerics, "graph_replays": summary.graph_replays,
               "jit_compiles_after_warmup": summary.jit_compiles_after_warmup, "duration_s": seconds}
+    if isinstance(data.get("backend_used"), dict):  # what the engine ran, as the program recorded it
+        fields["backend_used"] = data["backend_used"]
     if summary.jit_after_warmup:
         offenders = ", ".join(f"{o.kernel} [{o.key[:80]}]" for o in summary.jit_after_warmup[:5])
         print(f"cells: {cell.model} {cell.context}x{cell.batch} {phase}: compiled after warmup: {offenders}", file=sys.stderr)
@@ -130,12 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", required=True, type=_ints)
     parser.add_argument("--batches", required=True, type=_ints)
     parser.add_argument("--phases", default="cold,warm", type=lambda v: [p for p in v.split(",") if p])
+    parser.add_argument("--backend", action="append", default=[], metavar="MODEL=BACKEND",
+                        help="the backend each cell of MODEL claims (recorded as the cell's `backend`)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run of the program")
     parser.add_argument("--results", help="where to write [PORTTRACK_RESULTS]")
     args = parser.parse_args(argv[:split])
     program = argv[split + 1:]
     if not program or set(args.phases) - set(PHASES):
         parser.error("a program after --, and phases among cold,warm")
+    backends = dict(b.split("=", 1) for b in args.backend if "=" in b)
     results = Results.from_env()
     results.environment(**detect_environment())
     refused: list[str] = []
@@ -148,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                     refused.append(f"{cell.model} {cell.context}x{cell.batch} {measured.phase}: {measured.why_not}")
                     print(f"cells: not writing {refused[-1]}", file=sys.stderr)
                     continue
-                results.add_cell(model=cell.model, context=cell.context, batch=cell.batch, phase=measured.phase, **measured.fields)
+                results.add_cell(model=cell.model, context=cell.context, batch=cell.batch, phase=measured.phase,
+                                 backend=backends.get(cell.model), **measured.fields)
     if not results.document["cells"]:
         print("cells: no cell was measured; no results written (porttrack records nothing: cannot evaluate)", file=sys.stderr)
         return 1

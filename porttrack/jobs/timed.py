@@ -13,6 +13,15 @@ code costs. The machine fingerprint (arch, os, python) is what a baseline must s
 PROGRAM runs through the one local job runner (`porttrack.jobs.runner`: no shell, its own process
 group, stopped after `--timeout`); its output tail is shown when it fails.
 
+The code measured is the worktree's. PROGRAM runs with the worktree's `src/` (a src-layout
+project) and the worktree itself first on PYTHONPATH, so `python -m pytest` there imports the
+worktree's package, not a copy installed in the environment; and with porttrack's import record
+(`porttrack/jobs/importwatch/sitecustomize.py`) also on it, every Python process PROGRAM starts
+records at exit the file each measured package (`--package`, default: the packages in `src/`,
+else the worktree's top-level packages) was imported from. A run that imported one from outside
+the worktree, or that recorded no import of one at all (PYTHONPATH dropped: which copy ran is
+unknown), is refused (exit 6, nothing written): the gate would time code the ref does not have. Where the packages were imported from is written in the results' job notes.
+
 Fails closed: when PROGRAM fails (a failing test suite), nothing is written and this exits with
 PROGRAM's exit code, so `gate check` reads the cell as missing, never as a pass. porttrack's
 environment (PORTTRACK_TRACK, PORTTRACK_REF, ...; see `porttrack.results`) says what is tested.
@@ -21,17 +30,23 @@ environment (PORTTRACK_TRACK, PORTTRACK_REF, ...; see `porttrack.results`) says 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shlex
 import sys
+import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from porttrack.errors import ConfigError, InputError
+from porttrack.errors import ConfigError, ExitCode, InputError
 from porttrack.jobs.runner import run_job
 from porttrack.results import Results, detect_machine
 
 _INTEGER = re.compile(r"^-?[0-9]+$")
+IMPORT_WATCH = Path(__file__).resolve().parent / "importwatch"  # holds porttrack's sitecustomize.py
+RECORD_ENV, PACKAGES_ENV = "PORTTRACK_IMPORT_RECORD", "PORTTRACK_IMPORT_PACKAGES"
+NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "benchmarks", "examples", "scripts", "build", "dist"}
 
 
 def _axis(text: str) -> tuple[str, str | int]:
@@ -49,6 +64,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--axis", action="append", type=_axis, default=[], metavar="NAME=VALUE")
     parser.add_argument("--repeat", type=int, default=1, help="runs; the fastest is reported")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it is stopped")
+    parser.add_argument("--package", action="append", default=[], metavar="NAME",
+                        help="a package whose import must come from the worktree (default: those in src/, else at the top)")
     parser.add_argument("program", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.program[:1] == ["--"]:
@@ -60,27 +77,86 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def worktree_packages(tree: Path) -> list[str]:
+    """The packages a src-layout tree keeps in src/, else the tree's own top-level packages."""
+    src = tree / "src"
+    base = src if src.is_dir() else tree
+    return sorted(p.name for p in base.iterdir()
+                  if p.is_dir() and not p.is_symlink() and (p / "__init__.py").is_file() and p.name not in NOT_PACKAGES and p.name.isidentifier())
+
+
+def import_env(tree: Path, packages: Sequence[str], record: Path) -> dict[str, str]:
+    """PYTHONPATH with the import record, the worktree's src/ and the worktree first."""
+    first = [str(IMPORT_WATCH)] + ([str(tree / "src")] if (tree / "src").is_dir() else []) + [str(tree)]
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(first + rest), RECORD_ENV: str(record), PACKAGES_ENV: ",".join(packages)}
+
+
+def imported_from(record: Path) -> dict[str, set[str]]:
+    """package -> the files its processes imported it from (None-valued entries left out)."""
+    found: dict[str, set[str]] = {}
+    if record.is_file():
+        for line in record.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            for name, where in dict(entry.get("imported") or {}).items() if isinstance(entry, dict) else ():
+                if isinstance(where, str):
+                    found.setdefault(name, set()).add(where)
+    return found
+
+
+def outside(tree: Path, imported: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    root = tree.resolve()
+    return {name: sorted(w for w in wheres if not Path(w).resolve().is_relative_to(root))
+            for name, wheres in imported.items() if any(not Path(w).resolve().is_relative_to(root) for w in wheres)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # The runner fills {placeholders}: braces in PROGRAM's own arguments are doubled to stay literal.
     command = shlex.join(arg.replace("{", "{{").replace("}", "}}") for arg in args.program)
+    tree = Path(args.cwd).resolve()
+    packages = args.package or (worktree_packages(tree) if tree.is_dir() else [])
     times = []
+    imported: dict[str, set[str]] = {}
     for _ in range(args.repeat):
-        try:
-            ran = run_job(command, {}, cwd=Path(args.cwd), timeout_s=args.timeout, what="timed program")
-        except ConfigError as exc:
-            print(f"timed: {exc}; nothing written", file=sys.stderr)
-            return 127
+        with tempfile.TemporaryDirectory(prefix="porttrack-timed-") as tmp:
+            record = Path(tmp) / "imports.jsonl"
+            try:
+                ran = run_job(command, {}, cwd=Path(args.cwd), timeout_s=args.timeout, env=import_env(tree, packages, record),
+                              what="timed program")
+            except ConfigError as exc:
+                print(f"timed: {exc}; nothing written", file=sys.stderr)
+                return 127
+            for name, wheres in imported_from(record).items():
+                imported.setdefault(name, set()).update(wheres)
         if ran.exit_code != 0:
             said = "timed out" if ran.timed_out else f"exited {ran.exit_code}"
             print("\n".join(ran.output_tail), file=sys.stderr)
             print(f"timed: {args.program[0]} {said}; nothing written (the cell stays missing)", file=sys.stderr)
             return ran.exit_code or 124
         times.append(ran.duration_s)
+        unseen = [name for name in packages if name not in imported]
+        if unseen:
+            print(f"timed: refused (import-not-recorded): no process of the program recorded importing {', '.join(unseen)} "
+                  "(did it drop PYTHONPATH, e.g. `python -I`, or not import it?); which copy ran is unknown, so nothing is "
+                  "written (give --package for the packages it does measure)", file=sys.stderr)
+            return int(ExitCode.PRECONDITION)
+        elsewhere = outside(tree, imported)
+        if elsewhere:
+            said = "; ".join(f"{name} from {', '.join(wheres)}" for name, wheres in sorted(elsewhere.items()))
+            print(f"timed: refused (imported-outside-worktree): the program imported {said}, not the worktree {tree}'s copy; "
+                  "nothing written (install the worktree, e.g. `pip install -e .`, or give --package)", file=sys.stderr)
+            return int(ExitCode.PRECONDITION)
+    where = "; ".join(f"{name} from {', '.join(sorted(str(Path(w).resolve().relative_to(tree)) for w in imported[name]))}"
+                      for name in packages)
     try:
         results = Results.from_env()
         results.machine(**detect_machine())
         results.add_axes_cell(axes=dict(args.axis), metrics={args.metric: round(min(times), 6)}, duration_s=round(sum(times), 6))
+        results.job(runner="porttrack.jobs.timed", notes=f"measured the worktree's code: {where or 'no package named'}"[:2000])
         written = results.write(args.results)
     except InputError as exc:
         print(f"timed: {exc}", file=sys.stderr)

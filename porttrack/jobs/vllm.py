@@ -14,8 +14,9 @@ loads `porttrack.probe` as a `vllm.general_plugins` plugin in the engine and eve
 program it runs per cell and phase is this module's `cell` step, which
 
 1. runs `vllm bench latency --model PATH --input-len CONTEXT --batch-size BATCH --output-len N
-   --num-iters K --num-iters-warmup 0 --output-json FILE` with `VLLM_ATTENTION_BACKEND` set to
-   the model's backend, and records from it and from the probe's log:
+   --num-iters K --num-iters-warmup 0 --output-json FILE --attention-backend BACKEND` (the model's
+   backend, asked for the way the installed vLLM reads it: see "The backend" below), and records
+   from it and from the probe's log:
    - `first_request_latency` (ms): the first batch after start-up (no warmup iteration runs
      before it, on purpose);
    - `startup_time` (s): from launching vLLM to its last worker's "warmup-done" mark (the probe's
@@ -33,6 +34,20 @@ program it runs per cell and phase is this module's `cell` step, which
    greedy outputs differ) → `max_abs_err`, `max_rel_err`, `samples`. The gate's tolerance judges
    them (`porttrack gate check`).
 
+The backend. Before measuring, the job asks the installed vLLM (in this Python, as the numerics
+runs import it) for its version and the interface it offers: the engine argument
+`attention_backend` (`--attention-backend`, `LLM(attention_backend=...)`: vLLM since the
+AttentionConfig), else the environment variable `VLLM_ATTENTION_BACKEND` (older vLLM; removed
+upstream 2026-01-21, #32812), and its `AttentionBackendEnum`. A model whose backend cannot be
+asked for that way (no interface, or a name the enum lacks) is refused: its cells are not
+measured, the reason said as kind and detail, never run on whatever vLLM would pick. Then
+every run records, from inside its own processes (`porttrack.probe.engine_record`, through the
+probe's vLLM plugin), the backend the engine selected per attention layer kind and vLLM's
+version. A cell is refused when its run did not record it, or recorded a backend other than the
+one claimed; the numerics are refused when the reference run did not run the reference backend,
+or when both runs ran the same backends while the gate's reference is another one (a backend
+compared with itself). The cell keeps the record (`backend_used`, `numerics.backends_used`).
+
 Model weights: tracks.yaml names models (GLM-5.2); what vLLM loads is the machine's business:
 `--model-path NAME=PATH`, or `PORTTRACK_VLLM_MODELS` (a JSON object, name → path or hub id) set
 on the machine; otherwise the name itself is passed. The vLLM measured is the `vllm` on PATH
@@ -45,6 +60,7 @@ measured at all, no results file is written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -60,12 +76,14 @@ from typing import Any, Mapping, Sequence
 from porttrack.errors import ConfigError, InputError, PorttrackError
 from porttrack.jobs import cells as cells_mod
 from porttrack.jobs import runner
-from porttrack.probe import WARMUP_DONE, events
+from porttrack.probe import WARMUP_DONE, engine_record, events
 from porttrack.probe.summary import summarize
 from porttrack.results import ENV_VARS, Results, detect_environment
 
 MODELS_ENV = "PORTTRACK_VLLM_MODELS"
-BACKEND_ENV = "VLLM_ATTENTION_BACKEND"
+BACKEND_ENV = "VLLM_ATTENTION_BACKEND"  # the interface of vLLM before #32812 (2026-01-21)
+BY_ARGUMENT = "engine-argument"
+BY_ENVIRONMENT = "environment-variable"
 PROMPT_SEED = 20260  # the numerics prompts: the same token ids for candidate and reference
 
 
@@ -94,13 +112,35 @@ class Bench:
     engine_args: tuple[str, ...] = ()
     timeout_s: float = 1800.0
     paths: Mapping[str, str] = field(default_factory=dict)  # model -> what vLLM loads
+    ask_by: str = BY_ARGUMENT  # how the installed vLLM is asked for a backend
+
+
+@dataclass(frozen=True)
+class Interface:
+    """What the installed vLLM offers for choosing the attention backend (`interface` step)."""
+
+    version: str
+    engine_argument: bool  # EngineArgs has `attention_backend`
+    environment_variable: bool  # vllm.envs still reads VLLM_ATTENTION_BACKEND
+    backends: tuple[str, ...] | None  # AttentionBackendEnum's members; None when it has none
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a cell is not measured: a kind to act on and the detail to read."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
 
 
 # -- the job: plan, then one `cell` program per cell through porttrack.jobs.cells ---------------
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    steps = {"cell": cell_main, "logprobs": logprobs_main}
+    steps = {"cell": cell_main, "logprobs": logprobs_main, "interface": interface_main}
     if argv and argv[0] in steps:
         return steps[argv[0]](argv[1:])
     try:
@@ -127,11 +167,17 @@ def job_main(argv: list[str]) -> int:
                   timeout_s=args.timeout, paths=model_paths(args.model_path, env))
     started = time.monotonic()
     version = vllm_version(bench.vllm)
+    offered = vllm_interface()
+    refusals = {m: how_to_ask(offered, plan.backends[m]) for m in plan.models}
+    ways = {r for r in refusals.values() if not isinstance(r, Refusal)}
+    bench = dataclasses.replace(bench, ask_by=ways.pop() if ways else BY_ARGUMENT)
     results.environment(**fingerprint(plan), extra={"vllm": version, "reference_backend": plan.reference_backend,
                                                     "backends": " ".join(f"{m}={b}" for m, b in sorted(plan.backends.items()))})
-    refused = measure(results, plan, bench)
+    refused = measure(results, plan, bench, {m: r for m, r in refusals.items() if isinstance(r, Refusal)})
+    said = "; ".join(f"{m}: {r}" for m, r in refusals.items() if isinstance(r, Refusal))
     results.job(runner="porttrack.jobs.vllm", duration_s=round(time.monotonic() - started, 3),
-                notes=f"vllm {version}; {len(results.document['cells'])} cells written, {refused} not measured"[:2000])
+                notes=(f"vllm {version} (backend by {bench.ask_by}); {len(results.document['cells'])} cells written, "
+                       f"{refused} not measured" + (f"; refused {said}" if said else ""))[:2000])
     if not results.document["cells"]:
         print("porttrack.jobs.vllm: no cell was measured; no results written", file=sys.stderr)
         return 3
@@ -238,11 +284,63 @@ def vllm_version(vllm: str) -> str:
     return lines[-1][:200]
 
 
-def measure(results: Results, plan: Plan, bench: Bench) -> int:
-    """Every cell through porttrack.jobs.cells; returns how many phases were not measured."""
+def vllm_interface() -> Interface:
+    """Ask the installed vLLM (the `interface` step, in this Python) what it offers."""
+    with tempfile.TemporaryDirectory(prefix="porttrack-vllm-") as tmp:
+        out = Path(tmp) / "interface.json"
+        run = runner.run_job("{python} -m porttrack.jobs.vllm interface --output {out}", {"python": sys.executable, "out": str(out)},
+                             cwd=Path(tmp), timeout_s=600, env={events.ENV: "", engine_record.ENV: ""}, what="vllm interface")
+        if run.exit_code != 0 or not out.is_file():
+            raise ConfigError(f"cannot import vllm in {sys.executable} to ask which attention backends it offers: {' | '.join(run.output_tail[-3:])}")
+        data = json.loads(out.read_text(encoding="utf-8"))
+    backends = data.get("backends")
+    return Interface(str(data["version"]), bool(data["engine_argument"]), bool(data["environment_variable"]),
+                     None if backends is None else tuple(backends))
+
+
+def how_to_ask(offered: Interface, backend: str) -> "str | Refusal":
+    """How to ask this vLLM for `backend` (BY_ARGUMENT or BY_ENVIRONMENT), or why it cannot be."""
+    if offered.backends is not None and backend not in offered.backends:
+        return Refusal("unknown-backend", f"{backend} is not an attention backend of vLLM {offered.version} "
+                                          f"(its AttentionBackendEnum has {', '.join(offered.backends)})")
+    if offered.engine_argument:
+        return BY_ARGUMENT
+    if offered.environment_variable:
+        return BY_ENVIRONMENT
+    return Refusal("no-backend-interface", f"vLLM {offered.version} has neither the engine argument attention_backend nor "
+                                           f"the environment variable {BACKEND_ENV}: the backend cannot be chosen, so it is not measured")
+
+
+def interface_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="porttrack.jobs.vllm interface")
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args(argv)
+    import vllm  # type: ignore[import-not-found]
+    from vllm import envs  # type: ignore[import-not-found]
+    from vllm.engine.arg_utils import EngineArgs  # type: ignore[import-not-found]
+
+    try:
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum  # type: ignore[import-not-found]
+        backends: list[str] | None = list(AttentionBackendEnum.__members__)
+    except ImportError:
+        backends = None
+    fields = {f.name for f in dataclasses.fields(EngineArgs)}
+    Path(args.output).write_text(json.dumps({
+        "version": str(vllm.__version__), "engine_argument": "attention_backend" in fields,
+        "environment_variable": BACKEND_ENV in getattr(envs, "environment_variables", {}), "backends": backends}), encoding="utf-8")
+    return 0
+
+
+def measure(results: Results, plan: Plan, bench: Bench, refusals: Mapping[str, Refusal] | None = None) -> int:
+    """Every cell through porttrack.jobs.cells; returns how many phases were not measured. A model
+    in `refusals` is not run: each of its phases is named with the reason."""
     refused = 0
     with tempfile.TemporaryDirectory(prefix="porttrack-vllm-") as tmp:
         for index, cell in enumerate(cells_mod.cells(plan.models, plan.contexts, plan.batches)):
+            if cell.model in (refusals or {}):
+                refused += len(plan.phases)
+                print(f"porttrack.jobs.vllm: not measuring {cell.model} ctx={cell.context} batch={cell.batch}: refused ({refusals[cell.model]})", file=sys.stderr)  # type: ignore[index]
+                continue
             work = Path(tmp) / f"cell-{index}"
             work.mkdir()
             program = cell_program(cell, plan, bench)
@@ -262,7 +360,7 @@ def cell_program(cell: cells_mod.Cell, plan: Plan, bench: Bench) -> list[str]:
                "--backend", plan.backends[cell.model], "--reference-backend", plan.reference_backend,
                "--vllm", bench.vllm, "--output-len", str(bench.output_len), "--num-iters", str(bench.num_iters),
                "--numerics-tokens", str(bench.numerics_tokens), "--numerics-prompts", str(bench.numerics_prompts),
-               "--timeout", str(bench.timeout_s), "--engine-args", shlex.join(bench.engine_args)]
+               "--timeout", str(bench.timeout_s), "--engine-args", shlex.join(bench.engine_args), "--ask-by", bench.ask_by]
     placed = ["--context", "{context}", "--batch", "{batch}", "--phase", "{phase}", "--output", "{output}"]
     return [_literal(part) for part in literal] + placed
 
@@ -282,26 +380,40 @@ def cell_main(argv: list[str]) -> int:
     parser.add_argument("--numerics-prompts", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--engine-args", default="")
+    parser.add_argument("--ask-by", choices=(BY_ARGUMENT, BY_ENVIRONMENT), default=BY_ARGUMENT)
     args = parser.parse_args(argv)
     work = Path(args.output).parent
     try:
-        metrics = bench_latency(args, work)
+        metrics, used = bench_latency(args, work)
         numerics = compare_numerics(args, work)
     except InputError as exc:
         print(f"porttrack.jobs.vllm cell: {exc}", file=sys.stderr)
         return 3
-    Path(args.output).write_text(json.dumps({"metrics": metrics, "numerics": numerics}), encoding="utf-8")
+    Path(args.output).write_text(json.dumps({"metrics": metrics, "numerics": numerics, "backend_used": used}), encoding="utf-8")
     return 0
 
 
-def bench_latency(args: argparse.Namespace, work: Path) -> dict[str, float]:
+BENCH_COMMAND = ("{vllm} bench latency --model {model} --input-len {context} --batch-size {batch} --output-len {output_len} "
+                 "--num-iters {iters} --num-iters-warmup 0 --output-json {json}")
+BENCH_JSON_FIELDS = ("latencies",)  # what the job reads from `--output-json`
+
+
+def asking(ask_by: str, backend: str) -> tuple[str, dict[str, str]]:
+    """The argument text and environment that ask vLLM for `backend`."""
+    if ask_by == BY_ENVIRONMENT:
+        return "", {BACKEND_ENV: backend}
+    return " --attention-backend {backend}", {}
+
+
+def bench_latency(args: argparse.Namespace, work: Path) -> tuple[dict[str, float], dict[str, Any]]:
     output = work / f"{args.phase}.latency.json"
-    command = ("{vllm} bench latency --model {model} --input-len {context} --batch-size {batch} --output-len {output_len} "
-               "--num-iters {iters} --num-iters-warmup 0 --output-json {json} " + _literal(args.engine_args))
+    record = work / f"{args.phase}.latency.engine.jsonl"
+    ask, ask_env = asking(args.ask_by, args.backend)
+    command = BENCH_COMMAND + ask + " " + _literal(args.engine_args)
     values = {"vllm": args.vllm, "model": args.model, "context": str(args.context), "batch": str(args.batch),
-              "output_len": str(args.output_len), "iters": str(args.num_iters + 1), "json": str(output)}
+              "output_len": str(args.output_len), "iters": str(args.num_iters + 1), "json": str(output), "backend": args.backend}
     launched = time.time()
-    run = runner.run_job(command, values, cwd=work, timeout_s=args.timeout, env={BACKEND_ENV: args.backend},
+    run = runner.run_job(command, values, cwd=work, timeout_s=args.timeout, env={**ask_env, engine_record.ENV: str(record)},
                          log=work / f"{args.phase}.latency.log", what="vllm bench latency")
     if run.exit_code != 0:
         raise InputError(f"vllm bench latency {'timed out' if run.timed_out else f'exited {run.exit_code}'}: {' | '.join(run.output_tail[-3:])}")
@@ -311,7 +423,24 @@ def bench_latency(args: argparse.Namespace, work: Path) -> dict[str, float]:
         raise InputError(f"vllm bench latency wrote no readable {output.name} ({type(exc).__name__}: {exc})") from None
     if len(latencies) < 2 or not all(math.isfinite(x) and x > 0 for x in latencies):
         raise InputError(f"vllm bench latency reported {len(latencies)} latencies; expected {args.num_iters + 1} positive ones")
-    return latency_metrics(latencies, args.batch, args.output_len) | startup_metrics(launched, run.duration_s, latencies)
+    used = ran_backend(record, args.backend, "vllm bench latency")
+    return latency_metrics(latencies, args.batch, args.output_len) | startup_metrics(launched, run.duration_s, latencies), used
+
+
+def ran_backend(record: Path, claimed: str, what: str) -> dict[str, Any]:
+    """What the engine of one run selected, from its own record; refused (InputError) when it did
+    not record it or selected another backend than `claimed`."""
+    entries = engine_record.read(record)
+    errors = [str(e["error"]) for e in entries if e.get("error")]
+    if not entries or errors:
+        why = f"could not read its engine ({errors[0]})" if errors else "recorded nothing (is porttrack's vLLM plugin loaded, PORTTRACK_VLLM_RECORD passed on?)"
+        raise InputError(f"refused (backend-not-recorded): {what} {why}: the backend it ran is unknown")
+    attention = engine_record.merged(entries)
+    versions = sorted({str(e.get("vllm")) for e in entries})
+    if claimed not in engine_record.backends_in(attention):
+        raise InputError(f"refused (backend-mismatch): {what} asked for {claimed}, but vLLM {', '.join(versions)} ran "
+                         + ", ".join(f"{kind} on {'+'.join(names)}" for kind, names in attention.items()))
+    return {"attention": attention, "vllm": ", ".join(versions)}
 
 
 def latency_metrics(latencies: Sequence[float], batch: int, output_len: int) -> dict[str, float]:
@@ -347,7 +476,12 @@ def startup_metrics(launched: float, wall_s: float, latencies: Sequence[float]) 
 def compare_numerics(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     candidate = _logprobs(args, work, args.backend, "candidate")
     reference = _logprobs(args, work, args.reference_backend, "reference")
-    return numerics_errors(candidate, reference, args.reference_backend)
+    used = {role: ran_backend(work / f"{args.phase}.logprobs.{role}.engine.jsonl", backend, f"the {role} numerics run")["attention"]
+            for role, backend in (("candidate", args.backend), ("reference", args.reference_backend))}
+    if used["candidate"] == used["reference"] and args.backend != args.reference_backend:
+        raise InputError(f"refused (same-backend): both numerics runs ran {used['candidate']}, but the gate's reference is "
+                         f"{args.reference_backend} and the cell's backend {args.backend}: a backend compared with itself")
+    return numerics_errors(candidate, reference, args.reference_backend) | {"backends_used": used}
 
 
 def numerics_errors(candidate: Mapping[str, Any], reference: Mapping[str, Any], reference_backend: str) -> dict[str, Any]:
@@ -370,12 +504,15 @@ def numerics_errors(candidate: Mapping[str, Any], reference: Mapping[str, Any], 
 
 def _logprobs(args: argparse.Namespace, work: Path, backend: str, role: str) -> dict[str, Any]:
     out = work / f"{args.phase}.logprobs.{role}.json"
+    ask, ask_env = asking(args.ask_by, backend)
     command = ("{python} -m porttrack.jobs.vllm logprobs --model {model} --context {context} --prompts {prompts} "
-               "--tokens {tokens} --output {out}")
+               "--tokens {tokens} --output {out}" + ask)
     values = {"python": sys.executable, "model": args.model, "context": str(min(args.context, 512)),
-              "prompts": str(args.numerics_prompts), "tokens": str(args.numerics_tokens), "out": str(out)}
-    # no probe here: these runs are not what the gate's compile and graph checks are about
-    run = runner.run_job(command, values, cwd=work, timeout_s=args.timeout, env={BACKEND_ENV: backend, events.ENV: ""},
+              "prompts": str(args.numerics_prompts), "tokens": str(args.numerics_tokens), "out": str(out), "backend": backend}
+    record = work / f"{args.phase}.logprobs.{role}.engine.jsonl"
+    # no probe here: these runs are not what the gate's compile and graph checks are about; the
+    # engine's own record of its backend is
+    run = runner.run_job(command, values, cwd=work, timeout_s=args.timeout, env={**ask_env, events.ENV: "", engine_record.ENV: str(record)},
                          log=work / f"{args.phase}.logprobs.{role}.log", what=f"numerics run ({role})")
     if run.exit_code != 0:
         raise InputError(f"the {role} numerics run ({backend}) {'timed out' if run.timed_out else f'exited {run.exit_code}'}: {' | '.join(run.output_tail[-3:])}")
@@ -393,10 +530,12 @@ def logprobs_main(argv: list[str]) -> int:
     parser.add_argument("--output", required=True)
     for name in ("--context", "--prompts", "--tokens"):
         parser.add_argument(name, required=True, type=int)
+    parser.add_argument("--attention-backend", help="LLM(attention_backend=...); left out when asked by the environment")
     args = parser.parse_args(argv)
     from vllm import LLM, SamplingParams  # type: ignore[import-not-found]  # only on the GPU machine
 
-    llm = LLM(model=args.model, seed=0)
+    asked = {} if args.attention_backend is None else {"attention_backend": args.attention_backend}
+    llm = LLM(model=args.model, seed=0, **asked)
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, logprobs=1)
     prompts = [{"prompt_token_ids": ids} for ids in prompt_ids(args.prompts, args.context)]
     token_ids, logprobs = [], []

@@ -59,4 +59,6 @@ if args.fail:
     sys.exit(3)
 with open(args.output, "w") as handle:
     json.dump({"metrics": {"first_request_ms": 10.0 + args.context / 1000, "decode_step_us": 50.0 * args.batch},
-               "numerics": {"reference_backend": "torch-fp32", "max_abs_err": 0.001, "max_rel_err": 0.002, "samples": 1024}}, handle)
+               "numerics": {"reference_backend": "torch-fp32", "max_abs_err": 0.001, "max_rel_err": 0.002, "samples": 1024},
+               # what the program ran, said from inside it (porttrack.jobs.cells passes it on)
+               "backend_used": {"attention": {"decode_attention_kernel": ["TRITON"]}}}, handle)

@@ -10,14 +10,25 @@ it per decode step. Behaviour is steered by STANDIN_VLLM, a JSON object:
     {"fail": "bench"},                   # `vllm bench latency` exits 1 (or "load": LLM() fails)
     {"missing_models": ["/models/x"]},   # LLM(model=...) of these fails: no such weights
     {"no_plugins": true},                # the plugins are not loaded (no probe inside)
-    {"step_s": 0.001, "load_s": 0.0}     # time per decode step, and extra start-up time
+    {"step_s": 0.001, "load_s": 0.0},    # time per decode step, and extra start-up time
+    {"selects": "TRITON_ATTN"},          # the engine runs this backend whatever it was asked for
+    {"selects": {"TRITON_MLA": "X"}},    # ... or, asked for a backend named here, runs another
+    {"reads_env": true},                 # an older vLLM: VLLM_ATTENTION_BACKEND is how it is asked,
+                                         # and LLM()/the CLI have no attention_backend argument
+    {"no_interface": true},              # neither: the backend cannot be chosen at all
+    {"layers": {"MLAAttention": 2}}      # the attention layers the model builds, by kind
+
+The backend is asked for as vLLM 0.33 reads it: the engine argument `--attention-backend` /
+`LLM(attention_backend=...)`; VLLM_ATTENTION_BACKEND is ignored (removed upstream, #32812).
+Without an asking the engine picks TRITON_ATTN (its "automatic" choice here).
 """
 
 import json
 import os
 import time
 
-__version__ = "0.11.0+standin"
+__version__ = "0.33.0+standin"
+AUTOMATIC = "TRITON_ATTN"
 
 
 def knobs():
@@ -52,8 +63,26 @@ class RequestOutput:
         self.outputs = outputs
 
 
+def selected_backend(asked):
+    """The backend the engine runs: a forced one, else the one asked for in the interface this
+    vLLM reads, else its automatic choice. The name must be an AttentionBackendEnum member."""
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    if knobs().get("reads_env") or knobs().get("no_interface"):
+        if asked is not None:
+            raise TypeError("LLM() got an unexpected keyword argument 'attention_backend'")
+        asked = os.environ.get("VLLM_ATTENTION_BACKEND") if knobs().get("reads_env") else None
+    forced = knobs().get("selects")
+    if isinstance(forced, dict):
+        forced = forced.get(asked)
+    name = forced or asked or AUTOMATIC
+    if name not in AttentionBackendEnum.__members__:
+        raise ValueError(f"Invalid attention backend: '{name}'")
+    return name
+
+
 class LLM:
-    def __init__(self, model, **_engine_args):
+    def __init__(self, model, attention_backend=None, **_engine_args):
         if not knobs().get("no_plugins"):
             load_general_plugins()
         if knobs().get("fail") == "load" or model in knobs().get("missing_models", ()):
@@ -61,8 +90,8 @@ class LLM:
         time.sleep(float(knobs().get("load_s", 0.0)))
         from vllm.v1.worker.gpu_worker import Worker
 
-        self.backend = os.environ.get("VLLM_ATTENTION_BACKEND", "DEFAULT")
-        self.worker = Worker()
+        self.backend = selected_backend(attention_backend)
+        self.worker = Worker(self.backend)
         self.worker.compile_or_warm_up_model()
 
     def generate(self, prompts, sampling_params=None, use_tqdm=True):

@@ -1,8 +1,8 @@
 """Stand-in for the `vllm` command: `vllm --version` and `vllm bench latency` with the flags
 porttrack.jobs.vllm passes (as vllm/benchmarks/latency.py defines them), writing its
-`--output-json` in vLLM's shape (avg_latency, std_latency, latencies, percentiles)."""
+`--output-json` in vLLM 0.33's shape (model_id, avg_latency, latencies, percentiles: the fields
+benchmarks/results/vllm_compat.json recorded from the real source)."""
 
-import argparse
 import json
 import statistics
 import sys
@@ -19,19 +19,17 @@ def main(argv=None):
     if argv[:2] != ["bench", "latency"]:
         print(f"stand-in vllm: unsupported command {argv[:2]}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog="vllm bench latency")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--input-len", type=int, default=32)
-    parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--num-iters-warmup", type=int, default=10)
-    parser.add_argument("--num-iters", type=int, default=30)
-    parser.add_argument("--output-json")
-    args, _engine_args = parser.parse_known_args(argv[2:])
+    from vllm.benchmarks.latency import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm bench latency")
+    add_cli_args(parser)
+    args = parser.parse_args(argv[2:])  # strict, as vLLM's own parser: an unknown flag is an error
     if vllm.knobs().get("fail") == "bench":
         print("stand-in vllm: CUDA error: out of memory", file=sys.stderr)
         return 1
-    llm = vllm.LLM(model=args.model)
+    asked = {"attention_backend": args.attention_backend} if hasattr(args, "attention_backend") else {}
+    llm = vllm.LLM(model=args.model, **asked)
     prompts = [{"prompt_token_ids": [10000 + i] * args.input_len} for i in range(args.batch_size)]
     params = vllm.SamplingParams(temperature=1.0, max_tokens=args.output_len)
     for _ in range(args.num_iters_warmup):
@@ -45,6 +43,6 @@ def main(argv=None):
         ordered = sorted(latencies)
         percentiles = {str(p): ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))] for p in (10, 25, 50, 75, 90, 99)}
         with open(args.output_json, "w") as f:
-            json.dump({"avg_latency": statistics.fmean(latencies), "std_latency": statistics.pstdev(latencies),
+            json.dump({"model_id": args.model, "avg_latency": statistics.fmean(latencies),
                        "latencies": latencies, "percentiles": percentiles}, f, indent=4)
     return 0

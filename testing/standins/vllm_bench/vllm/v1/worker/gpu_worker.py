@@ -17,9 +17,39 @@ def decode_kernel():
     pass
 
 
+class Backend:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class Layer:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def get_attn_backend(self):
+        return self.backend
+
+
+class Namespace:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
 class Worker:
-    def __init__(self):
+    """Holds `vllm_config.compilation_config.static_forward_context` (layer name -> attention
+    layer) as vLLM's worker does: the layers' classes are named after the knob "layers"."""
+
+    def __init__(self, backend="TRITON_ATTN"):
         self.graphs = {}
+        layers = {}
+        for kind, count in (vllm.knobs().get("layers") or {"Attention": 2}).items():
+            cls = type(kind, (Layer,), {})
+            for i in range(count):
+                layers[f"model.layers.{len(layers)}.{kind.lower()}"] = cls(Backend(backend))
+        self.vllm_config = Namespace(compilation_config=Namespace(static_forward_context=layers))
 
     def compile_or_warm_up_model(self):
         for batch in vllm.knobs().get("warm_batches", WARM_BATCHES):
