@@ -24,12 +24,21 @@ from porttrack import probe  # noqa: E402
 probe.install()
 
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 import kernels  # noqa: E402  (demo/kernels.py: the Triton kernels)
 
 HEADS, DIM = 8, 128
 SIDE_REQUEST_DTYPE = None  # None: every request is served in the warmed-up dtype
 SIDE_GATHER_WIDTH = None  # None: every gather has the warmed-up row width (the autotuner's key)
+
+
+def backend_used() -> dict:
+    """What the decode step's attention ran, read from the kernel object it launches (not from what
+    the cell claims): a Triton kernel is "TRITON", anything else its type's name."""
+    fn = kernels.decode_attention_kernel
+    ran = "TRITON" if isinstance(fn, triton.runtime.jit.JITFunction) else type(fn).__name__
+    return {"attention": {"DecodeStep": [ran]}}
 
 
 def main() -> None:
@@ -64,6 +73,7 @@ def main() -> None:
     err = (out.float() - ref).abs()
     nonzero = ref != 0
     result = {
+        "backend_used": backend_used(),
         "metrics": {"first_request_ms": round(first_request_ms, 3), "decode_step_us": round(decode_step_us, 3)},
         "numerics": {"reference_backend": "torch-fp32", "max_abs_err": float(err.max()),
                      "max_rel_err": float((err[nonzero] / ref[nonzero].abs()).max()), "samples": int(ref.numel())},
