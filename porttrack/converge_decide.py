@@ -88,7 +88,7 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from porttrack import hunks as hunks_mod
@@ -312,7 +312,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
 
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
-        results = _by_ancestry(repo, files, merge, fork_sha, base_sha)
+        results = _rechecked(repo, files, pr.number, merge, fork_sha, base_sha, "ancestry",
+                             f"merge commit {merge[:12]} is an ancestor", merge)
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -334,7 +335,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        return finish("patch-id", _by_patch_id(repo, files, fork_sha, m.commit), patch_id)
+        return finish("patch-id", _rechecked(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None,
+                                             "patch-id", f"same patch-id as {m.commit[:12]}", m.commit), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
@@ -367,51 +369,41 @@ def _header(h: "Hunk") -> str:
     return "mode change" if h.file_status == "modified" else h.file_status
 
 
-# -- ancestry
+# -- ancestry and patch-id: the change arrived; is it still there?
 
-def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
-    """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, it is
-    present after churn by the newest commit since the merge that touched the path: that commit
-    is in `merge..fork`, so the fork ref contains it by construction (the proof the contract
-    asks for); say whether upstream made it. With no such commit the path is as merged. One
-    exception: where the pre-image is back (a revert, upstream's or the fork's), it is missing."""
-    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
-    checks = [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
-    gone = sorted({fd.path for fd, _, ok in checks if not ok})
-    later = _later_commits(repo, merge, fork_sha, gone)
-    fork_only = set()
-    if later and base_sha:  # commits the fork ref has and its upstream base lacks: the fork's own
-        fork_only = set(repo.text("log", "--format=%H", f"{base_sha}..{fork_sha}", "--", *gone, env=_LITERAL).split())
-    results = []
-    for fd, h, ok in checks:
-        by = None if ok else later.get(fd.path)
-        if by is None:
-            results.append(_result(h, "present", "ancestry"))
-            continue
-        changed = ChangedBy(by[0], by[1], bool(base_sha) and by[0] not in fork_only)
-        where = "upstream" if changed.upstream else "in the fork"
-        if _pre_image_back(h, fd, contents.get(fd.path), changed.upstream):
-            results.append(_result(h, "missing", "ancestry", changed,
-                                   f"the pre-image is back at the fork ref: undone {where} by {by[0][:12]} ({by[1][:60]})"))
-            continue
-        results.append(_result(h, "present-after-churn", "ancestry", changed,
-                               f"no longer at the fork ref as merged: changed {where} by {by[0][:12]} ({by[1][:60]}), which the fork ref contains"))
-    return results
+def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
+               base_sha: str | None, method: str, why: str, since: str) -> list[HunkResult]:
+    """Ancestry or a patch-id match says the change arrived in the fork, not that it is still
+    there: the fork may have reverted or edited lines since. So every hunk is looked for at the
+    fork tip at its own location, as the content step does: present where its post-image is
+    there (`method` says how it arrived); otherwise missing, present after churn or unknown by
+    the content step's rules, where only commits on upstream's branch (the ancestry path from
+    the merge to the upstream base) count as churn -- a fork commit that undoes or edits the PR
+    never does. `base_sha`: the upstream base; its history counts only when it contains the
+    merge (asked only when a hunk needs it). `since`: the commit the change arrived with (the
+    merge, or the fork commit with its patch-id), to name what undid a missing hunk."""
+    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False)
+    undone = _undone_by(repo, since, fork_sha, base_sha, sorted({r.path for r in results if r.state == "missing"}))
+    out = []
+    for r in results:
+        by = undone.get(r.path) if r.state == "missing" else None
+        if by is not None:
+            where = "upstream" if by.upstream else "in the fork"
+            r = replace(r, changed_by=by, detail=f"the pre-image is back at the fork ref: undone {where} by {by.commit[:12]} ({by.subject[:60]})")
+        out.append(replace(r, method=method, detail=f"{why}; {r.detail}"))
+    return out
 
 
-def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, by_upstream: bool) -> bool:
-    """After the merge, is the hunk's pre-image at the fork ref again: a deleted file back, an
-    added file removed by the fork itself (upstream may delete it: that is its later state), an
-    old mode back, or the pre-image's lines back and not the post-image's?"""
-    if fd.status == "deleted":
-        return entry is not None
-    if entry is None:
-        return fd.status == "added" and not by_upstream
-    if h.kind == "meta":  # only a mode change can be undone in place (a rename's pseudo-hunk: no)
-        return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
-    # The whole pre-image back, or (a revert whose surroundings changed since) the lines the hunk
-    # removes back and the lines it adds gone.
-    return presence.hunk_state(h, entry[1]) == "not-applied" or presence.change_undone(h, entry[1])
+def _undone_by(repo: GitRepo, since: str, fork_sha: str, base_sha: str | None, paths: Sequence[str]) -> dict[str, ChangedBy]:
+    """path -> the newest commit in since..fork that touched it (one `log -1` per path of a
+    missing hunk, usually none), and whether upstream's base has it."""
+    out = {}
+    for path in paths:
+        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{fork_sha}", "--", path, env=_LITERAL)
+        if line:
+            sha, _, subject = line.partition(" ")
+            out[path] = ChangedBy(sha, subject, bool(base_sha) and repo.is_ancestor(sha, base_sha))
+    return out
 
 
 # -- patch-id
@@ -438,19 +430,6 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
     matches = {m.matches for m in matched}
     decided = "change" in matches or (bool(pr_commits) and set(pr_commits) <= matches)
     return PatchIdResult(change, len(subjects), tuple(matched)), decided
-
-
-def _by_patch_id(repo: GitRepo, files: Sequence["FileDiff"], fork_sha: str, commit: str) -> list[HunkResult]:
-    """Every hunk is present by patch-id of `commit`, except one whose pre-image is back at the
-    fork ref (the copy was reverted since): that one is missing. One read of the PR's files."""
-    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
-    results = []
-    for fd, h in ((fd, h) for fd in files for h in fd.hunks):
-        if _pre_image_back(h, fd, contents.get(fd.path), by_upstream=False):
-            results.append(_result(h, "missing", "patch-id", detail=f"same patch-id as {commit[:12]}, but the pre-image is back at the fork ref"))
-        else:
-            results.append(_result(h, "present", "patch-id", detail=f"same patch-id as {commit[:12]}"))
-    return results
 
 
 def patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
@@ -482,16 +461,20 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-                base_sha: str | None) -> list[HunkResult]:
-    """Each hunk by the fork ref's content, then, for a hunk with neither image there, by the
-    later upstream change that rewrote it (`base_sha` is given only when the upstream base
-    contains the merge). Upstream's history is read only for those hunks' paths."""
+                base_sha: str | None, base_checked: bool = True) -> list[HunkResult]:
+    """Each hunk by the fork ref's content at its own location (`_locations`), then, for a hunk
+    with neither image there, by the later upstream change that rewrote it (`base_sha` counts
+    only when the upstream base contains the merge: given so, or, with `base_checked` false,
+    asked here when a hunk needs it). Upstream's history is read only for those hunks' paths."""
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
     at_fork = _read_files(repo, fork_sha, paths)
-    looks = [(fd, h, _look(h, fd, at_fork)) for fd in files for h in fd.hunks]
+    near = _locations(repo, merge, fork_sha, files, at_fork)
+    looks = [(fd, h, _look(h, fd, at_fork, near.get(id(h)))) for fd in files for h in fd.hunks]
     open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
-    later = _later_upstream(repo, merge, base_sha, open_paths) if base_sha and open_paths else {}
     missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
+    if base_sha and not base_checked and (open_paths or missing_paths) and not repo.is_ancestor(merge, base_sha):
+        base_sha = None
+    later = _later_upstream(repo, merge, base_sha, open_paths) if base_sha and open_paths else {}
     at_base = _read_files(repo, base_sha, missing_paths) if base_sha and missing_paths else {}
     results = []
     for fd, h, look in looks:
@@ -501,12 +484,57 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             words = _upstream_words(h, fd, base_sha, at_base) if look.state == "missing" else ""
             results.append(_result(h, look.state, "content", detail=look.detail + words))
         else:
-            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path, ()), at_fork.get(fd.path)))
+            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path, ()),
+                                        at_fork.get(fd.path), near.get(id(h))))
     return results
 
 
-def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -> _Look:
-    """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes))."""
+def _locations(repo: GitRepo, merge: str, fork_sha: str, files: Sequence["FileDiff"],
+               at_fork: Mapping[str, tuple[str, bytes]]) -> dict[int, tuple[int, int]]:
+    """id(hunk) -> where its lines are in the fork ref's file (0-based first and last line): the
+    hunk's post-image lines in the merge commit's file, mapped through `git diff -U0 <merge>
+    <fork>` of that file (one diff for all the PR's text files). A line the fork changed maps to
+    the region it changed. Whether the fork has the hunk or never took it, this is where its
+    post- or pre-image must be: the same text elsewhere in the file is not this hunk."""
+    texts = [fd for fd in files if fd.path in at_fork and fd.status != "deleted" and any(h.kind == "text" for h in fd.hunks)]
+    if not texts:
+        return {}
+    regions: dict[str, list[tuple[int, int, int, int]]] = {fd.path: [] for fd in texts}
+    diff = repo.run("diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", merge, fork_sha, "--",
+                    *sorted(regions), env=_LITERAL).stdout
+    for fd in hunks_mod.parse_diff(diff):
+        if fd.path in regions:
+            regions[fd.path] = [(h.old_start, h.old_len, h.new_start, h.new_len) for h in fd.hunks if h.kind == "text"]
+    out: dict[int, tuple[int, int]] = {}
+    for fd in texts:
+        for h in fd.hunks:
+            if h.kind == "text":
+                last = h.new_start + max(h.new_len, 1) - 1
+                out[id(h)] = (_map_line(regions[fd.path], h.new_start)[0] - 1, _map_line(regions[fd.path], last)[1] - 1)
+    return out
+
+
+def _map_line(regions: Sequence[tuple[int, int, int, int]], x: int) -> tuple[int, int]:
+    """Line `x` (1-based) of the old side of a `-U0` diff on its new side: (first, last) -- one
+    line, or the whole region the diff changed when x is inside it."""
+    shift = 0
+    for a, b, c, d in regions:
+        if b == 0:  # lines inserted after old line a
+            if x > a:
+                shift += d
+                continue
+            break
+        if x < a:
+            break
+        if x < a + b:  # x was changed: somewhere in the new region (after line c when it is empty)
+            return (c, c + d - 1) if d else (c, c + 1)
+        shift += d - b
+    return x + shift, x + shift
+
+
+def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
+    """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes)), at its
+    location `near` (`_locations`)."""
     entry = at_fork.get(fd.path)
     if fd.status == "deleted":
         return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")
@@ -523,12 +551,12 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -
         if entry[0] == fd.old_mode:
             return _Look("missing", f"mode still {fd.old_mode} at the fork ref")
         return _Look(None, f"mode {entry[0]} at the fork ref: neither {fd.old_mode} nor {fd.new_mode}")
-    state = presence.hunk_state(h, entry[1])
+    state = presence.hunk_state(h, entry[1], near)
     if state == "applied":
         return _Look("present", "post-image found at the fork ref")
     if state == "not-applied":
         return _Look("missing", "pre-image still at the fork ref")
-    if h.kind == "text" and presence.post_image_present(h, entry[1]) and presence.pre_image_present(h, entry[1]):
+    if h.kind == "text" and presence.post_image_present(h, entry[1], near) and presence.pre_image_present(h, entry[1], near):
         return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
     return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
 
@@ -545,7 +573,8 @@ _Later = tuple[str, str, "tuple[str, bytes] | None"]
 
 
 def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
-                 base_sha: str | None, later: Sequence[_Later], entry: tuple[str, bytes] | None) -> HunkResult:
+                 base_sha: str | None, later: Sequence[_Later], entry: tuple[str, bytes] | None,
+                 near: tuple[int, int] | None = None) -> HunkResult:
     """A hunk with neither image at the fork ref: present after churn when the fork ref contains
     the upstream change C that took the post-image away (see the module docstring), else unknown
     -- or, for an added file that is absent and that upstream never deleted, missing."""
@@ -560,7 +589,7 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
     changed = ChangedBy(c[0], c[1], True)
     what = "deleted" if c[2] is None else "rewrote"
-    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1]):
+    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1], near):
         return _result(h, "missing", "content", changed,
                        f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
                        f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
@@ -628,22 +657,6 @@ def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool
     if h.kind == "meta":
         return fd.new_mode is None or entry[0] == fd.new_mode
     return presence.post_image_present(h, entry[1])
-
-
-def _later_commits(repo: GitRepo, since: str, until: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """path -> (commit, subject): the newest commit in since..until that touched it.
-
-    One `log -1` per path (only paths whose content is absent get here, usually one or none):
-    each walk stops at the newest change, where one log over all the paths would read the whole
-    range.
-    """
-    newest: dict[str, tuple[str, str]] = {}
-    for path in paths:
-        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{until}", "--", path, env=_LITERAL)
-        if line:
-            sha, _, subject = line.partition(" ")
-            newest[path] = (sha, subject)
-    return newest
 
 
 def _read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
