@@ -596,6 +596,10 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
     if repo.is_ancestor(c[0], fork_sha):
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
+    if look.absent_added:  # the pre-image of an added file is its absence, and it is absent
+        return _result(h, "missing", "content", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it later, but the fork ref does not contain that "
+                       f"commit: the fork never took #{number}'s file")
     if c[2] is None:
         return _result(h, "unknown", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) deleted the file, which the fork ref does not contain: "
