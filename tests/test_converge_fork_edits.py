@@ -180,3 +180,36 @@ def test_merged_pr_changed_later_with_an_unrelated_revert_is_converged_on_upstre
     assert (v.verdict, v.method) == ("converged", "ancestry")
     (h,) = v.hunks
     assert (h.state, h.changed_by and h.changed_by.commit, h.changed_by and h.changed_by.upstream) == ("present-after-churn", churn, True)
+
+
+# -- class 10: the smaller ones
+
+
+def test_an_added_file_absent_from_the_fork_is_missing_even_after_upstream_changed_it(tmp_path):
+    """The README: missing means the pre-image is at the fork ref; an added file's pre-image is
+    its absence. Upstream rewrote the file later; the fork has neither: missing, not unknown."""
+    up, merge = world(tmp_path, {"a.py": text(lines(5, "a"))}, {"a.py": text(lines(5, "a")), "new.py": text(lines(6, "n"))})
+    up.commit({"new.py": text(lines(6, "n")).replace("n_2 = 2\n", "n_2 = 'later'\n")}, "later upstream change")
+    fork = clone_fork(up, tmp_path / "fork")
+    git(fork, "reset", "-q", "--hard", f"{merge}^")  # never took the PR; upstream/main has it
+
+    v = verdict(fork, merge)
+
+    assert [(h.path, h.state) for h in v.hunks] == [("new.py", "missing")]
+
+
+def test_an_orphaned_pr_says_the_fork_carries_only_commits_it_has():
+    from porttrack.state import RecordedPR
+    from porttrack.status import Knowledge, next_action
+
+    pr = RecordedPR(
+        number=7, title="t", author="a", state="closed", html_url="", created_at=None, updated_at=None,
+        merged_at=None, closed_at="2026-11-01T00:00:00Z", merge_commit_sha=None, head_sha="b" * 40, head_ref="x",
+        base_ref="main", base_sha=None, default_branch="main", observed_at="2026-11-30T00:00:00Z",
+    )
+    listed = ("1" * 40, "2" * 40)
+    unchecked = next_action(pr, {7: pr}, listed, Knowledge())
+    assert "the fork carries" not in unchecked.text and "not checked" in unchecked.text
+    checked = next_action(pr, {7: pr}, listed, Knowledge(coverage={7: "coverage 1/1"}, fork_commits_missing={7: (listed[1],)}))
+    assert f"the fork carries {listed[0]}" in checked.text
+    assert f"the fork carries {listed[0]}, {listed[1]}" not in checked.text and "does not have" in checked.text
