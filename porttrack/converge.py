@@ -10,9 +10,12 @@ now, and the reasons say so.
 
 Copies the fork carries (live queue patches for the PR, the track's `fork_commits` that duplicate
 the change by patch-id or by hunk ids) are **droppable** only when the verdict is `converged`, the
-change reaches the fork from upstream (the merge commit is in the fork ref or its upstream base),
-the verdict is for the configured `fork.branch` (at the tip it was just computed on), and -- for a
-queued patch -- every hunk the patch carries is a hunk of the merged change that is present or
+change reaches the fork from upstream (the merge commit is in the fork ref or its upstream base)
+-- or, for a queued patch only, through the fork's own port of the whole change (a fork commit
+with the merged change's patch-id, e.g. a `cherry-pick -x`; one whose message says "Port:
+upstream #N through SHA only" carries part of it and keeps the queued copy) --, the verdict is for
+the configured `fork.branch` (at the tip it was just computed on), and -- for a queued patch --
+every hunk the patch carries is a hunk of the merged change that is present or
 present-after-churn. `--apply-drops` retires droppable queue patches (state `converged`, evidence
 kept); the retirement names the verdict it relied on (`state/convergence/<PR>.json#<index>` and
 the fork commit). `fork_commits` are only listed: tracks.yaml and the fork's history belong to

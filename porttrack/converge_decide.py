@@ -16,18 +16,23 @@ Every hunk ends in one of four states, and only the first two count toward conve
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
    commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
-   the merge base the later steps start from. Every hunk is present; one whose post-image is no
-   longer at the fork ref is present-after-churn, by the newest later commit touching that path
-   (in the fork ref's own history, so the fork has it by construction; upstream's or the fork's)
-   -- unless its pre-image is back there (a revert): then it is missing.
+   the merge base the later steps start from. Ancestry says the change arrived, not that it is
+   still there (the fork may have reverted or edited lines since): every hunk is then decided as
+   in step 3, at the fork tip, and keeps this step as its method. Only commits on upstream's
+   branch (the ancestry path from the merge to the upstream base) can make a hunk
+   present-after-churn; a fork commit that undoes or edits the PR never does. A missing hunk
+   names the newest commit since the merge that touched its path (`changed_by`: what undid it).
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here.
-3. **content** -- each hunk is looked for at the fork ref (`porttrack.presence.hunk_state`, which
-   anchors a hunk at the start or end of the file as `git apply` does): post-image found and not
-   the pre-image -> present; pre-image found and not the post-image -> missing. A hunk with
+   here; as after ancestry, every hunk is then re-checked at the fork tip.
+3. **content** -- each hunk is looked for at the fork ref, byte for byte, at its own location
+   (`porttrack.presence.hunk_state` with `near`: the hunk's lines in the merge commit's file
+   mapped through `git diff -U0 <merge> <fork>`; it anchors a hunk at the start or end of the file
+   as `git apply` does): post-image found there and not the pre-image -> present; pre-image found
+   there and not the post-image -> missing. The same text elsewhere in the file (a second copy of
+   a block, a `}`) is not the hunk. A hunk with
    neither is looked up in upstream's later history, only when the fork's upstream base contains
    the merge: C is the first commit on the ancestry path from the merge to the base
    (`git log --ancestry-path <merge>..<base> -- <path>`) whose content of the path lacks the
