@@ -598,6 +598,18 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "missing", "content", changed,
                        f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
                        f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
+    if c[2] is not None and h.kind == "text" and presence.hunk_state(h, c[2][1]) == "not-applied":
+        # upstream put the original text back: that undoes #N, it does not carry it further
+        return _result(h, "missing", "content", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) restored the text #{number} replaced, so no later "
+                       f"upstream state carries this change")
+    if entry is None and c[2] is not None and not look.absent_added and not any(
+            later_c[2] is None and repo.is_ancestor(later_c[0], fork_sha) for later_c in later):
+        # the file is gone from the fork ref, and no upstream deletion the fork has explains it:
+        # the fork removed or moved it itself, which is never upstream churn
+        return _result(h, "unknown", "churn", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
+                       f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
     if repo.is_ancestor(c[0], fork_sha):
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
