@@ -610,6 +610,12 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
                        f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
+    moved = _renamed_to(repo, c[0], fd.path) if c[2] is None and h.kind == "text" else None
+    if moved is not None:
+        there = _read_files(repo, fork_sha, [moved]).get(moved)
+        if there is not None and presence.hunk_state(h, there[1]) == "not-applied":
+            return _result(h, "missing", "content", changed,
+                           f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) renamed it to {moved}, where the fork ref has the pre-image")
     if repo.is_ancestor(c[0], fork_sha):
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
@@ -626,6 +632,22 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, and its change to {fd.path} is at the fork ref")
     return _result(h, "unknown", "churn", changed,
                    f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but the fork ref has neither that commit nor its change to {fd.path}")
+
+
+def _renamed_to(repo: GitRepo, sha: str, path: str) -> str | None:
+    """Where commit `sha` moved `path` (git's rename detection against its first parent), if it did."""
+    out = repo.run("diff-tree", "-r", "-M", "--no-commit-id", "--name-status", "-z", f"{sha}^", sha).stdout.split(b"\0")
+    i = 0
+    while i < len(out) - 1:
+        status = out[i].decode()
+        if status.startswith(("R", "C")):
+            old, new = out[i + 1].decode("utf-8", "surrogateescape"), out[i + 2].decode("utf-8", "surrogateescape")
+            if old == path and status.startswith("R"):
+                return new
+            i += 3
+        else:
+            i += 2
+    return None
 
 
 def _change_present(repo: GitRepo, sha: str, path: str, entry: tuple[str, bytes]) -> bool:

@@ -33,6 +33,9 @@ REGRESSION_SEEDS = (
     26,  # the fork edits a line it took by hand port (patch-id): was "present", "converged"
     67,  # a trailing-spaces-only hunk taken then undone: was "present", "converged"
     69,  # the fork edits a line it took by ancestry, upstream churned the file: was "present-after-churn"
+    # found while fixing issue 21:
+    180,  # upstream renames the file, then restores a hunk's original text there: not churn
+    297,  # upstream restores a hunk's original text, the fork then moves the file: not churn
 )
 FAST_SEEDS = (*range(1000, 1024), *REGRESSION_SEEDS)
 # issue 21's kinds, as the generator's story names them: the subset must meet each
