@@ -23,12 +23,25 @@ fork      a clone cut at a random first-parent commit of main: before the PR, th
           too, and commits something of its own. The upstream base is `upstream/main` (upstream's
           tip) or, sometimes, a ref at the cut point.
 
+Issue 21's kinds (`_Extras`, drawn from a second generator seeded from the same integer, so the
+draws above are unchanged): files that repeat lines like `}` and `# ---`; the same 9-line block
+twice in a file, which the PR edits in both copies (two hunks of identical bytes); lines with
+trailing spaces or CRLF that the PR only strips / turns into LF; after the fork took the change
+(ancestry, cherry-pick or hand port) a fork commit that undoes one hunk (the second twin or a
+whitespace hunk first) or edits one of its added lines; the fork renaming a PR file
+(`fork_moves`); an unrelated upstream commit in a PR file and its revert before the churn; an
+upstream commit after the churn that restores one hunk's original text.
+
 Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (own parser: a hunk is one `@@` block
 with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
 --------------------------------------------------------------------------------------------
 In a scratch index (`GIT_INDEX_FILE=<tmp> git read-tree <fork ref>`), `git apply --cached --check`
 of h's single-hunk patch, forward and with `-R`: full context (no `-C`, no `--unidiff-zero`, so
-hunks at the first or last line are anchored there, as git anchors them). With that and the
+hunks at the first or last line are anchored there, as git anchors them), byte for byte, and at
+h's own location: the header's start line is moved to where `git diff -U0` of h's file (merge^1
+for the forward check, merge for the reverse one, against the judged commit) maps it, and a match
+git finds more than `SLACK` lines away (`-v` reports the offset) does not count -- the same text
+elsewhere in the file is not h. With that and the
 generator's record of h ("upstream": the fork has the merge and did not revert h; "exact": hand
 ported or cherry-picked as is; "edited": hand ported with one added line changed; "reverted";
 "none": never ported) and K = the churn commits C the fork contains (ancestors of the fork ref,
