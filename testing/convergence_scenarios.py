@@ -57,7 +57,9 @@ rename of h's file, h is judged at the new path first (`PatchHunk.at`): applied 
     neither; edited; K == {}                   -> edited        (expect unknown; missing allowed)
     neither; none/reverted; K == {}            -> not-ported    (expect missing or unknown)
     neither; none/reverted; K != {}, but every line h removes is still in the fork's file and no
-        line it adds is (generated lines are unique, churn never restores one)  -> not-ported
+        line it adds is (generated lines are unique -- a hunk with a line the generator repeats,
+        `COMMON` or the twin block, is left out -- and only a restore commit, which the fork's
+        pre-image would already show, brings one back)  -> not-ported
     anything else                              -> ambiguous     (no expectation)
 
 Strict checks (a violation fails the run): (1) porttrack says `converged` only if every hunk is
