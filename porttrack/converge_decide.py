@@ -391,7 +391,7 @@ def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: s
     never does. `base_sha`: the upstream base; its history counts only when it contains the
     merge (asked only when a hunk needs it). `since`: the commit the change arrived with (the
     merge, or the fork commit with its patch-id), to name what undid a missing hunk."""
-    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False)
+    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False, merge_in_fork=since == merge)
     undone = _undone_by(repo, since, fork_sha, base_sha, sorted({r.path for r in results if r.state == "missing"}))
     out = []
     for r in results:
@@ -470,7 +470,7 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-                base_sha: str | None, base_checked: bool = True) -> list[HunkResult]:
+                base_sha: str | None, base_checked: bool = True, merge_in_fork: bool = False) -> list[HunkResult]:
     """Each hunk by the fork ref's content at its own location (`_locations`), then, for a hunk
     with neither image there, by the later upstream change that rewrote it (`base_sha` counts
     only when the upstream base contains the merge: given so, or, with `base_checked` false,
@@ -481,21 +481,64 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     looks = [(fd, h, _look(h, fd, at_fork, near.get(id(h)))) for fd in files for h in fd.hunks]
     open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
     missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
-    if base_sha and not base_checked and (open_paths or missing_paths) and not repo.is_ancestor(merge, base_sha):
-        base_sha = None
-    later = _later_upstream(repo, merge, base_sha, open_paths) if base_sha and open_paths else {}
-    at_base = _read_files(repo, base_sha, missing_paths) if base_sha and missing_paths else {}
+    later: dict[str, Sequence[_Later] | None] = {}
+    rest = open_paths
+    if base_sha and merge_in_fork and open_paths:
+        open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
+        for fd, h, look in looks:
+            if look.state is None:
+                open_hunks.setdefault(fd.path, []).append((h, fd))
+        later, rest = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
+    base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
+    if rest and base_sha:
+        later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
+    at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
     results = []
     for fd, h, look in looks:
         if look.state == "present":
             results.append(_result(h, "present", "content", detail=look.detail))
         elif look.state is not None:
-            words = _upstream_words(h, fd, base_sha, at_base) if look.state == "missing" else ""
+            words = _upstream_words(h, fd, base_sha if base_has_merge else None, at_base) if look.state == "missing" else ""
             results.append(_result(h, look.state, "content", detail=look.detail + words))
         else:
-            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path, ()),
+            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path),
                                         at_fork.get(fd.path), near.get(id(h))))
     return results
+
+
+_MAX_STEPS = 20  # newest-first steps back through a path's history before the full walk
+
+
+def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, paths: Sequence[str],
+                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]]) -> tuple[dict[str, Sequence[_Later] | None], list[str]]:
+    """For a fork ref that contains the merge, and a path no fork-only commit (`<base>..<fork>`)
+    touched: the commits since the merge that touched it are upstream's, so step back from the
+    newest (`log -1` each) until the parent has every open hunk's post-image -- usually one step,
+    as cheap as before issue 21. Oldest first, as `_later_upstream` gives them; the paths the
+    fork itself touched, or that need more steps, are left to that full walk (the second list)."""
+    out: dict[str, Sequence[_Later] | None] = {}
+    rest = []
+    for path in paths:
+        if repo.text("log", "-1", "--no-renames", "--format=%H", f"{base_sha}..{fork_sha}", "--", path, env=_LITERAL):
+            rest.append(path)
+            continue
+        commits: list[_Later] = []
+        tip = fork_sha
+        for _ in range(_MAX_STEPS):
+            line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{merge}..{tip}", "--", path, env=_LITERAL)
+            if not line:
+                break
+            sha, _, subject = line.partition(" ")
+            commits.append((sha, subject, _read_files(repo, sha, [path]).get(path)))
+            before = _read_files(repo, f"{sha}^", [path]).get(path)
+            if all(_present(h, fd, before) for h, fd in open_hunks[path]):
+                break
+            tip = f"{sha}^"
+        else:
+            rest.append(path)
+            continue
+        out[path] = commits[::-1]
+    return out, rest
 
 
 def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
@@ -535,12 +578,12 @@ def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Ma
 
 
 def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
-                 base_sha: str | None, later: Sequence[_Later], entry: tuple[str, bytes] | None,
+                 base_sha: str | None, later: Sequence[_Later] | None, entry: tuple[str, bytes] | None,
                  near: tuple[int, int] | None = None) -> HunkResult:
     """A hunk with neither image at the fork ref: present after churn when the fork ref contains
     the upstream change C that took the post-image away (see the module docstring), else unknown
     -- or, for an added file that is absent and that upstream never deleted, missing."""
-    if base_sha is None:
+    if base_sha is None or later is None:
         if look.absent_added:
             return _result(h, "missing", "content", detail=look.detail)
         return _result(h, "unknown", "content", detail=f"{look.detail}; the upstream base does not contain the merge, so there is no later upstream state to compare")
