@@ -482,6 +482,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
     missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
     later: dict[str, Sequence[_Later] | None] = {}
+    known: set[str] = set()  # commits stepped back through from the fork ref: in it by construction
     rest = open_paths
     if base_sha and merge_in_fork and open_paths:
         open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
@@ -489,10 +490,13 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             if look.state is None:
                 open_hunks.setdefault(fd.path, []).append((h, fd))
         later, rest = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
+        known = {c[0] for commits in later.values() if commits for c in commits}
     base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
     if rest and base_sha:
         later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
     at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
+    # the commits stepped back through from the fork ref are in it by construction
+    memo: dict = dict.fromkeys(known, True)
     results = []
     for fd, h, look in looks:
         if look.state == "present":
@@ -502,7 +506,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             results.append(_result(h, look.state, "content", detail=look.detail + words))
         else:
             results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path),
-                                        at_fork.get(fd.path), near.get(id(h))))
+                                        at_fork.get(fd.path), near.get(id(h)), memo))
     return results
 
 
@@ -579,7 +583,7 @@ def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Ma
 
 def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
                  base_sha: str | None, later: Sequence[_Later] | None, entry: tuple[str, bytes] | None,
-                 near: tuple[int, int] | None = None) -> HunkResult:
+                 near: tuple[int, int] | None = None, memo: dict | None = None) -> HunkResult:
     """A hunk with neither image at the fork ref: present after churn when the fork ref contains
     the upstream change C that took the post-image away (see the module docstring), else unknown
     -- or, for an added file that is absent and that upstream never deleted, missing."""
@@ -610,13 +614,18 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
                        f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
-    moved = _renamed_to(repo, c[0], fd.path) if c[2] is None and h.kind == "text" else None
+    memo = {} if memo is None else memo  # (commit, path) -> renamed to; commit -> in the fork ref
+    if c[2] is None and h.kind == "text" and (c[0], fd.path) not in memo:
+        memo[(c[0], fd.path)] = _renamed_to(repo, c[0], fd.path)
+    moved = memo.get((c[0], fd.path)) if c[2] is None and h.kind == "text" else None
     if moved is not None:
         there = _read_files(repo, fork_sha, [moved]).get(moved)
         if there is not None and presence.hunk_state(h, there[1]) == "not-applied":
             return _result(h, "missing", "content", changed,
                            f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) renamed it to {moved}, where the fork ref has the pre-image")
-    if repo.is_ancestor(c[0], fork_sha):
+    if c[0] not in memo:
+        memo[c[0]] = repo.is_ancestor(c[0], fork_sha)
+    if memo[c[0]]:
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
     if look.absent_added:  # the pre-image of an added file is its absence, and it is absent
