@@ -1,6 +1,6 @@
 """Issue 11's differential run: porttrack's convergence verdicts against an independent oracle.
 
-    python benchmarks/converge_differential.py [--scenarios 200] [--seed 0] [--keep DIR] [--verbose]
+    python benchmarks/converge_differential.py [--scenarios 500] [--seed 0] [--keep DIR] [--verbose]
 
 Scenario i is built from seed `--seed + i` by `testing.convergence_scenarios` (real git
 repositories in a temporary folder, isolated from your git configuration): an upstream with a
@@ -68,7 +68,7 @@ def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenarios", type=int, default=200)
+    ap.add_argument("--scenarios", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0, help="seed of the first scenario (default 0)")
     ap.add_argument("--keep", type=Path, help="build here and keep the repositories")
     ap.add_argument("--verbose", action="store_true", help="print every scenario's story and hunks")

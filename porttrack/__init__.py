@@ -14,7 +14,8 @@ converge -> tell). Each verb's command lives in `porttrack/cli/<module>.py`; the
                                           jobs.timed (any fork: times a command)
   eligibility             eligibility     eligibility
   promote, demote         gates           promote
-  verify-converged        converge        converge (the verdict: converge_decide;
+  verify-converged        converge        converge (the verdict: converge_decide, reading
+                                          the history through converge_history;
                                           its record: converge_record)
   report weekly           report          report (gather, render, post, history)
   init, doctor            init, doctor    init, doctor

@@ -10,9 +10,12 @@ now, and the reasons say so.
 
 Copies the fork carries (live queue patches for the PR, the track's `fork_commits` that duplicate
 the change by patch-id or by hunk ids) are **droppable** only when the verdict is `converged`, the
-change reaches the fork from upstream (the merge commit is in the fork ref or its upstream base),
-the verdict is for the configured `fork.branch` (at the tip it was just computed on), and -- for a
-queued patch -- every hunk the patch carries is a hunk of the merged change that is present or
+change reaches the fork from upstream (the merge commit is in the fork ref or its upstream base)
+-- or, for a queued patch only, through the fork's own port of the whole change (a fork commit
+with the merged change's patch-id, e.g. a `cherry-pick -x`; one whose message says "Port:
+upstream #N through SHA only" carries part of it and keeps the queued copy) --, the verdict is for
+the configured `fork.branch` (at the tip it was just computed on), and -- for a queued patch --
+every hunk the patch carries is a hunk of the merged change that is present or
 present-after-churn. `--apply-drops` retires droppable queue patches (state `converged`, evidence
 kept); the retirement names the verdict it relied on (`state/convergence/<PR>.json#<index>` and
 the fork commit). `fork_commits` are only listed: tracks.yaml and the fork's history belong to
@@ -26,11 +29,12 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from porttrack import hunks as hunks_mod
+from porttrack import ports as ports_mod
 from porttrack import queue as queue_mod
 from porttrack import state as state_mod
 from porttrack.converge_decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
@@ -220,15 +224,16 @@ def find_drops(repo: GitRepo, v: Verdict, queued: Sequence[Any], fork_commits: S
     when every hunk it carries is one of the merged change's hunks that counts."""
     by_id = {h.id: h for h in v.hunks}
     wrong_ref = _not_for_branch(v, fork_branch)
+    live = [patch for patch in queued if patch.live]
+    carrier = _carried_by_fork(repo, v) if live and v.converged and not v.upstream_has_it else None
     drops: list[Drop] = []
-    for patch in queued:
-        if patch.live:
-            taken = [h.id for h in patch.hunks_taken]
-            as_is = sum(i in by_id for i in taken)
-            unproven = [i for i in taken if i not in by_id or not by_id[i].counts]
-            how = f"a queued patch for #{v.pr} ({as_is} of its {len(taken)} hunk(s) are in the merged change as-is)"
-            blocker = wrong_ref or _unproven_words(unproven, by_id)
-            drops.append(_drop("queued-patch", patch.name, None, True, v, how, blocker))
+    for patch in live:
+        taken = [h.id for h in patch.hunks_taken]
+        as_is = sum(i in by_id for i in taken)
+        unproven = [i for i in taken if i not in by_id or not by_id[i].counts]
+        how = f"a queued patch for #{v.pr} ({as_is} of its {len(taken)} hunk(s) are in the merged change as-is)"
+        blocker = wrong_ref or _unproven_words(unproven, by_id)
+        drops.append(_drop("queued-patch", patch.name, None, True, v, how, blocker, carrier))
     change_pid = v.patch_id.change if v.patch_id else None
     for written in fork_commits:
         sha = repo.rev_parse(written)
@@ -257,17 +262,49 @@ def _unproven_words(unproven: Sequence[str], by_id: Mapping[str, HunkResult]) ->
     return f"{len(unproven)} of its hunk(s) are not proven present at the fork ref: {', '.join(words)}{more}"
 
 
-def _drop(kind: str, ref: str, sha: str | None, duplicate: bool, v: Verdict, how: str, blocker: str | None = None) -> Drop:
+def _drop(kind: str, ref: str, sha: str | None, duplicate: bool, v: Verdict, how: str, blocker: str | None = None,
+          carrier: "_Carrier | None" = None) -> Drop:
     if not duplicate:
         return Drop(kind, ref, sha, False, False, f"does not duplicate #{v.pr}: {how}")
     if not v.converged:
         return Drop(kind, ref, sha, True, False, f"{how}; keep it: #{v.pr} is {v.verdict} at {v.commits.fork_ref}")
+    has = f"upstream has #{v.pr}"
     if not v.upstream_has_it:
-        return Drop(kind, ref, sha, True, False, f"{how}; keep it until the fork's upstream base contains {v.commits.merge_commit[:12]}")
+        if carrier is None or carrier.partial:  # only a queued copy may go for a port the fork carries
+            why = f"; {carrier.words}" if carrier is not None else ""
+            return Drop(kind, ref, sha, True, False, f"{how}; keep it until the fork's upstream base contains {v.commits.merge_commit[:12]}{why}")
+        has = carrier.words
     if blocker is not None:
         return Drop(kind, ref, sha, True, False, f"{how}; keep it: {blocker}")
     action = "retire it with --apply-drops" if kind == "queued-patch" else "drop it at the next rebase and remove it from fork_commits"
-    return Drop(kind, ref, sha, True, True, f"{how}; upstream has #{v.pr}: {action}")
+    return Drop(kind, ref, sha, True, True, f"{how}; {has}: {action}")
+
+
+@dataclass(frozen=True)
+class _Carrier:
+    """A port of the PR in the fork's own history that carries the whole change (`words`), or
+    that says it carries only part ("Port: upstream #N through SHA only": `partial`)."""
+
+    words: str
+    partial: bool
+
+
+def _carried_by_fork(repo: GitRepo, v: Verdict) -> _Carrier | None:
+    """On a converged verdict whose change reached the fork through its own commits (patch-id:
+    a cherry-pick, with or without -x, of the merged change or of every PR commit), that port,
+    as `status` finds ports (`porttrack.ports.read_markers`); a "through SHA only" note keeps it
+    partial. A verdict by content names no carrying commit: None (the queued copy stays until
+    upstream's base has the merge)."""
+    if v.method != "patch-id" or v.patch_id is None or not v.patch_id.matched:
+        return None
+    commits = [m.commit for m in v.patch_id.matched]
+    for sha in commits:
+        message = repo.text("show", "-s", "--format=%B", sha)
+        only = [m for m in ports_mod.read_markers(message) if m.only and m.pr in (None, v.pr)]
+        if only:
+            return _Carrier(f"fork commit {sha[:12]} ports #{v.pr} only in part ({only[0].text})", True)
+    named = ", ".join(c[:12] for c in commits)
+    return _Carrier(f"the fork carries #{v.pr} in its own commit(s) {named} (same patch-id as the merged change)", False)
 
 
 def _duplicates(repo: GitRepo, sha: str, change_pid: str | None, merged_ids: set[str]) -> tuple[bool, str]:

@@ -16,18 +16,23 @@ Every hunk ends in one of four states, and only the first two count toward conve
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
    commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
-   the merge base the later steps start from. Every hunk is present; one whose post-image is no
-   longer at the fork ref is present-after-churn, by the newest later commit touching that path
-   (in the fork ref's own history, so the fork has it by construction; upstream's or the fork's)
-   -- unless its pre-image is back there (a revert): then it is missing.
+   the merge base the later steps start from. Ancestry says the change arrived, not that it is
+   still there (the fork may have reverted or edited lines since): every hunk is then decided as
+   in step 3, at the fork tip, and keeps this step as its method. Only commits on upstream's
+   branch (the ancestry path from the merge to the upstream base) can make a hunk
+   present-after-churn; a fork commit that undoes or edits the PR never does. A missing hunk
+   names the newest commit since the merge that touched its path (`changed_by`: what undid it).
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here.
-3. **content** -- each hunk is looked for at the fork ref (`porttrack.presence.hunk_state`, which
-   anchors a hunk at the start or end of the file as `git apply` does): post-image found and not
-   the pre-image -> present; pre-image found and not the post-image -> missing. A hunk with
+   here; as after ancestry, every hunk is then re-checked at the fork tip.
+3. **content** -- each hunk is looked for at the fork ref, byte for byte, at its own location
+   (`porttrack.presence.hunk_state` with `near`: the hunk's lines in the merge commit's file
+   mapped through `git diff -U0 <merge> <fork>`; it anchors a hunk at the start or end of the file
+   as `git apply` does): post-image found there and not the pre-image -> present; pre-image found
+   there and not the post-image -> missing. The same text elsewhere in the file (a second copy of
+   a block, a `}`) is not the hunk. A hunk with
    neither is looked up in upstream's later history, only when the fork's upstream base contains
    the merge: C is the first commit on the ancestry path from the merge to the base
    (`git log --ancestry-path <merge>..<base> -- <path>`) whose content of the path lacks the
@@ -88,12 +93,18 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from porttrack import hunks as hunks_mod
 from porttrack import presence
 from porttrack.clock import utcnow
+from porttrack.converge_history import LITERAL as _LITERAL
+from porttrack.converge_history import Later as _Later
+from porttrack.converge_history import later_upstream as _later_upstream
+from porttrack.converge_history import locations as _locations
+from porttrack.converge_history import read_files as _read_files
+from porttrack.converge_history import renamed_to as _renamed_to
 from porttrack.errors import NotFound
 from porttrack.gitrepo import GitRepo
 
@@ -104,8 +115,6 @@ SCHEMA = "porttrack/convergence/v2"
 VERDICTS = ("converged", "partially-converged", "not-converged")
 STATES = ("present", "present-after-churn", "missing", "unknown")
 COUNTED = frozenset({"present", "present-after-churn"})  # the states that count toward converged
-# PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
-_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,7 +321,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
 
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
-        results = _by_ancestry(repo, files, merge, fork_sha, base_sha)
+        results = _rechecked(repo, files, pr.number, merge, fork_sha, base_sha, "ancestry",
+                             f"merge commit {merge[:12]} is an ancestor", merge)
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -334,7 +344,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        return finish("patch-id", _by_patch_id(repo, files, fork_sha, m.commit), patch_id)
+        return finish("patch-id", _rechecked(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None,
+                                             "patch-id", f"same patch-id as {m.commit[:12]}", m.commit), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
@@ -367,51 +378,41 @@ def _header(h: "Hunk") -> str:
     return "mode change" if h.file_status == "modified" else h.file_status
 
 
-# -- ancestry
+# -- ancestry and patch-id: the change arrived; is it still there?
 
-def _by_ancestry(repo: GitRepo, files: Sequence["FileDiff"], merge: str, fork_sha: str, base_sha: str | None) -> list[HunkResult]:
-    """Every hunk is present by ancestry. Where its post-image is no longer at the fork ref, it is
-    present after churn by the newest commit since the merge that touched the path: that commit
-    is in `merge..fork`, so the fork ref contains it by construction (the proof the contract
-    asks for); say whether upstream made it. With no such commit the path is as merged. One
-    exception: where the pre-image is back (a revert, upstream's or the fork's), it is missing."""
-    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
-    checks = [(fd, h, _present(h, fd, contents.get(fd.path))) for fd in files for h in fd.hunks]
-    gone = sorted({fd.path for fd, _, ok in checks if not ok})
-    later = _later_commits(repo, merge, fork_sha, gone)
-    fork_only = set()
-    if later and base_sha:  # commits the fork ref has and its upstream base lacks: the fork's own
-        fork_only = set(repo.text("log", "--format=%H", f"{base_sha}..{fork_sha}", "--", *gone, env=_LITERAL).split())
-    results = []
-    for fd, h, ok in checks:
-        by = None if ok else later.get(fd.path)
-        if by is None:
-            results.append(_result(h, "present", "ancestry"))
-            continue
-        changed = ChangedBy(by[0], by[1], bool(base_sha) and by[0] not in fork_only)
-        where = "upstream" if changed.upstream else "in the fork"
-        if _pre_image_back(h, fd, contents.get(fd.path), changed.upstream):
-            results.append(_result(h, "missing", "ancestry", changed,
-                                   f"the pre-image is back at the fork ref: undone {where} by {by[0][:12]} ({by[1][:60]})"))
-            continue
-        results.append(_result(h, "present-after-churn", "ancestry", changed,
-                               f"no longer at the fork ref as merged: changed {where} by {by[0][:12]} ({by[1][:60]}), which the fork ref contains"))
-    return results
+def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
+               base_sha: str | None, method: str, why: str, since: str) -> list[HunkResult]:
+    """Ancestry or a patch-id match says the change arrived in the fork, not that it is still
+    there: the fork may have reverted or edited lines since. So every hunk is looked for at the
+    fork tip at its own location, as the content step does: present where its post-image is
+    there (`method` says how it arrived); otherwise missing, present after churn or unknown by
+    the content step's rules, where only commits on upstream's branch (the ancestry path from
+    the merge to the upstream base) count as churn -- a fork commit that undoes or edits the PR
+    never does. `base_sha`: the upstream base; its history counts only when it contains the
+    merge (asked only when a hunk needs it). `since`: the commit the change arrived with (the
+    merge, or the fork commit with its patch-id), to name what undid a missing hunk."""
+    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False, merge_in_fork=since == merge)
+    undone = _undone_by(repo, since, fork_sha, base_sha, sorted({r.path for r in results if r.state == "missing"}))
+    out = []
+    for r in results:
+        by = undone.get(r.path) if r.state == "missing" else None
+        if by is not None:
+            where = "upstream" if by.upstream else "in the fork"
+            r = replace(r, changed_by=by, detail=f"the pre-image is back at the fork ref: undone {where} by {by.commit[:12]} ({by.subject[:60]})")
+        out.append(replace(r, method=method, detail=f"{why}; {r.detail}"))
+    return out
 
 
-def _pre_image_back(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None, by_upstream: bool) -> bool:
-    """After the merge, is the hunk's pre-image at the fork ref again: a deleted file back, an
-    added file removed by the fork itself (upstream may delete it: that is its later state), an
-    old mode back, or the pre-image's lines back and not the post-image's?"""
-    if fd.status == "deleted":
-        return entry is not None
-    if entry is None:
-        return fd.status == "added" and not by_upstream
-    if h.kind == "meta":  # only a mode change can be undone in place (a rename's pseudo-hunk: no)
-        return None not in (fd.old_mode, fd.new_mode) and fd.old_mode != fd.new_mode and entry[0] == fd.old_mode
-    # The whole pre-image back, or (a revert whose surroundings changed since) the lines the hunk
-    # removes back and the lines it adds gone.
-    return presence.hunk_state(h, entry[1]) == "not-applied" or presence.change_undone(h, entry[1])
+def _undone_by(repo: GitRepo, since: str, fork_sha: str, base_sha: str | None, paths: Sequence[str]) -> dict[str, ChangedBy]:
+    """path -> the newest commit in since..fork that touched it (one `log -1` per path of a
+    missing hunk, usually none), and whether upstream's base has it."""
+    out = {}
+    for path in paths:
+        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{fork_sha}", "--", path, env=_LITERAL)
+        if line:
+            sha, _, subject = line.partition(" ")
+            out[path] = ChangedBy(sha, subject, bool(base_sha) and repo.is_ancestor(sha, base_sha))
+    return out
 
 
 # -- patch-id
@@ -438,19 +439,6 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
     matches = {m.matches for m in matched}
     decided = "change" in matches or (bool(pr_commits) and set(pr_commits) <= matches)
     return PatchIdResult(change, len(subjects), tuple(matched)), decided
-
-
-def _by_patch_id(repo: GitRepo, files: Sequence["FileDiff"], fork_sha: str, commit: str) -> list[HunkResult]:
-    """Every hunk is present by patch-id of `commit`, except one whose pre-image is back at the
-    fork ref (the copy was reverted since): that one is missing. One read of the PR's files."""
-    contents = _read_files(repo, fork_sha, [fd.path for fd in files])
-    results = []
-    for fd, h in ((fd, h) for fd in files for h in fd.hunks):
-        if _pre_image_back(h, fd, contents.get(fd.path), by_upstream=False):
-            results.append(_result(h, "missing", "patch-id", detail=f"same patch-id as {commit[:12]}, but the pre-image is back at the fork ref"))
-        else:
-            results.append(_result(h, "present", "patch-id", detail=f"same patch-id as {commit[:12]}"))
-    return results
 
 
 def patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
@@ -482,31 +470,84 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-                base_sha: str | None) -> list[HunkResult]:
-    """Each hunk by the fork ref's content, then, for a hunk with neither image there, by the
-    later upstream change that rewrote it (`base_sha` is given only when the upstream base
-    contains the merge). Upstream's history is read only for those hunks' paths."""
+                base_sha: str | None, base_checked: bool = True, merge_in_fork: bool = False) -> list[HunkResult]:
+    """Each hunk by the fork ref's content at its own location (`_locations`), then, for a hunk
+    with neither image there, by the later upstream change that rewrote it (`base_sha` counts
+    only when the upstream base contains the merge: given so, or, with `base_checked` false,
+    asked here when a hunk needs it). Upstream's history is read only for those hunks' paths."""
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
     at_fork = _read_files(repo, fork_sha, paths)
-    looks = [(fd, h, _look(h, fd, at_fork)) for fd in files for h in fd.hunks]
+    near = _locations(repo, merge, fork_sha, files, at_fork)
+    looks = [(fd, h, _look(h, fd, at_fork, near.get(id(h)))) for fd in files for h in fd.hunks]
     open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
-    later = _later_upstream(repo, merge, base_sha, open_paths) if base_sha and open_paths else {}
     missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
-    at_base = _read_files(repo, base_sha, missing_paths) if base_sha and missing_paths else {}
+    later: dict[str, Sequence[_Later] | None] = {}
+    known: set[str] = set()  # commits stepped back through from the fork ref: in it by construction
+    rest = open_paths
+    if base_sha and merge_in_fork and open_paths:
+        open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
+        for fd, h, look in looks:
+            if look.state is None:
+                open_hunks.setdefault(fd.path, []).append((h, fd))
+        later, rest = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
+        known = {c[0] for commits in later.values() if commits for c in commits}
+    base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
+    if rest and base_sha:
+        later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
+    at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
+    # the commits stepped back through from the fork ref are in it by construction
+    memo: dict = dict.fromkeys(known, True)
     results = []
     for fd, h, look in looks:
         if look.state == "present":
             results.append(_result(h, "present", "content", detail=look.detail))
         elif look.state is not None:
-            words = _upstream_words(h, fd, base_sha, at_base) if look.state == "missing" else ""
+            words = _upstream_words(h, fd, base_sha if base_has_merge else None, at_base) if look.state == "missing" else ""
             results.append(_result(h, look.state, "content", detail=look.detail + words))
         else:
-            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path, ()), at_fork.get(fd.path)))
+            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path),
+                                        at_fork.get(fd.path), near.get(id(h)), memo))
     return results
 
 
-def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -> _Look:
-    """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes))."""
+_MAX_STEPS = 20  # newest-first steps back through a path's history before the full walk
+
+
+def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, paths: Sequence[str],
+                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]]) -> tuple[dict[str, Sequence[_Later] | None], list[str]]:
+    """For a fork ref that contains the merge, and a path no fork-only commit (`<base>..<fork>`)
+    touched: the commits since the merge that touched it are upstream's, so step back from the
+    newest (`log -1` each) until the parent has every open hunk's post-image -- usually one step,
+    as cheap as before issue 21. Oldest first, as `_later_upstream` gives them; the paths the
+    fork itself touched, or that need more steps, are left to that full walk (the second list)."""
+    out: dict[str, Sequence[_Later] | None] = {}
+    rest = []
+    for path in paths:
+        if repo.text("log", "-1", "--no-renames", "--format=%H", f"{base_sha}..{fork_sha}", "--", path, env=_LITERAL):
+            rest.append(path)
+            continue
+        commits: list[_Later] = []
+        tip = fork_sha
+        for _ in range(_MAX_STEPS):
+            line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{merge}..{tip}", "--", path, env=_LITERAL)
+            if not line:
+                break
+            sha, _, subject = line.partition(" ")
+            commits.append((sha, subject, _read_files(repo, sha, [path]).get(path)))
+            before = _read_files(repo, f"{sha}^", [path]).get(path)
+            if all(_present(h, fd, before) for h, fd in open_hunks[path]):
+                break
+            tip = f"{sha}^"
+        else:
+            rest.append(path)
+            continue
+        out[path] = commits[::-1]
+    return out, rest
+
+
+def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
+    """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes)), at its
+    location `near` (`_locations`)."""
     entry = at_fork.get(fd.path)
     if fd.status == "deleted":
         return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")
@@ -523,12 +564,12 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]]) -
         if entry[0] == fd.old_mode:
             return _Look("missing", f"mode still {fd.old_mode} at the fork ref")
         return _Look(None, f"mode {entry[0]} at the fork ref: neither {fd.old_mode} nor {fd.new_mode}")
-    state = presence.hunk_state(h, entry[1])
+    state = presence.hunk_state(h, entry[1], near)
     if state == "applied":
         return _Look("present", "post-image found at the fork ref")
     if state == "not-applied":
         return _Look("missing", "pre-image still at the fork ref")
-    if h.kind == "text" and presence.post_image_present(h, entry[1]) and presence.pre_image_present(h, entry[1]):
+    if h.kind == "text" and presence.post_image_present(h, entry[1], near) and presence.pre_image_present(h, entry[1], near):
         return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
     return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
 
@@ -540,16 +581,13 @@ def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Ma
     return "; upstream still has it" if _present(h, fd, at_base.get(fd.path)) else "; upstream has since changed it, and the fork never took this change"
 
 
-# One later upstream commit touching a path: (sha, subject, (mode, bytes) of the path there or None).
-_Later = tuple[str, str, "tuple[str, bytes] | None"]
-
-
 def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
-                 base_sha: str | None, later: Sequence[_Later], entry: tuple[str, bytes] | None) -> HunkResult:
+                 base_sha: str | None, later: Sequence[_Later] | None, entry: tuple[str, bytes] | None,
+                 near: tuple[int, int] | None = None, memo: dict | None = None) -> HunkResult:
     """A hunk with neither image at the fork ref: present after churn when the fork ref contains
     the upstream change C that took the post-image away (see the module docstring), else unknown
     -- or, for an added file that is absent and that upstream never deleted, missing."""
-    if base_sha is None:
+    if base_sha is None or later is None:
         if look.absent_added:
             return _result(h, "missing", "content", detail=look.detail)
         return _result(h, "unknown", "content", detail=f"{look.detail}; the upstream base does not contain the merge, so there is no later upstream state to compare")
@@ -560,13 +598,40 @@ def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: 
         return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
     changed = ChangedBy(c[0], c[1], True)
     what = "deleted" if c[2] is None else "rewrote"
-    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1]):
+    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1], near):
         return _result(h, "missing", "content", changed,
                        f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
                        f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
-    if repo.is_ancestor(c[0], fork_sha):
+    if c[2] is not None and h.kind == "text" and presence.hunk_state(h, c[2][1]) == "not-applied":
+        # upstream put the original text back: that undoes #N, it does not carry it further
+        return _result(h, "missing", "content", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) restored the text #{number} replaced, so no later "
+                       f"upstream state carries this change")
+    if entry is None and c[2] is not None and not look.absent_added and not any(
+            later_c[2] is None and repo.is_ancestor(later_c[0], fork_sha) for later_c in later):
+        # the file is gone from the fork ref, and no upstream deletion the fork has explains it:
+        # the fork removed or moved it itself, which is never upstream churn
+        return _result(h, "unknown", "churn", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
+                       f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
+    memo = {} if memo is None else memo  # (commit, path) -> renamed to; commit -> in the fork ref
+    if c[2] is None and h.kind == "text" and (c[0], fd.path) not in memo:
+        memo[(c[0], fd.path)] = _renamed_to(repo, c[0], fd.path)
+    moved = memo.get((c[0], fd.path)) if c[2] is None and h.kind == "text" else None
+    if moved is not None:
+        there = _read_files(repo, fork_sha, [moved]).get(moved)
+        if there is not None and presence.hunk_state(h, there[1]) == "not-applied":
+            return _result(h, "missing", "content", changed,
+                           f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) renamed it to {moved}, where the fork ref has the pre-image")
+    if c[0] not in memo:
+        memo[c[0]] = repo.is_ancestor(c[0], fork_sha)
+    if memo[c[0]]:
         return _result(h, "present-after-churn", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
+    if look.absent_added:  # the pre-image of an added file is its absence, and it is absent
+        return _result(h, "missing", "content", changed,
+                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it later, but the fork ref does not contain that "
+                       f"commit: the fork never took #{number}'s file")
     if c[2] is None:
         return _result(h, "unknown", "churn", changed,
                        f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) deleted the file, which the fork ref does not contain: "
@@ -594,33 +659,6 @@ def _applied(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool
     return presence.hunk_state(h, entry[1]) == "applied"
 
 
-def _later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str]) -> dict[str, list[_Later]]:
-    """path -> the commits on the ancestry path from the merge to the base that touched it, oldest
-    first, each with the path's content there. `--ancestry-path` keeps out side branches cut
-    before the merge (they lack the post-image for want of the merge, not because of churn); a
-    merge commit's change is taken against its first parent, as `_change_present` reads it.
-    One `log --raw` per path (it gives each commit's mode and blob) and one `cat-file --batch`."""
-    found: dict[str, list[tuple[str, str, str, str]]] = {}
-    for path in paths:
-        log = repo.text("log", "--ancestry-path", "--topo-order", "--reverse", "--no-renames", "--raw", "--no-abbrev",
-                        "--diff-merges=first-parent", "--format=commit %H %s", f"{merge}..{base_sha}", "--", path, env=_LITERAL)
-        commits: list[tuple[str, str, str, str]] = []
-        for line in log.splitlines():
-            if line.startswith("commit "):
-                sha, _, subject = line[len("commit "):].partition(" ")
-                commits.append((sha, subject, "", ""))
-            elif line.startswith(":") and commits:  # ":<old mode> <new mode> <old blob> <new blob> <status>\t<path>"
-                fields = line[1:].split("\t", 1)[0].split()
-                commits[-1] = (*commits[-1][:2], fields[1], fields[3])
-        found[path] = commits
-    blobs = _cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))
-    out: dict[str, list[_Later]] = {}
-    for path, commits in found.items():
-        out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
-                     for sha, subject, mode, blob in commits if mode]  # (no raw line: nothing to read)
-    return out
-
-
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
     """Is hunk `h` of entry `fd` applied in a tree whose `fd.path` is `entry` ((mode, bytes) or None)?"""
     if fd.status == "deleted" or entry is None:
@@ -628,55 +666,3 @@ def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool
     if h.kind == "meta":
         return fd.new_mode is None or entry[0] == fd.new_mode
     return presence.post_image_present(h, entry[1])
-
-
-def _later_commits(repo: GitRepo, since: str, until: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """path -> (commit, subject): the newest commit in since..until that touched it.
-
-    One `log -1` per path (only paths whose content is absent get here, usually one or none):
-    each walk stops at the newest change, where one log over all the paths would read the whole
-    range.
-    """
-    newest: dict[str, tuple[str, str]] = {}
-    for path in paths:
-        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{until}", "--", path, env=_LITERAL)
-        if line:
-            sha, _, subject = line.partition(" ")
-            newest[path] = (sha, subject)
-    return newest
-
-
-def _read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
-    """path -> (mode, content) at `rev` for the paths that exist there: two git calls in all."""
-    paths = sorted(set(paths))
-    if not paths:
-        return {}
-    listing = repo.run("ls-tree", "-z", "--full-tree", rev, "--", *paths, env=_LITERAL).stdout
-    entries: dict[str, tuple[str, str]] = {}
-    for record in listing.split(b"\0"):
-        if not record:
-            continue
-        meta, _, name = record.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
-        if kind == "blob":
-            entries[name.decode("utf-8", "surrogateescape")] = (mode, sha)
-    blobs = _cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
-    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
-
-
-def _cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
-    if not shas:
-        return {}
-    out = repo.run("cat-file", "--batch", input=("\n".join(shas) + "\n").encode()).stdout
-    blobs: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(out):
-        end = out.index(b"\n", pos)
-        head = out[pos:end].decode().split()
-        pos = end + 1
-        if len(head) < 3 or head[1] == "missing":
-            continue
-        size = int(head[2])
-        blobs[head[0]] = out[pos:pos + size]
-        pos += size + 1  # the content is followed by one LF
-    return blobs

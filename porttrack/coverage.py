@@ -100,7 +100,10 @@ class Coverage:
     def text(self) -> str:
         if self.problem:
             return f"coverage unknown: {self.problem}"
-        carried = f" (fork carries {', '.join(c[:9] for c in self.fork_commits)})" if self.fork_commits else ""
+        has = [c for c in self.fork_commits if c not in self.fork_commits_missing]  # checked against the branch
+        carried = f" (fork carries {', '.join(c[:9] for c in has)})" if has else ""
+        if self.fork_commits_missing:
+            carried += f" (listed, not in {self.branch}: {', '.join(c[:9] for c in self.fork_commits_missing)})"
         # listed commits are already named by "fork carries"; the other methods are news
         methods = sorted({h.found_by.words for h in self.hunks if h.found_by and h.found_by.method != "listed"})
         found = f"; found by {', '.join(methods)}" if methods else ""

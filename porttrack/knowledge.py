@@ -43,6 +43,7 @@ def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_prob
         coverage={c.pr: c.text for c in coverage},
         coverage_unknown=frozenset(c.pr for c in coverage if c.problem),
         queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
+        fork_commits_missing={c.pr: c.fork_commits_missing for c in coverage if not c.problem},
     )
 
 

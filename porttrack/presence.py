@@ -1,10 +1,17 @@
 """Is a hunk in a file? The content checks behind `verify-converged` and hand-port coverage.
 
 `hunk_state(hunk, file_bytes)` says *applied*, *not-applied*, *file-missing* or *ambiguous* by
-looking for the hunk's pre- and post-image in the file's bytes (trailing whitespace ignored, as
-the hunk ids ignore it), anchored at the start or the end of the file where the hunk is, as
-`git apply` anchors it; `change_undone` sees a revert whose surroundings changed since. The hunks
-themselves (parsing, ids, selection) are `porttrack.hunks`.
+looking for the hunk's pre- and post-image in the file's bytes, anchored at the start or the end
+of the file where the hunk is, as `git apply` anchors it; `change_undone` sees a revert whose
+surroundings changed since. The bytes decide, as they decide for `git apply`: trailing spaces and
+a CR are content (a hunk that only strips them is a change; the hunk ids, which ignore them, are
+for recognising a hunk, not for proving it is there).
+
+Every check takes `near`, the hunk's own location in the file as the caller mapped it through
+the history (a 0-based line range): an image counts only where it overlaps that range, give or
+take `SLACK` lines. Without it, the same text elsewhere in the file -- a second copy of a block,
+a `}` or `# ---` line -- would count as the hunk (issue 21). The hunks themselves (parsing, ids,
+selection) are `porttrack.hunks`.
 """
 
 from __future__ import annotations
@@ -17,10 +24,21 @@ from typing import Literal
 from porttrack.hunks import Hunk
 
 HunkState = Literal["applied", "not-applied", "file-missing", "ambiguous"]
+# How far an image may sit from its mapped location: the mapping of a line inside a region the
+# fork changed is only known to that region, and an insertion's image spans its context.
+SLACK = 3
 
 
 def _normalise(lines: Iterable[bytes]) -> list[bytes]:
-    return [ln.rstrip() for ln in lines]
+    return list(lines)
+
+
+def _near(found: list[int], length: int, near: "tuple[int, int] | None") -> list[int]:
+    """The occurrences (start positions of a `length`-line block) that overlap `near` ± SLACK."""
+    if near is None:
+        return found
+    lo, hi = near[0] - SLACK, near[1] + SLACK
+    return [p for p in found if p <= hi and p + max(length, 1) - 1 >= lo]
 
 
 def _file_lines(data: bytes) -> list[bytes]:
@@ -55,7 +73,7 @@ def _binary_blobs(h: Hunk) -> tuple[str, str] | None:
     return (m.group(1).decode(), m.group(2).decode()) if m else None
 
 
-def _image_present(h: Hunk, file_bytes: bytes, post: bool) -> bool:
+def _image_present(h: Hunk, file_bytes: bytes, post: bool, near: "tuple[int, int] | None" = None) -> bool:
     if h.kind == "meta":
         raise ValueError(f"meta hunk {h.id} has no content image; use hunk_state")
     if h.kind == "binary":
@@ -65,16 +83,16 @@ def _image_present(h: Hunk, file_bytes: bytes, post: bool) -> bool:
         want = blobs[1] if post else blobs[0]
         return _git_blob_id(file_bytes, len(want)).startswith(want)
     needle = _normalise(h.post_image() if post else h.pre_image())
-    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle))
+    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle, near))
 
 
-def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes]) -> list[int]:
+def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes], near: "tuple[int, int] | None" = None) -> list[int]:
     """Start positions of `needle` in `hay` where hunk `h` may sit, by `git apply`'s own rule: a
     hunk whose old range starts at line 1 must match at the start of the file, and one with no
     context after its last change must match at the end (a diff with context stops short of it
     only at the end of the file). Without this, deleting a file's first or last line looks
     applied wherever the remaining context occurs -- including in the untouched file."""
-    found = _find_all(hay, needle)
+    found = _near(_find_all(hay, needle), len(needle), near)
     if not h.old_len:  # an added file, or an insertion without context: no pre-image to anchor
         return found
     trailing = 0
@@ -88,33 +106,35 @@ def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes]) -> list[int]:
     return [p for p in found if (not at_start or p == 0) and (not at_end or p + len(needle) == len(hay))]
 
 
-def post_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
-    """The hunk's context + added lines occur as one block of `file_bytes`.
+def post_image_present(hunk: Hunk, file_bytes: bytes, near: "tuple[int, int] | None" = None) -> bool:
+    """The hunk's context + added lines occur as one block of `file_bytes` (at `near`).
 
-    Trailing whitespace and CR are ignored on both sides. An empty image is trivially present.
+    Byte for byte. An empty image is trivially present.
     For a binary pseudo-hunk: the file's git blob id matches the ``index`` line's new id.
     """
-    return _image_present(hunk, file_bytes, post=True)
+    return _image_present(hunk, file_bytes, post=True, near=near)
 
 
-def pre_image_present(hunk: Hunk, file_bytes: bytes) -> bool:
+def pre_image_present(hunk: Hunk, file_bytes: bytes, near: "tuple[int, int] | None" = None) -> bool:
     """Like `post_image_present`, for context + removed lines (the old blob id for binary)."""
-    return _image_present(hunk, file_bytes, post=False)
+    return _image_present(hunk, file_bytes, post=False, near=near)
 
 
-def change_undone(hunk: Hunk, file_bytes: bytes) -> bool:
+def change_undone(hunk: Hunk, file_bytes: bytes, near: "tuple[int, int] | None" = None) -> bool:
     """Are the lines a text hunk removes back in the file, and the lines it adds gone?
 
     Each run of consecutive removed (and added) lines is looked for as a block; runs of blank
     lines prove nothing and are skipped. This sees a revert whose surroundings changed since (so
     the whole pre-image no longer matches), which `hunk_state` calls neither applied nor not.
-    A hunk that only adds lines, or only blank ones, is never called undone here.
+    A hunk that only adds lines, or only blank ones, is never called undone here. With `near`,
+    only runs at the hunk's location count (a `}` elsewhere in the file is not the hunk's).
     """
     removed, added = _runs(hunk, b"-"), _runs(hunk, b"+")
     if not removed:
         return False
     hay = _file_lines(file_bytes)
-    return all(_find_all(hay, run) for run in removed) and not any(_find_all(hay, run) for run in added)
+    return all(_near(_find_all(hay, run), len(run), near) for run in removed) and \
+        not any(_near(_find_all(hay, run), len(run), near) for run in added)
 
 
 def _runs(hunk: Hunk, marker: bytes) -> list[list[bytes]]:
@@ -128,7 +148,7 @@ def _runs(hunk: Hunk, marker: bytes) -> list[list[bytes]]:
     return [_normalise(run) for run in runs if any(line.strip() for line in run)]
 
 
-def hunk_state(hunk: Hunk, file_bytes: bytes | None) -> HunkState:
+def hunk_state(hunk: Hunk, file_bytes: bytes | None, near: "tuple[int, int] | None" = None) -> HunkState:
     """Is `hunk` applied in a file whose content is `file_bytes` (None: no such file)?
 
     Pass the content at `hunk.path`. A hunk of a deleted file is ``applied`` when the file is
@@ -137,7 +157,8 @@ def hunk_state(hunk: Hunk, file_bytes: bytes | None) -> HunkState:
     discounting any occurrence that lies inside an occurrence of the other image (an insertion's
     pre-image sits inside its post-image): only post-image found → ``applied``; only pre-image →
     ``not-applied``; both or neither → ``ambiguous``. A meta pseudo-hunk whose change is not
-    visible in bytes (a mode change) is ``ambiguous`` when the file exists.
+    visible in bytes (a mode change) is ``ambiguous`` when the file exists. `near`: the hunk's
+    location (see the module docstring); a whole-file check (deleted, binary) ignores it.
     """
     status = hunk.file_status
     if file_bytes is None:
@@ -155,19 +176,19 @@ def hunk_state(hunk: Hunk, file_bytes: bytes | None) -> HunkState:
         if post_image_present(hunk, file_bytes):
             return "applied"
         return "not-applied" if pre_image_present(hunk, file_bytes) else "ambiguous"
-    return _text_state(hunk, _file_lines(file_bytes))
+    return _text_state(hunk, _file_lines(file_bytes), near)
 
 
-def _text_state(hunk: Hunk, hay: list[bytes]) -> HunkState:
+def _text_state(hunk: Hunk, hay: list[bytes], near: "tuple[int, int] | None" = None) -> HunkState:
     pre, post = _normalise(hunk.pre_image()), _normalise(hunk.post_image())
     if not pre:  # a new file's hunk, or an insertion without context
-        if _find_all(hay, post):
+        if _near(_find_all(hay, post), len(post), near):
             return "applied"
         return "ambiguous" if hunk.file_status == "added" else "not-applied"
-    pre_at = _anchored(hunk, hay, pre)
+    pre_at = _anchored(hunk, hay, pre, near)
     if not post:  # a deletion without context: nothing to find once applied
         return "not-applied" if pre_at else "applied"
-    post_at = _anchored(hunk, hay, post)
+    post_at = _anchored(hunk, hay, post, near)
     unexplained_pre = set(pre_at) - _inside(post_at, post, pre)
     unexplained_post = set(post_at) - _inside(pre_at, pre, post)
     if unexplained_post and not unexplained_pre:

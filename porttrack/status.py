@@ -165,6 +165,9 @@ class Knowledge:
     coverage: Mapping[int, str] = field(default_factory=dict)  # PR -> "7/9 hunks present in the fork"
     coverage_unknown: frozenset[int] = frozenset()  # PRs whose coverage could not be evaluated (`Coverage.problem`)
     queued_heads: Mapping[int, str] = field(default_factory=dict)  # PR -> upstream head its live patch was made from
+    # PR -> the tracks.yaml fork_commits its coverage found NOT in the fork branch (checked only
+    # for a PR in `coverage` and not in `coverage_unknown`)
+    fork_commits_missing: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tuple[str, ...], know: Knowledge) -> NextAction:
@@ -176,13 +179,21 @@ def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tup
         if last is not None and last.current and last.verdict == "converged":
             return NextAction("converged", f"#{n} is in the fork (verified); drop any carried copy", None)
         when = (pr.merged_at or "")[:10] or "date unknown"
+        if last is not None and last.current:  # checked at the tip, and not converged: say what to do
+            return NextAction(
+                "convergence-check",
+                f"#{n} merged {when}, but the fork branch lacks part of it (last verdict: {last.words}): "
+                f"rebase it onto an upstream base that contains the merge, or port the missing hunks "
+                f"(`porttrack verify-converged {n}` lists them; keep any queued copy until then), then check again",
+                f"porttrack verify-converged {n}",
+            )
         return NextAction(
             "convergence-check",
             f"#{n} merged {when} -> now a convergence check" + (f" (last verdict: {last.words})" if last else ""),
             f"porttrack verify-converged {n}",
         )
     if pr.state == "closed":
-        carried = f"; the fork carries {', '.join(fork_commits)}" if fork_commits else ""
+        carried = _carried_words(n, fork_commits, know)
         return NextAction(
             "orphaned",
             f"#{n} closed without merging -> orphaned: decide carry / follow a successor / drop{carried}",
@@ -205,6 +216,19 @@ def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tup
             )
         return NextAction("queued", f"#{n} is in the queue ({know.queued[n]}); up to date with upstream", f"porttrack gate run {n}")
     return NextAction("port-candidate", f"#{n} open -> port candidate: take its stable, separable hunks", f"porttrack import {n}")
+
+
+def _carried_words(n: int, fork_commits: tuple[str, ...], know: Knowledge) -> str:
+    """"the fork carries X" only for listed commits checked to be in the fork branch (issue 21)."""
+    if not fork_commits:
+        return ""
+    if n not in know.coverage or n in know.coverage_unknown:
+        return f"; tracks.yaml lists fork commits {', '.join(fork_commits)} (not checked against the fork branch)"
+    missing = know.fork_commits_missing.get(n, ())
+    has = [c for c in fork_commits if c not in missing]
+    words = [f"the fork carries {', '.join(has)}"] if has else []
+    words += [f"tracks.yaml lists {', '.join(missing)}, which the fork branch does not have"] if missing else []
+    return "; " + "; ".join(words)
 
 
 _PRIORITY = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]

@@ -23,12 +23,25 @@ fork      a clone cut at a random first-parent commit of main: before the PR, th
           too, and commits something of its own. The upstream base is `upstream/main` (upstream's
           tip) or, sometimes, a ref at the cut point.
 
+Issue 21's kinds (`_Extras`, drawn from a second generator seeded from the same integer, so the
+draws above are unchanged): files that repeat lines like `}` and `# ---`; the same 9-line block
+twice in a file, which the PR edits in both copies (two hunks of identical bytes); lines with
+trailing spaces or CRLF that the PR only strips / turns into LF; after the fork took the change
+(ancestry, cherry-pick or hand port) a fork commit that undoes one hunk (the second twin or a
+whitespace hunk first) or edits one of its added lines; the fork renaming a PR file
+(`fork_moves`); an unrelated upstream commit in a PR file and its revert before the churn; an
+upstream commit after the churn that restores one hunk's original text.
+
 Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (own parser: a hunk is one `@@` block
 with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
 --------------------------------------------------------------------------------------------
 In a scratch index (`GIT_INDEX_FILE=<tmp> git read-tree <fork ref>`), `git apply --cached --check`
 of h's single-hunk patch, forward and with `-R`: full context (no `-C`, no `--unidiff-zero`, so
-hunks at the first or last line are anchored there, as git anchors them). With that and the
+hunks at the first or last line are anchored there, as git anchors them), byte for byte, and at
+h's own location: the header's start line is moved to where `git diff -U0` of h's file (merge^1
+for the forward check, merge for the reverse one, against the judged commit) maps it, and a match
+git finds more than `SLACK` lines away (`-v` reports the offset) does not count -- the same text
+elsewhere in the file is not h. With that and the
 generator's record of h ("upstream": the fork has the merge and did not revert h; "exact": hand
 ported or cherry-picked as is; "edited": hand ported with one added line changed; "reverted";
 "none": never ported) and K = the churn commits C the fork contains (ancestors of the fork ref,
@@ -44,7 +57,9 @@ rename of h's file, h is judged at the new path first (`PatchHunk.at`): applied 
     neither; edited; K == {}                   -> edited        (expect unknown; missing allowed)
     neither; none/reverted; K == {}            -> not-ported    (expect missing or unknown)
     neither; none/reverted; K != {}, but every line h removes is still in the fork's file and no
-        line it adds is (generated lines are unique, churn never restores one)  -> not-ported
+        line it adds is (generated lines are unique -- a hunk with a line the generator repeats,
+        `COMMON` or the twin block, is left out -- and only a restore commit, which the fork's
+        pre-image would already show, brings one back)  -> not-ported
     anything else                              -> ambiguous     (no expectation)
 
 Strict checks (a violation fails the run): (1) porttrack says `converged` only if every hunk is
@@ -64,6 +79,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import subprocess
 import tempfile
 from collections import Counter
@@ -185,27 +201,100 @@ class ScratchIndex:
             git(self.repo, "read-tree", rev, env=self.env)
             self.loaded = rev
 
-    def applies(self, patch: bytes, *, reverse: bool) -> bool:
-        args = ["apply", "--cached", "--check", *(["-R"] if reverse else []), "-"]
+    def applies(self, patch: bytes, *, reverse: bool, slack: int | None = None) -> bool:
+        """`git apply --cached --check` (with `-R`: reversed); with `slack`, only where the hunk
+        header says, give or take `slack` lines (git searches the whole file otherwise, and
+        reports how far it went with `-v`)."""
+        args = ["apply", "--cached", "--check", "-v", *(["-R"] if reverse else []), "-"]
         p = subprocess.run(["git", "-C", str(self.repo), *args], input=patch, capture_output=True,
                            env={**os.environ, "LC_ALL": "C", **self.env})
-        return p.returncode == 0
+        if p.returncode != 0:
+            return False
+        offsets = [abs(int(m)) for m in re.findall(rb"\(offset (-?\d+) lines?\)", p.stderr)]
+        return slack is None or all(o <= slack for o in offsets)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.env["GIT_INDEX_FILE"])
 
 
-def apply_state(index: ScratchIndex, rev: str, hunk: PatchHunk) -> str:
-    """"applied", "not-applied", "both" or "neither" for `hunk` at `rev` (see the docstring)."""
+SLACK = 3  # lines a pinned hunk may sit away from where the history maps it (twins are 21 apart)
+
+
+def apply_state(index: ScratchIndex, rev: str, hunk: PatchHunk, *, merge: str | None = None,
+                origin: str | None = None) -> str:
+    """"applied", "not-applied", "both" or "neither" for `hunk` at `rev` (see the docstring).
+
+    With `merge` (the merged change is `merge^1..merge`; `origin` is the hunk's path there when
+    `hunk` was moved to another path), the hunk is tried at its own location only: its pre-image
+    where `git diff -U0 merge^1:<origin> <rev>:<path>` maps the hunk's old start line, its
+    post-image where `git diff -U0 merge:<origin> <rev>:<path>` maps its new start, within
+    `SLACK` lines. The same text elsewhere in the file (a second copy of a block, a `}`) is not
+    the hunk."""
     index.load(rev)
-    forward = index.applies(hunk.patch, reverse=False)
-    reverse = index.applies(hunk.patch, reverse=True)
+    if merge is None:
+        forward = index.applies(hunk.patch, reverse=False)
+        reverse = index.applies(hunk.patch, reverse=True)
+    else:
+        src = origin or hunk.path
+        fwd = _pinned(hunk, index.repo, f"{merge}^1", src, rev, old=True)
+        back = _pinned(hunk, index.repo, merge, src, rev, old=False)
+        forward = index.applies(fwd.patch, reverse=False, slack=SLACK)
+        reverse = index.applies(back.patch, reverse=True, slack=SLACK)
     if reverse and not forward:
         return "applied"
     if forward and not reverse:
         return "not-applied"
     return "both" if forward else "neither"
+
+
+_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _pinned(hunk: PatchHunk, repo: Path, src_rev: str, src_path: str, rev: str, *, old: bool) -> PatchHunk:
+    """`hunk` with its old (or new) start line moved to where the history maps it at `rev`. A
+    start of 1 stays (git anchors such a hunk at the top of the file); so does a hunk whose file
+    is missing on either side."""
+    m = _HEADER.match(hunk.body)
+    assert m is not None, hunk.body[:80]
+    start = int(m.group(1) if old else m.group(3))
+    if start <= 1:
+        return hunk
+    diff = subprocess.run(["git", "-C", str(repo), "diff", "-U0", "--no-ext-diff", "--no-textconv",
+                           f"{src_rev}:{src_path}", f"{rev}:{hunk.path}"], capture_output=True)
+    if diff.returncode != 0:  # a path missing on one side
+        return hunk
+    mapped = max(2, _map_line(_regions(diff.stdout), start))
+    group = 1 if old else 3
+    body = hunk.body[:m.start(group)] + str(mapped).encode() + hunk.body[m.end(group):]
+    return PatchHunk(hunk.path, hunk.position, hunk.header, body)
+
+
+def _regions(diff: bytes) -> list[tuple[int, int, int, int]]:
+    out = []
+    for line in diff.splitlines():
+        m = _HEADER.match(line)
+        if m:
+            a, b, c, d = (int(g) if g is not None else 1 for g in m.groups())
+            out.append((a, b, c, d))
+    return out
+
+
+def _map_line(regions: Sequence[tuple[int, int, int, int]], x: int) -> int:
+    """Line `x` of the old file in the new one (a line inside a changed region: where it starts)."""
+    shift = 0
+    for a, b, c, d in regions:
+        if b == 0:  # an insertion after old line a
+            if x > a:
+                shift += d
+                continue
+            break
+        if x < a:
+            break
+        if x < a + b:
+            return c if d else c + 1
+        shift += d - b
+    return x + shift
 
 
 # ------------------------------------------------------------------------------- scenarios
@@ -229,6 +318,7 @@ class Scenario:
     # file it changed, deleted or renamed, and where a rename moved it
     churn_in_fork: tuple[tuple[str, frozenset[str], str | None], ...]
     story: tuple[str, ...]  # what the generator did, for a reader of a failure
+    fork_moves: tuple[tuple[str, str], ...] = ()  # PR paths the fork itself renamed, and where to
 
 
 class _Model:
@@ -237,6 +327,7 @@ class _Model:
     def __init__(self, files: Mapping[str, list[str]]) -> None:
         self.files = {k: list(v) for k, v in files.items()}
         self.counter = 0
+        self.extras: _Extras | None = None
 
     def fresh(self, tag: str, rng: random.Random) -> str:
         self.counter += 1
@@ -290,11 +381,16 @@ def build_scenario(seed: int, root: Path) -> Scenario:
     """Build the upstream, the merged PR, the churn and the fork for `seed` under `root`."""
     reset_clock()
     rng = random.Random(seed)
+    # issue 21's kinds draw from a second generator, so the draws above stay as they were
+    xr = random.Random(seed * 7919 + 21)
     story: list[str] = []
     root = Path(root)
     files = {f"src/mod_{k}.py": _initial_file(rng, k) for k in range(rng.randint(2, 4))}
+    extras = _Extras(xr)
+    extras.shape_files(files, story)
     up = Upstream(root / "up", initial_files={k: _text(v) for k, v in files.items()})
     model = _Model(files)
+    model.extras = extras
     for i in range(rng.randint(0, 2)):
         path = rng.choice(sorted(model.files))
         model.files[path] = _mutate(rng, model, model.files[path], f"pre{i}", 1)
@@ -304,7 +400,7 @@ def build_scenario(seed: int, root: Path) -> Scenario:
     diff = git_bytes(up.path, "diff", "--no-ext-diff", "--no-textconv", "-M", f"{merge}^1", merge)
     hunks = split_diff(diff)
     churn = _churn(rng, up, model, hunks, pr_paths, story)
-    return _fork(rng, seed, root, up, merge, merge_kind, hunks, churn, story)
+    return _fork(rng, seed, root, up, merge, merge_kind, hunks, churn, story, extras)
 
 
 def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str]) -> tuple[str, str, set[str]]:
@@ -314,6 +410,9 @@ def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str])
     for p in touched:
         model.files[p] = _mutate(rng, model, model.files[p], "pr", rng.randint(1, 3))
         change[p] = _text(model.files[p])
+    if model.extras is not None:
+        for p, text in model.extras.pr_edits(model.files, story).items():
+            change[p] = text
     if rng.random() < 0.3:
         model.files["src/new_feature.py"] = [model.fresh("new", rng) for _ in range(rng.randint(8, 20))]
         change["src/new_feature.py"] = _text(model.files["src/new_feature.py"])
@@ -358,6 +457,8 @@ def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[Patc
     where = {p: p for p in sorted(pr_paths) if p in model.files}
     added = [line for h in hunks for line in h.lines("+")]
     out: list[_Churn] = []
+    if model.extras is not None:
+        out += model.extras.churn_before(up, model, hunks, where, story)
     for i in range(rng.choice((0, 1, 1, 2, 3, 4))):
         kind = rng.choice(("rewrite", "rewrite", "rewrite", "edit", "edit", "delete", "rename", "near"))
         live = {o: p for o, p in where.items() if p in model.files}
@@ -374,6 +475,8 @@ def _churn(rng: random.Random, up: Upstream, model: _Model, hunks: Sequence[Patc
                 model.files[path] = value.splitlines(keepends=True)
         out.append(_Churn(sha, frozenset(origins), renamed_to))
         story.append(f"churn {i} ({sha[:10]}): {what}")
+    if model.extras is not None:
+        out += model.extras.churn_after(up, model, hunks, where, story)
     return out
 
 
@@ -408,11 +511,174 @@ def _churn_change(rng: random.Random, model: _Model, kind: str, live: Mapping[st
     return {p: _text(lines)}, ({by_path[p]} if p in by_path else set()), f"edit {p}"
 
 
+# ------------------------------------------------------------------- issue 21's kinds
+
+# Lines a real file repeats: presence and revert checks must look at the hunk's own location,
+# not for such a line anywhere in the file.
+COMMON = ("}\n", "# ---\n", "    pass\n")
+# a block longer than a hunk with its context: the PR's hunks in the two copies are the same bytes
+TWIN = ("def helper():\n", "    a = 0\n", "    b = 1\n", "    c = 2\n", "    value = 1\n", "    d = 3\n",
+        "    e = 4\n", "    f = 5\n", "    return value\n")
+TWIN_OLD, TWIN_NEW = "    value = 1\n", "    value = 2\n"
+
+
+class _Extras:
+    """Issue 21's kinds, drawn from their own generator so that the older draws stay as they
+    were: lines like `}` repeated; the same block twice in one file, which the PR edits in both
+    places; whitespace-only hunks (trailing spaces stripped, CRLF turned into LF); a fork that
+    undoes or edits lines it took by ancestry or a cherry-pick; a fork that renames a PR file;
+    an upstream commit that restores a hunk's original text; an unrelated upstream commit and its
+    revert between the merge and the later churn."""
+
+    def __init__(self, xr: random.Random) -> None:
+        self.xr = xr
+        self.twin_path: str | None = None
+        self.ws: tuple[str, str] | None = None  # (path, "trailing" | "crlf")
+        self.undo = xr.random() < 0.4
+        self.rename = xr.random() < 0.08
+        self.restore = xr.random() < 0.12
+        self.unrelated_revert = xr.random() < 0.2
+
+    def shape_files(self, files: dict[str, list[str]], story: list[str]) -> None:
+        paths = sorted(files)
+        if self.xr.random() < 0.3:
+            for p in paths:
+                for _ in range(self.xr.randint(1, 3)):
+                    files[p].insert(self.xr.randrange(1, len(files[p])), self.xr.choice(COMMON))
+            story.append("files repeat lines like `}` and `# ---`")
+        if self.xr.random() < 0.25:
+            p = self.twin_path = self.xr.choice(paths)
+            lines = files[p]
+            a = self.xr.randrange(2, max(3, len(lines) // 3))
+            if len(lines) - a < 12:
+                a = 2
+            q = self.xr.randrange(a + 12, len(lines) + 1)  # at least 21 lines apart
+            lines[q:q] = list(TWIN)  # the second copy first, so `a` still means the same
+            lines[a:a] = list(TWIN)
+            story.append(f"{p} has the same block twice")
+        if self.xr.random() < 0.25:
+            p = self.xr.choice(paths)
+            kind = self.xr.choice(("trailing", "crlf"))
+            lines = files[p]
+            start = self.xr.randrange(1, len(lines) - 3)
+            for n in range(start, start + self.xr.randint(1, 3)):
+                lines[n] = lines[n][:-1] + ("   \n" if kind == "trailing" else "\r\n")
+            self.ws = (p, kind)
+            story.append(f"{p} has lines with {'trailing spaces' if kind == 'trailing' else 'CRLF'}")
+
+    def pr_edits(self, files: dict[str, list[str]], story: list[str]) -> dict[str, str]:
+        """The PR also edits both twin blocks the same way, and/or only the whitespace."""
+        change: dict[str, str] = {}
+        p = self.twin_path
+        if p in files and sum(line == TWIN_OLD for line in files[p]) == 2:
+            files[p] = [TWIN_NEW if line == TWIN_OLD else line for line in files[p]]
+            change[p] = _text(files[p])
+            story.append(f"the PR edits both copies of the block in {p}")
+        if self.ws and self.ws[0] in files:
+            path, kind = self.ws
+            marked = [n for n, line in enumerate(files[path]) if line.endswith(("   \n", "\r\n"))]
+            if marked:
+                for n in marked[:self.xr.randint(1, len(marked))]:
+                    files[path][n] = files[path][n].rstrip(" \r\n") + "\n"
+                change[path] = _text(files[path])
+                story.append(f"the PR only {'strips trailing spaces' if kind == 'trailing' else 'turns CRLF into LF'} in {path}")
+        return change
+
+    def churn_before(self, up: Upstream, model: _Model, hunks: Sequence[PatchHunk], where: Mapping[str, str],
+                     story: list[str]) -> list["_Churn"]:
+        """An unrelated upstream commit in a PR file, then its revert (issue 21's class 9)."""
+        live = sorted(o for o, p in where.items() if p in model.files)
+        if not self.unrelated_revert or not live:
+            return []
+        origin = self.xr.choice(live)
+        path = where[origin]
+        lines = list(model.files[path])
+        mentioned = {line for h in hunks for m in "+- " for line in h.lines(m)}
+        marks = [n for n, line in enumerate(lines) if line in mentioned]
+        spots = [n for n in range(len(lines)) if all(abs(n - q) > 4 for q in marks)]
+        if not spots:
+            return []
+        n = self.xr.choice(spots)
+        before = _text(lines)
+        lines[n] = model.fresh("unrelated", self.xr)
+        one = up.commit({path: _text(lines)}, "unrelated upstream change")
+        two = up.commit({path: before}, 'Revert "unrelated upstream change"')
+        story.append(f"upstream edits {path}:{n + 1} ({one[:10]}) and reverts it ({two[:10]})")
+        return [_Churn(one, frozenset({origin})), _Churn(two, frozenset({origin}))]
+
+    def churn_after(self, up: Upstream, model: _Model, hunks: Sequence[PatchHunk], where: Mapping[str, str],
+                    story: list[str]) -> list["_Churn"]:
+        """A later upstream commit that restores one hunk's original text."""
+        if not self.restore:
+            return []
+        for h in self.xr.sample(list(hunks), len(hunks)):
+            path = where.get(h.path)
+            if path is None or path not in model.files or h.creates_file:
+                continue
+            lines = model.files[path]
+            post, pre = _image(h, "+"), _image(h, "-")
+            at = [n for n in range(len(lines) - len(post) + 1) if lines[n:n + len(post)] == post]
+            if len(at) != 1 or not post:
+                continue
+            new = lines[:at[0]] + pre + lines[at[0] + len(post):]
+            sha = up.commit({path: _text(new)}, f"restore {path} as before part of the PR")
+            model.files[path] = new
+            story.append(f"upstream restores {h.path}#{h.position}'s original text ({sha[:10]})")
+            return [_Churn(sha, frozenset({h.path}))]
+        return []
+
+    def undo_after_port(self, fork: Path, hunks: Sequence[PatchHunk], ported: list[str], story: list[str]) -> None:
+        """The fork undoes (or edits) a hunk it took, by ancestry, cherry-pick or hand port: the
+        second twin first, then a whitespace hunk, else any."""
+        taken = [n for n, p in enumerate(ported) if p in ("upstream", "exact")]
+        if not self.undo or not taken:
+            return
+        twins = [n for n in taken if TWIN_NEW in hunks[n].lines("+")]
+        spaces = [n for n in taken if any(line.endswith(("   \n", "\r\n")) for line in hunks[n].lines("-"))]
+        n = twins[-1] if len(twins) > 1 else self.xr.choice(spaces) if spaces else self.xr.choice(taken)
+        h = hunks[n]
+        if n not in twins and n not in spaces and h.lines("+") and self.xr.random() < 0.5:
+            target = fork / h.path
+            if not target.exists():
+                return
+            lines = target.read_bytes().decode().splitlines(keepends=True)
+            unique = [k for k, line in enumerate(lines) if line in h.lines("+") and lines.count(line) == 1]
+            if not unique:
+                return
+            k = self.xr.choice(unique)
+            lines[k] = lines[k].rstrip("\n") + "  # fork edit after taking it\n"
+            target.write_bytes(_text(lines).encode())
+            git(fork, "add", "-A")
+            fork_commit(fork, {}, "fork: edit a line it took")
+            ported[n] = "edited"
+            story.append(f"fork edits an added line of {h.path}#{h.position} after taking it")
+            return
+        if _apply_in_fork(fork, h.patch, reverse=True):
+            fork_commit(fork, {}, "fork: undo part of the PR")
+            ported[n] = "reverted"
+            story.append(f"fork undoes {h.path}#{h.position} after taking it")
+
+    def fork_rename(self, fork: Path, hunks: Sequence[PatchHunk], story: list[str]) -> dict[str, str]:
+        paths = sorted({h.path for h in hunks if (fork / h.path).is_file()})
+        if not self.rename or not paths:
+            return {}
+        p = self.xr.choice(paths)
+        git(fork, "mv", p, "src/fork_moved.py")
+        fork_commit(fork, {}, f"fork: move {p}")
+        story.append(f"fork renames {p} -> src/fork_moved.py")
+        return {p: "src/fork_moved.py"}
+
+
+def _image(h: PatchHunk, marker: str) -> list[str]:
+    """h's post-image (`marker` "+") or pre-image ("-"): context and `marker` lines, in order."""
+    return [raw[1:] for raw in h.body.decode().splitlines(keepends=True)[1:] if raw[:1] in (" ", marker)]
+
+
 # ------------------------------------------------------------------------------------ fork
 
 
 def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, merge_kind: str,
-          hunks: Sequence[PatchHunk], churn: Sequence[_Churn], story: list[str]) -> Scenario:
+          hunks: Sequence[PatchHunk], churn: Sequence[_Churn], story: list[str], extras: "_Extras") -> Scenario:
     fork = clone_fork(up, root / "fork")
     line = git(up.path, "rev-list", "--first-parent", "--reverse", "main").splitlines()
     at_merge = line.index(merge)
@@ -430,7 +696,9 @@ def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, m
         _maybe_revert(rng, fork, hunks, ported, story)
     else:
         _hand_port(rng, fork, merge, merge_kind, hunks, ported, story)
+    extras.undo_after_port(fork, hunks, ported, story)
     picked = _maybe_pick_churn(rng, fork, churn, cut, story)
+    moves = extras.fork_rename(fork, hunks, story)
     if rng.random() < 0.3:
         fork_commit(fork, {f"fork/local_{seed}.txt": "fork-only\n"}, "fork: own change")
         story.append("fork commits a file of its own")
@@ -440,7 +708,7 @@ def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, m
         base = "upstream/base"
     in_fork = tuple((c.sha, c.origins, c.renamed_to) for c in churn if c.sha in picked or is_ancestor(fork, c.sha, "fork"))
     return Scenario(seed, root, fork, PR_NUMBER, "Random change", merge, merge_kind, "fork", base, cut_name,
-                    tuple(hunks), tuple(ported), in_fork, tuple(story))
+                    tuple(hunks), tuple(ported), in_fork, tuple(story), tuple(sorted(moves.items())))
 
 
 def _apply_in_fork(fork: Path, patch: bytes, reverse: bool = False) -> bool:
@@ -558,13 +826,13 @@ def oracle_states(s: Scenario) -> list[str]:
 
 
 def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
-    applies = apply_state(index, s.fork_ref, h)
+    applies = apply_state(index, s.fork_ref, h, merge=s.merge)
     moved = moved_to(s, h)
     if applies != "applied" and moved:
-        # the fork took upstream's rename: judge the hunk where the file is now, so a pre-image
-        # the rename carried along is still not-applied, and an intact post-image is churned
-        # (present at the new path: present or present-after-churn are both right)
-        applies = apply_state(index, s.fork_ref, h.at(moved))
+        # the fork took upstream's rename, or made its own: judge the hunk where the file is now,
+        # so a pre-image the rename carried along is still not-applied, and an intact post-image
+        # is churned (present at the new path: present or present-after-churn are both right)
+        applies = apply_state(index, s.fork_ref, h.at(moved), merge=s.merge, origin=h.path)
         if applies == "applied":
             return "churned"
     if applies == "not-applied" and h.creates_file and churned_by(index, s, h):
@@ -589,8 +857,8 @@ def _removed_lines_kept(s: Scenario, h: PatchHunk, moved: str | None) -> bool:
     are unique and churn never brings a removed line back, so upstream's later state lacks them
     all: whatever later commit the fork took, it does not match upstream there."""
     removed, added = h.lines("-"), h.lines("+")
-    if not removed:
-        return False
+    if not removed or any(line in COMMON or line in TWIN or line in (TWIN_NEW,) for line in removed + added):
+        return False  # a line the generator repeats proves nothing by being somewhere in the file
     text = git_bytes(s.fork, "cat-file", "-p", f"{s.fork_ref}:{moved or h.path}", check=False).decode()
     lines = set(text.splitlines(keepends=True))
     return all(line in lines for line in removed) and not any(line in lines for line in added)
@@ -598,11 +866,12 @@ def _removed_lines_kept(s: Scenario, h: PatchHunk, moved: str | None) -> bool:
 
 def moved_to(s: Scenario, h: PatchHunk) -> str | None:
     """Where the churn renames the fork contains moved `h`'s file, if any did."""
-    moved = None
+    moved = h.path
     for _, origins, renamed_to in s.churn_in_fork:
         if renamed_to and h.path in origins:
             moved = renamed_to
-    return moved
+    moved = dict(s.fork_moves).get(moved, moved)
+    return None if moved == h.path else moved
 
 
 def churned_by(index: ScratchIndex, s: Scenario, h: PatchHunk) -> list[str]:
@@ -611,8 +880,8 @@ def churned_by(index: ScratchIndex, s: Scenario, h: PatchHunk) -> list[str]:
     (an earlier churn), C counts too: that only widens "ambiguous", never a strict state."""
     out = []
     for sha, origins, _ in s.churn_in_fork:
-        if h.path in origins and (apply_state(index, f"{sha}^", h) != "applied"
-                                  or apply_state(index, sha, h) != "applied"):
+        if h.path in origins and (apply_state(index, f"{sha}^", h, merge=s.merge) != "applied"
+                                  or apply_state(index, sha, h, merge=s.merge) != "applied"):
             out.append(sha)
     return out
 

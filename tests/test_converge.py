@@ -508,6 +508,38 @@ def test_a_queued_patch_is_kept_while_the_fork_lacks_the_change(tmp_path, world)
     assert queue_mod.load(Workspace(ws.root)).get(patch.name).state == "queued"
 
 
+@pytest.mark.parametrize("message", ["cherry-pick -x", "through SHA only"])
+def test_apply_drops_retires_a_patch_the_fork_carries_through_its_own_port(tmp_path, world, message):
+    """Issue 21, class 6: the fork branch carries #PR through its own port (a cherry-pick -x of
+    the squash, as `status` finds ports in history) while its upstream base predates the merge.
+    The queued copy duplicates that port: --apply-drops retires it. A port that says "through
+    SHA only" carries part of the PR: the queued copy stays."""
+    squash = merge_pr(world)
+    base = git(world.fork, "rev-parse", "upstream/main")
+    git(world.fork, "fetch", "-q", "upstream")
+    git(world.fork, "update-ref", "refs/remotes/upstream/main", base)  # the base predates the merge
+    if message == "cherry-pick -x":
+        git(world.fork, "cherry-pick", "-x", squash)
+    else:
+        git(world.fork, "cherry-pick", "--no-commit", squash)
+        git(world.fork, "commit", "-q", "-m", f"Port: upstream #{PR} through {squash[:12]} only")
+    ws = workspace(tmp_path, world)
+    patch = queue_patch(ws, world, squash)
+
+    code, data, err = verify_json(ws, "--apply-drops")
+
+    assert code == 0, err
+    assert (data["verdict"], data["method"], data["ancestry"]["upstream_base"]) == ("converged", "patch-id", False)
+    [drop] = data["drops"]
+    state = queue_mod.load(Workspace(ws.root)).get(patch.name).state
+    if message == "cherry-pick -x":
+        assert (drop["droppable"], drop["retired"], state) == (True, True, "converged"), drop
+        assert "the fork carries" in drop["reason"]
+    else:
+        assert (drop["droppable"], drop["retired"], state) == (False, False, "queued"), drop
+        assert "only in part" in drop["reason"]
+
+
 # ------------------------------------------------------------------------------ regression
 
 

@@ -110,6 +110,8 @@ def test_a_verdict_is_used_only_for_fork_branch_at_its_current_tip(tmp_path, wor
     text, action = status(ws)
     main_sha = git(world.fork, "rev-parse", "main")
     assert VERIFIED not in text and f"last verdict: not-converged at main {main_sha[:12]}" in action["text"]
+    # not only "run it again": what to do (issue 21, class 10)
+    assert "rebase it onto an upstream base that contains the merge, or port the missing hunks" in action["text"]
 
     # 3. converged at main's tip: now, and only now, it is in the fork.
     tip = world.rebase_fork()

@@ -1,6 +1,8 @@
 """Issue 11's differential test, fast subset: `porttrack.converge.decide` against an independent
-oracle on 30 seeded random scenarios and a few pinned ones (real repositories; `testing/convergence_scenarios.py`
-defines the scenarios, the oracle and the checks). The full run, 200+ scenarios with the
+oracle on 24 seeded random scenarios and the pinned ones below (issue 21 added kinds: the same
+block twice, whitespace-only hunks, a fork undoing or editing what it took, repeated `}` lines,
+renames by the fork, upstream restoring original text, an unrelated revert before churn). Real
+repositories; `testing/convergence_scenarios.py` defines the scenarios, the oracle and the checks. The full run, 200+ scenarios with the
 confusion tables, is `benchmarks/converge_differential.py`.
 
 Written to fail until converge.py proves presence (issue 11): on main before that work it finds
@@ -25,8 +27,26 @@ from testing.gitfixtures import Upstream, git_bytes
 # generator in testing/convergence_scenarios.py draws the same way: re-check them if it changes)
 REGRESSION_SEEDS = (
     1461,  # fork reverts a hunk, then cherry-picks later churn of its context only: not converged
+    # issue 21 (found on main at 9ae2063 by the extended generator):
+    8,  # the same block twice, the fork undoes the second copy after taking it: was "present"
+    17,  # the same, with a CRLF -> LF hunk, cut after churn: was "converged"
+    26,  # the fork edits a line it took by hand port (patch-id): was "present", "converged"
+    67,  # a trailing-spaces-only hunk taken then undone: was "present", "converged"
+    69,  # the fork edits a line it took by ancestry, upstream churned the file: was "present-after-churn"
+    # found while fixing issue 21:
+    180,  # upstream renames the file, then restores a hunk's original text there: not churn
+    297,  # upstream restores a hunk's original text, the fork then moves the file: not churn
 )
-FAST_SEEDS = (*range(1000, 1030), *REGRESSION_SEEDS)
+FAST_SEEDS = (*range(1000, 1024), *REGRESSION_SEEDS)
+# issue 21's kinds, as the generator's story names them: the subset must meet each
+KINDS = {
+    "twin": "has the same block twice",
+    "whitespace": "the PR only",
+    "fork undo or edit after taking": "after taking it",
+    "common lines": "repeat lines like",
+    "upstream restores": "original text",
+    "unrelated revert": "and reverts it",
+}
 
 
 def ask_porttrack(s: Scenario) -> tuple[str, list[tuple[str, str]], dict[str, int]]:
@@ -78,6 +98,26 @@ def test_oracle_anchors_a_first_line_deletion_at_the_start_of_the_file(tmp_path)
         index.close()
 
 
+def test_oracle_judges_a_hunk_at_its_own_location_not_at_a_copy_elsewhere(tmp_path):
+    """Issue 21: a PR edits two identical blocks; a later commit undoes the second. `git apply`
+    alone would find the second hunk's post-image at the first block (it searches the whole
+    file); pinned to where the history maps it, the second hunk is not applied there."""
+    block = "def helper():\n    a = 0\n    b = 1\n    c = 2\n    value = {}\n    d = 3\n    e = 4\n    f = 5\n"
+    def twin(first: str, second: str) -> str:
+        return _lines(6, "x") + block.format(first) + _lines(20, "y") + block.format(second) + _lines(6, "z")
+    up = Upstream(tmp_path / "up", initial_files={"t.py": twin("1", "1")})
+    merge = up.commit({"t.py": twin("2", "2")}, "the PR")
+    undone = up.commit({"t.py": twin("2", "1")}, "undo the second copy")
+    hunks = split_diff(git_bytes(up.path, "diff", f"{merge}^", merge))
+    assert len(hunks) == 2 and hunks[0].body.splitlines()[1:] == hunks[1].body.splitlines()[1:]
+    index = ScratchIndex(up.path)
+    try:
+        assert [apply_state(index, undone, h) for h in hunks] == ["both", "both"]  # unpinned: fooled
+        assert [apply_state(index, undone, h, merge=merge) for h in hunks] == ["applied", "not-applied"]
+    finally:
+        index.close()
+
+
 def test_a_seed_builds_the_same_scenario_twice(tmp_path):
     one, two = build_scenario(1234, tmp_path / "one"), build_scenario(1234, tmp_path / "two")
     assert (one.merge, one.story, one.ported, [h.patch for h in one.hunks]) == \
@@ -89,11 +129,12 @@ def test_a_seed_builds_the_same_scenario_twice(tmp_path):
 
 
 def test_differential_fast_subset(tmp_path):
-    checks, cuts, kinds = [], Counter(), Counter()
+    checks, cuts, kinds, met = [], Counter(), Counter(), Counter()
     for seed in FAST_SEEDS:
         s = build_scenario(seed, tmp_path / f"s{seed}")
         cuts[s.cut.split("-")[0]] += 1
         kinds[s.merge_kind] += 1
+        met.update(k for k, words in KINDS.items() if any(words in line for line in s.story))
         checks.append(check_scenario(s, oracle_states(s), *ask_porttrack(s)))
     table = confusion_tables(checks)
     oracle = Counter(o for c in checks for o, _ in c.cells)
@@ -101,5 +142,6 @@ def test_differential_fast_subset(tmp_path):
     assert all(oracle[k] for k in ("applied", "not-applied", "churned")), table
     assert all(cuts[k] for k in ("before", "pr", "merge", "after")), cuts
     assert kinds["squash"] and kinds["merge"], kinds
+    assert set(met) == set(KINDS), met
     failures = [f"seed {c.seed}: {v}" for c in checks for v in c.violations]
     assert not failures, "\n".join([*failures, "", table])

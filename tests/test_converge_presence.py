@@ -185,8 +185,9 @@ def test_an_added_file_upstream_deleted_later_that_the_fork_never_had_is_not_pre
 
     assert code == 1, err
     [h] = data["hunks"]
-    assert h["state"] in ("missing", "unknown") and data["verdict"] == "not-converged"
-    assert h["changed_by"]["commit"] == deletion and "absence alone" in h["detail"]
+    # an added file's pre-image is its absence: missing, as the README says (issue 21, class 10)
+    assert h["state"] == "missing" and data["verdict"] == "not-converged"
+    assert h["changed_by"]["commit"] == deletion and "never took" in h["detail"]
 
     world.rebase_fork()  # now the fork really has both the PR and the deletion, by ancestry
     code, data, err = verify_json(ws)

@@ -478,11 +478,15 @@ def test_hunk_state_before_and_after(scenario):
     assert hunk_state(files["new_name.py"].hunks[0], b"x") == "applied"
 
 
-def test_presence_tolerates_crlf_and_trailing_whitespace(scenario):
+def test_presence_is_byte_exact_crlf_and_trailing_spaces_are_content(scenario):
+    """Issue 21, class 2: the bytes decide, as they do for `git apply`. A file whose lines all
+    gained a trailing space and a CR has neither image of an LF hunk (the hunk ids, which ignore
+    whitespace, recognise a hunk; they do not prove it is there)."""
     fd = scenario.by_path()["two.txt"]
     after = scenario.repo.show(scenario.changed, "two.txt")
     windows = after.replace(b"\n", b" \r\n")
-    assert [hunk_state(h, windows) for h in fd.hunks] == ["applied", "applied"]
+    assert [hunk_state(h, windows) for h in fd.hunks] == ["ambiguous", "ambiguous"]
+    assert [hunk_state(h, after) for h in fd.hunks] == ["applied", "applied"]
     reindented = after.replace(b"\nten\n", b"\n    ten\n")
     assert hunk_state(fd.hunks[0], reindented) == "ambiguous"  # neither image is there
 
