@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from porttrack.converge import MergedPR, decide, summary  # noqa: E402
+from porttrack.converge.verify import MergedPR, decide, summary  # noqa: E402
 from porttrack.gitrepo import GitRepo  # noqa: E402
 from testing.convergence_scenarios import (  # noqa: E402
     Check, Scenario, build_scenario, check_scenario, confusion_tables, oracle_states,

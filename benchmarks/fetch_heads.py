@@ -30,10 +30,10 @@ from testing.gitfixtures import git, isolated_environ  # noqa: E402
 from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402
 from testing.world import World  # noqa: E402
 
-from porttrack.github import GitHubClient  # noqa: E402
+from porttrack.github.client import GitHubClient  # noqa: E402
 from porttrack.gitrepo import GitRepo  # noqa: E402
-from porttrack.observe import poll  # noqa: E402
-from porttrack.state import UpstreamState  # noqa: E402
+from porttrack.observe.poll import poll  # noqa: E402
+from porttrack.workspace.state import UpstreamState  # noqa: E402
 
 _real_popen = subprocess.Popen
 

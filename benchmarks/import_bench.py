@@ -12,7 +12,7 @@ Builds, in a temporary folder (isolated from your git configuration):
             separability probe falls back from "all at once" to per file and per group.
   workspace tracks.yaml with one track, and the recorded state of PR #1 (both heads seen).
 
-Then `porttrack.take.import_pr` runs in-process, offline (no token: the recorded state is used),
+Then `porttrack.take.importer.import_pr` runs in-process, offline (no token: the recorded state is used),
 `--runs` times after one warm-up, the queue reset between runs. The PR head is fetched once
 before timing; each run's own (no-op) fetch is reported separately and subtracted: the figure is
 "import excluding the fetch" — diffs, parsing, stability, probing, the patch file and the queue
@@ -98,8 +98,8 @@ def build(tmp: Path, commits: int, files: int) -> dict:
 
 
 def record_state(ws_root: Path, rev1: str, rev2: str) -> None:
-    from porttrack import state as state_mod
-    from porttrack.state import HeadSeen, RecordedPR, UpstreamState
+    from porttrack.workspace import state as state_mod
+    from porttrack.workspace.state import HeadSeen, RecordedPR, UpstreamState
 
     pr = RecordedPR(
         number=PR, title="[Bench] 20 files, 200 hunks", author="bench", state="open",
@@ -125,11 +125,11 @@ def main() -> int:
         handle = make_workspace(tmp / "ws", {"bench": track([PR])}, fork=built["fork"], token=None)
         record_state(handle.root, built["rev1"], built["rev2"])
 
-        from porttrack.tracks_file import load_config
+        from porttrack.tracks.file import load_config
         from porttrack.gitrepo import GitRepo
-        from porttrack.queue import reason_counts
-        from porttrack.take import import_pr
-        from porttrack.workspace import Workspace
+        from porttrack.workspace.queue import reason_counts
+        from porttrack.take.importer import import_pr
+        from porttrack.workspace.files import Workspace
 
         ws = Workspace(handle.root)
         config = load_config(ws.tracks_file, fork_override=str(built["fork"]))

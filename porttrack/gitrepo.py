@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from porttrack.errors import ConfigError, GitError
-from porttrack.workspace import sweep_dead_scratch
+from porttrack.common.errors import ConfigError, GitError
+from porttrack.workspace.files import sweep_dead_scratch
 
 REF_NS = "refs/porttrack"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")

@@ -40,7 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from porttrack.errors import InputError
+from porttrack.common.errors import InputError
 
 SCHEMA = "porttrack/results/v1"
 SCHEMA_FILE = "results.schema.json"

@@ -1,5 +1,5 @@
 """Seeded random convergence scenarios in real git repositories, and an oracle independent of
-`porttrack.converge` (issue 11's differential test).
+`porttrack.converge.verify` (issue 11's differential test).
 
 Nothing here imports porttrack: the oracle is `git apply --check` in a scratch index plus what the
 generator itself knows about how the fork was built. `tests/test_converge_differential.py` (a

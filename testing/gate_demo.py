@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from porttrack import queue as queue_mod
-from porttrack.workspace import Workspace
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
 from testing.queueing import queue_mail
 from testing.workspace import make_workspace

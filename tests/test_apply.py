@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from porttrack import apply as apply_mod
-from porttrack import testhooks
-from porttrack import queue as queue_mod
-from porttrack.hunks import parse_diff
-from porttrack.queue import HunkRef, Patch, Revision, patch_file_name
-from porttrack.workspace import Workspace
+from porttrack.cli import testhooks
+from porttrack.workspace import queue as queue_mod
+from porttrack.diff.hunks import parse_diff
+from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Executable, Upstream, clone_fork, fork_commit, git, git_bytes
 from testing.workspace import make_workspace, track
 

@@ -1,4 +1,4 @@
-"""porttrack.clock: how moments are read, written and grouped into weeks."""
+"""porttrack.common.clock: how moments are read, written and grouped into weeks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from porttrack import clock, state
-from porttrack.errors import InputError
+from porttrack.common import clock
+from porttrack.workspace import state
+from porttrack.common.errors import InputError
 
 
 def test_a_date_is_midnight_utc_and_a_naive_time_is_utc():

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import completion
-from porttrack.workspace import Workspace
+from porttrack.cli import completion
+from porttrack.workspace.files import Workspace
 from testing.workspace import make_workspace, track
 
 

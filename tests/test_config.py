@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.config import MAX_ALIASES, Config
-from porttrack.tracks_file import load_config, parse_config
-from porttrack.errors import ConfigError
+from porttrack.tracks.config import MAX_ALIASES, Config
+from porttrack.tracks.file import load_config, parse_config
+from porttrack.common.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL = REPO_ROOT / "tracks.yaml"
@@ -435,7 +435,7 @@ def test_user_keys_named_like_the_cache_format_stay_plain_keys(tmp_path: Path) -
 def test_an_unchanged_file_is_read_back_without_pydantic_or_yaml(tmp_path: Path) -> None:
     (tmp_path / "tracks.yaml").write_text(BASE)
     program = (
-        "import sys; from pathlib import Path; from porttrack.tracks_file import load_config\n"
+        "import sys; from pathlib import Path; from porttrack.tracks.file import load_config\n"
         f"config = load_config(Path({str(tmp_path / 'tracks.yaml')!r}), cache_dir=Path({str(tmp_path / '.porttrack')!r}))\n"
         "print(sorted(config.tracks), 'pydantic' in sys.modules, 'yaml' in sys.modules)\n"
     )

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import converge_record
+from porttrack.converge import record as converge_record
 from porttrack.gitrepo import GitRepo
-from porttrack import queue as queue_mod
-from porttrack.errors import ExitCode
-from porttrack.queue import Patch
-from porttrack.state import RecordedPR, UpstreamState
-from porttrack.state import save as save_state
-from porttrack.workspace import Workspace
+from porttrack.workspace import queue as queue_mod
+from porttrack.common.errors import ExitCode
+from porttrack.workspace.queue import Patch
+from porttrack.workspace.state import RecordedPR, UpstreamState
+from porttrack.workspace.state import save as save_state
+from porttrack.workspace.files import Workspace
 from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)

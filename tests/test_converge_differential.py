@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from porttrack.converge import MergedPR, decide, summary
+from porttrack.converge.verify import MergedPR, decide, summary
 from porttrack.gitrepo import GitRepo
 from testing.convergence_scenarios import (
     PatchHunk, ScratchIndex, Scenario, apply_state, build_scenario, check_scenario, confusion_tables,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.converge import MergedPR, decide
+from porttrack.converge.verify import MergedPR, decide
 from porttrack.gitrepo import GitRepo
 from testing.gitfixtures import Upstream, clone_fork, fork_commit, git
 
@@ -199,8 +199,8 @@ def test_an_added_file_absent_from_the_fork_is_missing_even_after_upstream_chang
 
 
 def test_an_orphaned_pr_says_the_fork_carries_only_commits_it_has():
-    from porttrack.state import RecordedPR
-    from porttrack.status import Knowledge, next_action
+    from porttrack.workspace.state import RecordedPR
+    from porttrack.report.status import Knowledge, next_action
 
     pr = RecordedPR(
         number=7, title="t", author="a", state="closed", html_url="", created_at=None, updated_at=None,

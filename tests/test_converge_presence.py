@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import presence
-from porttrack import queue as queue_mod
-from porttrack.hunks import parse_diff
-from porttrack.queue import Patch
-from porttrack.workspace import Workspace
+from porttrack.diff import presence
+from porttrack.workspace import queue as queue_mod
+from porttrack.diff.hunks import parse_diff
+from porttrack.workspace.queue import Patch
+from porttrack.workspace.files import Workspace
 from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.tracks_file import load_config, parse_config
-from porttrack.eligibility import (
+from porttrack.tracks.file import load_config, parse_config
+from porttrack.tracks.eligibility import (
     CONDITIONAL,
     ELIGIBLE,
     INELIGIBLE,
@@ -24,7 +24,7 @@ from porttrack.eligibility import (
     requirement_failures,
     to_json,
 )
-from porttrack.errors import NotFound
+from porttrack.common.errors import NotFound
 
 REAL = Path(__file__).resolve().parent.parent / "tracks.yaml"
 
@@ -213,7 +213,7 @@ def test_explicit_gate_models_are_filtered_by_eligibility() -> None:
 
 
 def test_text_rendering_shows_every_verdict_and_why(config) -> None:
-    from porttrack.eligibility import render_text
+    from porttrack.tracks.eligibility import render_text
 
     text = render_text(evaluate(config))
     assert text.splitlines()[0].split() == ["model", *config.tracks]

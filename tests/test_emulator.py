@@ -22,7 +22,7 @@ from github import (
     UnknownObjectException,
 )
 
-from porttrack.github_graphql import graphql_url, pulls_query
+from porttrack.github.graphql import graphql_url, pulls_query
 from testing.gitfixtures import git
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, files_from_git, running_emulator
 from testing.github_emulator.handlers import actions as actions_area
@@ -587,9 +587,9 @@ def test_unimplemented_endpoints_and_emulator_errors_are_reported(repos: FakeGit
 
 
 def _paths_porttrack_sends() -> set[str]:
-    """Every API path written in porttrack/github.py (porttrack's one door to GitHub), f-string
+    """Every API path written in porttrack/github/client.py (porttrack's one door to GitHub), f-string
     placeholders filled in: the repository as o/n, anything else as 1."""
-    source = (Path(__file__).resolve().parents[1] / "porttrack" / "github.py").read_text()
+    source = (Path(__file__).resolve().parents[1] / "porttrack" / "github" / "client.py").read_text()
     tree = ast.parse(source)
     in_fstrings = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
     paths = set()
@@ -618,7 +618,7 @@ def test_emulator_routes_exactly_what_porttrack_sends() -> None:
 
 
 def test_the_graphql_route_is_where_porttrack_sends_queries() -> None:
-    """porttrack/github.py takes its GraphQL endpoint from github_graphql.graphql_url (GitHub
+    """porttrack/github/client.py takes its GraphQL endpoint from github_graphql.graphql_url (GitHub
     Enterprise moves it), so the census above cannot read it: checked here."""
     assert [(m, p) for m, p, _ in graphql_area.ROUTES] == [("POST", "/graphql")]
     assert urllib.parse.urlsplit(graphql_url("http://127.0.0.1:9")).path == "/graphql"

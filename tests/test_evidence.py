@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import evidence, gaterun, gates, results
-from porttrack import queue as queue_mod
-from porttrack.tracks_file import load_config
-from porttrack.errors import InputError, NotFound, PreconditionError
+from porttrack.prove import evidence, run as gaterun, gates
+from porttrack import results
+from porttrack.workspace import queue as queue_mod
+from porttrack.tracks.file import load_config
+from porttrack.common.errors import InputError, NotFound, PreconditionError
 from testing.scenario_job import build
-from porttrack.queue import Patch, Revision, patch_file_name
-from porttrack.workspace import Workspace, dump_json
+from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from porttrack.workspace.files import Workspace, dump_json
 from testing.workspace import make_workspace
 
 SHA_REF, SHA_BASE = "c" * 40, "d" * 40

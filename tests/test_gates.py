@@ -19,14 +19,15 @@ from typing import Any
 
 import pytest
 
-from porttrack import evidence, gaterun, gates, results
-from porttrack import queue as queue_mod
-from porttrack.tracks_file import load_config
-from porttrack.errors import InputError
+from porttrack.prove import evidence, run as gaterun, gates
+from porttrack import results
+from porttrack.workspace import queue as queue_mod
+from porttrack.tracks.file import load_config
+from porttrack.common.errors import InputError
 from porttrack.gitrepo import GitRepo
 from testing.scenario_job import build
-from porttrack.queue import Patch, Revision, patch_file_name
-from porttrack.workspace import Workspace, dump_json
+from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from porttrack.workspace.files import Workspace, dump_json
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
 from testing.queueing import queue_mail
 from testing.workspace import make_workspace

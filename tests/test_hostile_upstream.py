@@ -25,8 +25,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from porttrack import queue as queue_mod
-from porttrack.workspace import Workspace, atomic_write_text, dump_json
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, atomic_write_text, dump_json
 from testing.workspace import make_workspace, track
 
 FULL = os.environ.get("PORTTRACK_FULL") == "1"

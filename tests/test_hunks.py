@@ -1,4 +1,4 @@
-"""porttrack.hunks against diffs made by the real git binary in temporary repositories."""
+"""porttrack.diff.hunks against diffs made by the real git binary in temporary repositories."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.errors import InputError
-from porttrack.hunks import (
+from porttrack.common.errors import InputError
+from porttrack.diff.hunks import (
     FileDiff,
     build_patch,
     parse_diff,
 )
-from porttrack.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
-from porttrack.presence import change_undone, hunk_state, post_image_present, pre_image_present
+from porttrack.diff.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
+from porttrack.diff.presence import change_undone, hunk_state, post_image_present, pre_image_present
 
 # ---- builders ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The one job runner (porttrack.jobs.runner): real subprocesses, real process groups, real git."""
+"""The one job runner (porttrack.prove.runner): real subprocesses, real process groups, real git."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import secrets
-from porttrack.errors import ConfigError
+from porttrack.common import secrets
+from porttrack.common.errors import ConfigError
 from porttrack.gitrepo import GitRepo
-from porttrack.jobs.runner import command_argv, run_job
+from porttrack.prove.runner import command_argv, run_job
 from testing.gitfixtures import git
 
 PY = shlex.quote(sys.executable)

@@ -1,4 +1,4 @@
-"""Untrusted text in a GitHub issue: every rule of porttrack.markdown, checked in the source and,
+"""Untrusted text in a GitHub issue: every rule of porttrack.common.markdown, checked in the source and,
 where rendering matters, through GitHub's own GFM renderer
 (cmark-gfm, through its Python binding: testing/gfm.py)."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from porttrack import markdown as md
+from porttrack.common import markdown as md
 from testing.gfm import cmark
 
 

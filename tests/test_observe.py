@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.observe import stacked_from_text
+from porttrack.observe.poll import stacked_from_text
 
 REPO = "vllm-project/vllm"
 
@@ -36,11 +36,11 @@ def test_huge_hostile_body_is_scanned_quickly():
 
 from testing.gitfixtures import git  # noqa: E402
 
-from porttrack.errors import GitError, git_cause  # noqa: E402
-from porttrack.github import GitHubClient  # noqa: E402
+from porttrack.common.errors import GitError, git_cause  # noqa: E402
+from porttrack.github.client import GitHubClient  # noqa: E402
 from porttrack.gitrepo import GitRepo, pull_ref  # noqa: E402
-from porttrack.observe import poll  # noqa: E402
-from porttrack.state import UpstreamState  # noqa: E402
+from porttrack.observe.poll import poll  # noqa: E402
+from porttrack.workspace.state import UpstreamState  # noqa: E402
 
 PRS = (101, 102, 103, 104)
 

@@ -1,4 +1,4 @@
-"""porttrack.paths: hostile paths in untrusted diffs are refused; glob rules."""
+"""porttrack.diff.paths: hostile paths in untrusted diffs are refused; glob rules."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from porttrack.errors import UnsafeInput
-from porttrack.hunks import parse_diff
-from porttrack.paths import (
+from porttrack.common.errors import UnsafeInput
+from porttrack.diff.hunks import parse_diff
+from porttrack.diff.paths import (
     check_diff_paths,
     check_file_name,
     check_no_symlinked_parent,

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import eligibility, gates, results
-from porttrack.config import PROFILES, Config, NeutralConfig, ReportConfig
-from porttrack.errors import ConfigError, InputError
-from porttrack.tracks_file import load_config, parse_config
+from porttrack.tracks import eligibility
+from porttrack.prove import gates
+from porttrack import results
+from porttrack.tracks.config import PROFILES, Config, NeutralConfig, ReportConfig
+from porttrack.common.errors import ConfigError, InputError
+from porttrack.tracks.file import load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +143,7 @@ def test_a_neutral_config_survives_the_validated_cache(tmp_path: Path) -> None:
 
 
 def test_the_cache_key_covers_the_profile_rules() -> None:
-    from porttrack import tracks_file
+    from porttrack.tracks import file as tracks_file
 
     assert "config.py" in tracks_file._VALIDATING_MODULES  # PROFILES and every record live there
 
@@ -183,6 +185,6 @@ def test_init_profile_neutral_on_the_command_line(tmp_path: Path) -> None:
 
 def test_init_offers_exactly_the_profiles_that_exist_default_first() -> None:
     from porttrack.cli.init import PROFILE_NAMES
-    from porttrack.config import DEFAULT_PROFILE, PROFILES
+    from porttrack.tracks.config import DEFAULT_PROFILE, PROFILES
 
     assert sorted(PROFILE_NAMES) == sorted(PROFILES) and PROFILE_NAMES[0] == DEFAULT_PROFILE

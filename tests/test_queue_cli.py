@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import queue as queue_mod
-from porttrack.testhooks import PAUSE_ENV
-from porttrack.workspace import Workspace
+from porttrack.workspace import queue as queue_mod
+from porttrack.cli.testhooks import PAUSE_ENV
+from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Symlink, git
 from testing.workspace import make_workspace, track
 from testing.text import edit, numbered

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import queue as queue_mod
-from porttrack.hunks import parse_diff
-from porttrack.workspace import Workspace
+from porttrack.workspace import queue as queue_mod
+from porttrack.diff.hunks import parse_diff
+from porttrack.workspace.files import Workspace
 from testing.gitfixtures import git, git_bytes
 from testing.text import edit, numbered
 from testing.workspace import make_workspace, track

@@ -25,10 +25,12 @@ from rel_harness import Rig, cases, secret_guard  # noqa: E402,F401 - fixtures u
 from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
 from testing.workspace import TOKEN  # noqa: E402
 
-from porttrack import errors, queue as queue_mod, results, secrets, text  # noqa: E402
-from porttrack.github import GitHubClient, WriteUncertain  # noqa: E402
-from porttrack.github_records import MalformedResponse  # noqa: E402
-from porttrack.workspace import Workspace, atomic_write_text, dump_json  # noqa: E402
+from porttrack.common import errors, secrets, text
+from porttrack.workspace import queue as queue_mod
+from porttrack import results  # noqa: E402
+from porttrack.github.client import GitHubClient, WriteUncertain  # noqa: E402
+from porttrack.github.records import MalformedResponse  # noqa: E402
+from porttrack.workspace.files import Workspace, atomic_write_text, dump_json  # noqa: E402
 
 REPO = "vllm-project/vllm"
 
@@ -70,7 +72,7 @@ def test_unreadable_answer_to_a_create_is_uncertain_so_porttrack_looks_before_re
 
 
 def test_token_reflected_in_a_github_answer_is_masked_at_the_door(client, fake, tmp_path):
-    from porttrack.github import EtagCache
+    from porttrack.github.client import EtagCache
 
     fake.put_pull(REPO, 7, title=f"leak {DEFAULT_TOKEN}", body=f"Authorization: token {DEFAULT_TOKEN}")
     client.cache = EtagCache(tmp_path / "etags.json")
@@ -176,7 +178,8 @@ def _killed_at(args: list[str], point: str, cwd: Path, env: dict | None = None) 
 
 def test_killed_write_leaves_no_temp_file_once_the_file_is_written_again(tmp_path):
     target = tmp_path / "state" / "upstream.json"
-    code = f"from pathlib import Path; from porttrack.workspace import atomic_write_text; atomic_write_text(Path({str(target)!r}), 'new')"
+    code = ("from pathlib import Path; from porttrack.cli import testhooks; from porttrack.workspace import files; "
+            f"files.install_pause(testhooks.checkpoint); files.atomic_write_text(Path({str(target)!r}), 'new')")
     _killed_at([sys.executable, "-c", code], "write:upstream.json", tmp_path, {"PYTHONPATH": str(H.REPO_ROOT)})
     assert H.temp_leftovers(tmp_path), "the killed write left its temp file"
     atomic_write_text(target, "again")
@@ -420,7 +423,7 @@ def test_stacking_cycle_is_named_not_followed(tmp_path, world):
 
 
 def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_error(tmp_path, world):
-    from porttrack import markdown
+    from porttrack.common import markdown
     from porttrack import report as report_render
     from testing.workspace import track
 
@@ -436,8 +439,8 @@ def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_erro
 
 
 def test_renamed_and_force_pushed_pr_grows_the_state_file_no_more(world):
-    from porttrack import state as state_mod
-    from porttrack.observe import poll
+    from porttrack.workspace import state as state_mod
+    from porttrack.observe.poll import poll
 
     world.open_pr(7, {"a.py": "a = 0\n"}, "title")
     client = GitHubClient(world.upstream_repo, world.token, world.fake.base_url, backoff_s=0.01, max_attempts=2)
@@ -496,7 +499,7 @@ def test_server_controlled_text_reaches_the_terminal_clean(tmp_path, world):
     failed = H.cli(handle, "status")
     assert failed.returncode != 70 and "bad" in failed.stderr
     _no_escapes(failed.stdout, failed.stderr)  # GitHub's error `message` went out raw
-    from porttrack.text import for_terminal
+    from porttrack.common.text import for_terminal
     assert for_terminal("a\u200bb\ufeffc\u2060d\u202ae\U000e0041") == "abcde"  # zero-width and BOM survived
 
 

@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 
-from porttrack import clock, evidence, queue as queue_mod, report as rep, state as state_mod
-from porttrack.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
-from porttrack.workspace import Workspace, write_json
+from porttrack.common import clock
+from porttrack.prove import evidence
+from porttrack.workspace import queue as queue_mod, state as state_mod
+from porttrack import report as rep
+from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
+from porttrack.workspace.files import Workspace, write_json
 from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
 from testing.gfm import cmark
 from testing import workspace as test_workspace

@@ -1,4 +1,4 @@
-from porttrack import secrets
+from porttrack.common import secrets
 
 
 def test_registered_token_is_redacted_everywhere_in_a_text():

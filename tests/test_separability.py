@@ -161,7 +161,7 @@ def test_selecting_a_using_hunk_alone_is_refused_naming_what_it_needs(tmp_path, 
 
 
 def test_the_check_counts_only_what_the_patch_made_worse():
-    from porttrack.pycheck import check_sources
+    from porttrack.diff.pycheck import check_sources
 
     check = check_sources(
         {"a.py": b"import os\nprint(missing)\n", "b.py": b"def f(:\n", "gone.py": b"x = 1\n"},

@@ -1,4 +1,4 @@
-"""The name-dependency decision (`porttrack.pycheck.name_uses` + `relations.dependency_groups`)
+"""The name-dependency decision (`porttrack.diff.pycheck.name_uses` + `relations.dependency_groups`)
 against an independent oracle over seeded random generated Python modules (issue 21, class 8).
 
 Each scenario is a module and a PR of edits that bring names (imports, functions, constants,
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from pyflakes import checker, messages
 
-from porttrack.hunks import parse_diff
-from porttrack.pycheck import may_share_words, as_edges, name_uses
-from porttrack.relations import dependency_groups, missing_dependencies
+from porttrack.diff.hunks import parse_diff
+from porttrack.diff.pycheck import may_share_words, as_edges, name_uses
+from porttrack.diff.relations import dependency_groups, missing_dependencies
 
 SPACING = 12  # lines between edit sites: one hunk each, never "adjacent" (3 lines) to another
 BODY = 4 * SPACING

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from porttrack.github import GitHubClient
-from porttrack.github_graphql import graphql_url, pulls_query
+from porttrack.github.client import GitHubClient
+from porttrack.github.graphql import graphql_url, pulls_query
 from testing.github_emulator import DEFAULT_TOKEN, FakeGitHub
 from testing.workspace import make_workspace, track
 
@@ -170,7 +170,7 @@ def test_few_prs_and_no_token_stay_on_rest(fake: FakeGitHub) -> None:
 
 
 def test_an_unknown_mode_is_a_config_error(fake: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    from porttrack.errors import ConfigError
+    from porttrack.common.errors import ConfigError
 
     _seed(fake)
     monkeypatch.setenv("PORTTRACK_GRAPHQL", "sometimes")

@@ -7,13 +7,14 @@ These read the source with `ast`, so they hold for every import, also one inside
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "porttrack"
 # A module may grow past this only with a reason stated here: the idea it holds, and why it is one.
 MAX_LINES = 700
 LONG_MODULES: dict[str, str] = {
-    "porttrack/github.py": "the one door to GitHub: every request porttrack sends, with its deadline, retries, "
+    "porttrack/github/client.py": "the one door to GitHub: every request porttrack sends, with its deadline, retries, "
                            "conditional cache and the endpoints it calls; its records (github_records), policy "
                            "(github_policy) and GraphQL batching (github_graphql) already live apart",
 }
@@ -99,16 +100,16 @@ def test_only_the_github_door_speaks_http() -> None:
     modules = _modules()
     assert sorted(name for name, tree in modules.items() if "github" in _imports_of(tree)) == []
     http = {"requests", "urllib3", "httpx", "http"}
-    assert sorted(name for name, tree in modules.items() if _imports_of(tree) & http) == ["porttrack.github"]
+    assert sorted(name for name, tree in modules.items() if _imports_of(tree) & http) == ["porttrack.github.client"]
 
 
 def test_processes_start_in_the_doors_only() -> None:
     """git runs only in gitrepo; a user's job command only in the one job runner; `gh auth token`
     only where the token is resolved; the user's pager only where output meets the terminal."""
-    allowed = {"porttrack.gitrepo", "porttrack.jobs.runner", "porttrack.secrets", "porttrack.cli.terminal"}
+    allowed = {"porttrack.gitrepo", "porttrack.prove.runner", "porttrack.common.secrets", "porttrack.cli.terminal"}
     starts = {name: _process_calls(tree) for name, tree in _modules().items()}
     assert {name: lines for name, lines in starts.items() if lines and name not in allowed} == {}
-    assert starts.get("porttrack.jobs.runner"), "the job runner exists and starts the jobs"
+    assert starts.get("porttrack.prove.runner"), "the job runner exists and starts the jobs"
 
 
 def test_no_import_error_guard_on_an_own_module() -> None:
@@ -138,3 +139,83 @@ def test_one_no_fork_checkout_message() -> None:
     sources = {path: path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
     holders = sorted(p.name for p, text in sources.items() if "no fork checkout" in text.lower())
     assert holders == ["gitrepo.py"]
+
+
+# The layering the subpackages' docstrings state (issue 23): a module may import its own
+# subpackage, the root package (the map and __version__), and the subpackages listed here.
+# Lower layers first; a lifecycle step imports only the doors and the steps before it.
+DOORS = {"common", "diff", "workspace", "gitrepo", "github", "tracks"}
+LAYERS: dict[str, set[str]] = {
+    "common": set(),
+    "diff": {"common"},
+    "workspace": {"common", "diff"},
+    "gitrepo": {"common", "workspace"},
+    "github": {"common", "workspace"},
+    "tracks": {"common", "workspace"},
+    "observe": DOORS,
+    "apply": DOORS,
+    "take": DOORS | {"observe", "apply"},
+    "results": {"common"},  # the contract a job writes and prove reads (jobs import porttrack.results)
+    "prove": DOORS | {"apply", "results"},
+    "probe": set(),  # loaded into the process under test (vLLM's engine and workers): nothing else of porttrack
+    "jobs": DOORS | {"prove", "probe", "results"},
+    "converge": DOORS | {"observe", "prove"},
+    "report": DOORS | {"observe", "take", "apply", "prove", "results", "converge"},
+    "bootstrap": DOORS,
+    "cli": DOORS | {"observe", "take", "apply", "prove", "results", "converge", "report", "bootstrap", "jobs"},
+    "__main__": {"cli"},
+}
+
+
+def _part(module: str) -> str:
+    """The subpackage (or top-level module) a porttrack module belongs to; "" for the root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module, deps in sorted(graph.items()):
+        mine = _part(module)
+        for dep in sorted(deps):
+            theirs = _part(dep)
+            if theirs in ("", mine):
+                continue
+            if theirs not in LAYERS.get(mine, set()):
+                bad.append(f"{module} -> {dep}")
+    return bad
+
+
+def test_every_part_of_the_package_has_a_layer() -> None:
+    parts = {_part(name) for name in _modules()} - {""}
+    assert parts == set(LAYERS)
+
+
+def test_subpackages_import_only_the_layers_below_them() -> None:
+    modules = _modules()
+    graph = {name: _own_imports(name, tree, set(modules)) for name, tree in modules.items()}
+    assert _layering_violations(graph) == []
+
+
+def test_a_planted_import_against_the_layers_is_found() -> None:
+    """The guardian guards: a door that imports a lifecycle step, and a step that imports a later
+    one, are reported, read from real source the same way as the package's own modules."""
+    modules = _modules()
+    planted = dict(modules)
+    planted["porttrack.workspace.planted"] = ast.parse("from porttrack.converge.verify import verify\n")
+    planted["porttrack.observe.planted"] = ast.parse("def f():\n    from porttrack.report import gather\n")
+    graph = {name: _own_imports(name, tree, set(planted)) for name, tree in planted.items()}
+    assert _layering_violations(graph) == ["porttrack.observe.planted -> porttrack.report",
+                                           "porttrack.observe.planted -> porttrack.report.gather",
+                                           "porttrack.workspace.planted -> porttrack.converge.verify"]
+
+
+def test_each_subpackage_says_what_it_owns_and_may_import() -> None:
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert len(doc.splitlines()) >= 2, f"{init.parent.name}/__init__.py has no package docstring"
+        part = init.parent.name
+        if part in LAYERS and LAYERS[part] and part not in ("cli", "report", "jobs"):
+            stated = re.search(r"May import: ([^.]*)\.", doc)
+            assert stated, f"{part}/__init__.py does not say what it may import"
+            assert {s.strip() for s in stated.group(1).split(",")} == LAYERS[part], part

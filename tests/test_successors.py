@@ -8,7 +8,7 @@ import json
 
 import requests
 
-from porttrack.successors import says_succeeds
+from porttrack.observe.successors import says_succeeds
 from testing.github_emulator import DEFAULT_TOKEN
 from testing.text import numbered
 from testing.workspace import make_workspace, track

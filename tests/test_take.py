@@ -1,4 +1,4 @@
-"""`porttrack.take` and `porttrack.coverage`: importing a PR's stable, separable hunks, refreshing
+"""`porttrack.take.importer` and `porttrack.converge.coverage`: importing a PR's stable, separable hunks, refreshing
 and dropping it, and hand-port coverage — on real git repositories (an upstream with
 refs/pull/N/head, a fork clone) and the GitHub emulator."""
 
@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import queue as queue_mod
-from porttrack.tracks_file import load_config
-from porttrack.coverage import track_coverage
-from porttrack.errors import InputError, NotFound, PreconditionError, UnsafeInput
-from porttrack.knowledge import gather
-from porttrack.queue import Selection
-from porttrack.github import client_for
+from porttrack.workspace import queue as queue_mod
+from porttrack.tracks.file import load_config
+from porttrack.converge.coverage import track_coverage
+from porttrack.common.errors import InputError, NotFound, PreconditionError, UnsafeInput
+from porttrack.report.knowledge import gather
+from porttrack.workspace.queue import Selection
+from porttrack.github.client import client_for
 from porttrack.gitrepo import GitRepo
-from porttrack.queue import drop_patch
-from porttrack.refresh import refresh_pr
-from porttrack.take import import_pr
-from porttrack.workspace import Workspace
+from porttrack.workspace.queue import drop_patch
+from porttrack.take.refresh import refresh_pr
+from porttrack.take.importer import import_pr
+from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Executable, Symlink, git, git_bytes
 from testing.workspace import make_workspace, track, tracks_document
 from testing.text import edit, numbered

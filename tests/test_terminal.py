@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from porttrack import clock
+from porttrack.common import clock
 from testing.ptyrun import run_on_pty
 from testing.workspace import MODELS, make_workspace, track
 

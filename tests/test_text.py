@@ -1,4 +1,4 @@
-from porttrack.text import for_terminal
+from porttrack.common.text import for_terminal
 
 
 def test_escape_sequences_controls_and_bidi_overrides_are_removed():

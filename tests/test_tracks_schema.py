@@ -1,6 +1,6 @@
 """The published JSON Schema of tracks.yaml (one per profile) agrees with porttrack's validator.
 
-The shipped files are exactly what `porttrack.tracks_schema.generate` makes from the records now;
+The shipped files are exactly what `porttrack.tracks.schema.generate` makes from the records now;
 the repository's tracks.yaml and a full file of each profile validate under both; every required
 key, removed in turn from a full file, is refused by both, and the validator's message gives a
 one-line example of what to write.
@@ -18,12 +18,12 @@ import jsonschema
 import pytest
 import yaml
 
-from porttrack import init as init_mod
-from porttrack import tracks_schema
-from porttrack.config import PROFILES
-from porttrack.errors import ConfigError
-from porttrack.tracks_file import parse_config
-from porttrack.tracks_validation import _record_at
+from porttrack.bootstrap import init as init_mod
+from porttrack.tracks import schema as tracks_schema
+from porttrack.tracks.config import PROFILES
+from porttrack.common.errors import ConfigError
+from porttrack.tracks.file import parse_config
+from porttrack.tracks.validation import _record_at
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +102,7 @@ def _validator(profile: str) -> jsonschema.Draft202012Validator:
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_the_shipped_schema_is_what_the_records_make(profile: str) -> None:
     jsonschema.Draft202012Validator.check_schema(tracks_schema.shipped(profile))
-    assert tracks_schema.shipped(profile) == tracks_schema.generate(profile), "python -m porttrack.tracks_schema --write"
+    assert tracks_schema.shipped(profile) == tracks_schema.generate(profile), "python -m porttrack.tracks.schema --write"
     assert tracks_schema.main([]) == 0
 
 

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from porttrack.errors import ExitCode, GitHubAuthError
-from porttrack.github import GitHubClient
+from porttrack.common.errors import ExitCode, GitHubAuthError
+from porttrack.github.client import GitHubClient
 from testing.workspace import make_workspace, track
 
 UPSTREAM = "vllm-project/vllm"

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import pytest
 import yaml
 
-from porttrack.clock import iso_week
+from porttrack.common.clock import iso_week
 from testing.gitfixtures import fork_commit, git
 from testing.workspace import track, tracks_document
 
@@ -89,7 +89,7 @@ class Runner:
         shim.write_text(
             "#!/bin/sh\n"
             f'exec "{sys.executable}" -c \'import datetime, os, sys\n'
-            "import porttrack.clock as clock\n"
+            "import porttrack.common.clock as clock\n"
             'at = datetime.datetime.fromisoformat(os.environ["SIMULATED_NOW"])\n'
             "clock.now = lambda: at\n"
             "from porttrack.cli import main\n"

@@ -11,8 +11,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from porttrack import markdown as md
-from porttrack.clock import iso_week
+from porttrack.common import markdown as md
+from porttrack.common.clock import iso_week
 from testing.github_emulator import DEFAULT_TOKEN
 from testing.workspace import make_workspace, track
 

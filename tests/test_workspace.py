@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from porttrack import testhooks
-from porttrack.errors import ConfigError, InputError, UnsafeInput, WorkspaceBusy
-from porttrack.workspace import (
+from porttrack.cli import testhooks
+from porttrack.common.errors import ConfigError, InputError, UnsafeInput, WorkspaceBusy
+from porttrack.workspace.files import (
     Workspace,
     append_run,
     atomic_write_text,
@@ -192,7 +192,7 @@ def test_atomic_write_replaces_a_symlinked_file_instead_of_writing_through_it(tm
 def test_atomic_write_in_a_workspace_puts_its_temp_file_under_porttrack_tmp(tmp_path, monkeypatch):
     root, _ = _workspace_with_sentinel(tmp_path)
     seen = []
-    monkeypatch.setattr("porttrack.workspace.checkpoint", lambda name: seen.extend(os.listdir(root / ".porttrack" / "tmp")))
+    monkeypatch.setattr("porttrack.workspace.files.checkpoint", lambda name: seen.extend(os.listdir(root / ".porttrack" / "tmp")))
     atomic_write_text(root / "state" / "upstream.json", "{}\n")
     assert len(seen) == 1 and seen[0].startswith(".upstream.json.") and seen[0].endswith(".tmp")
     assert sorted(os.listdir(root / "state")) == ["upstream.json"]

@@ -2,10 +2,10 @@
 
 Only this package imports click. Heavy modules (PyGithub, jinja2, pydantic, jsonschema) are imported
 inside the commands so `porttrack --help` stays fast (every command module is loaded for it); the
-same goes for the few core modules that are slow to load themselves (`porttrack.github`,
+same goes for the few core modules that are slow to load themselves (`porttrack.github.client`,
 `porttrack.report`), each marked where it is imported. Each command module registers itself on
 `cli` when imported below; `main()` is the one error boundary that turns `PorttrackError`s into a
-one-line message and the exit code from the published table (`porttrack.errors.ExitCode`).
+one-line message and the exit code from the published table (`porttrack.common.errors.ExitCode`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ import click
 from click.shell_completion import CompletionItem
 
 from porttrack import __version__
-from porttrack.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
+from porttrack.common.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
+from porttrack.cli import testhooks
 from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
-from porttrack.secrets import redact, register_configured
-from porttrack.text import for_terminal_lines
+from porttrack.common.secrets import redact, register_configured
+from porttrack.common.text import for_terminal_lines
 
 if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
-    from porttrack.config import Config
-    from porttrack.github import GitHubClient
+    from porttrack.tracks.config import Config
+    from porttrack.github.client import GitHubClient
     from porttrack.gitrepo import GitRepo
-    from porttrack.workspace import Workspace
+    from porttrack.workspace.files import Workspace
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Context:
     @property
     def workspace(self) -> Workspace:
         if "ws" not in self._cache:
-            from porttrack.workspace import Workspace
+            from porttrack.workspace.files import Workspace
 
             self._cache["ws"] = Workspace.locate(self.workspace_arg)
         return self._cache["ws"]
@@ -61,7 +62,7 @@ class Context:
     @property
     def config(self) -> "Config":
         if "config" not in self._cache:
-            from porttrack.tracks_file import load_config  # here, not at the top: ~20 ms of `--help`
+            from porttrack.tracks.file import load_config  # here, not at the top: ~20 ms of `--help`
 
             ws = self.workspace
             self._cache["config"] = load_config(ws.tracks_file, fork_override=self.fork_arg, cache_dir=ws.cache_dir)
@@ -117,7 +118,7 @@ class Context:
         Building it sends nothing (PyGithub loads on first request)."""
         key = f"github:{repo}:{etags}"
         if key not in self._cache:
-            from porttrack.github import client_for  # here, not at the top: 20-50 ms of `--help`
+            from porttrack.github.client import client_for  # here, not at the top: 20-50 ms of `--help`
 
             self._cache[key] = client_for(repo, self.api_url_arg, self.workspace.cache_dir if etags else None)
         return self._cache[key]
@@ -127,13 +128,13 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 def completes(kind: str):
-    """A click `shell_complete=` callback: `kind` values from the workspace (porttrack.completion),
+    """A click `shell_complete=` callback: `kind` values from the workspace (porttrack.cli.completion),
     found through --workspace when it was typed before the word being completed."""
 
     def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
         # here, not at the top: completion reads tracks.yaml and the queue (~25 ms of imports
         # that `--help` and every other command need not pay)
-        from porttrack import completion
+        from porttrack.cli import completion
 
         workspace = ctx.find_root().params.get("workspace")
         return [CompletionItem(value, help=words) for value, words in completion.candidates(kind, incomplete, workspace)]
@@ -160,13 +161,17 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
     prove, converge, report."""
     ctx.obj = Context(workspace_arg=workspace, fork_arg=fork or os.environ.get("PORTTRACK_FORK"), api_url_arg=api_url,
                       color_arg=color, no_pager=no_pager)
+    if os.environ.get(testhooks.PAUSE_ENV):  # a crash test asked for pause points: install them
+        from porttrack.workspace import files
+
+        files.install_pause(testhooks.checkpoint)
 
 
 def emit_json(data: Any) -> None:
     """Data goes to stdout; talk goes to stderr (`say`). Strings keep every character, but those a
     terminal would act on or hide (C1 controls, bidi and invisible format characters, lone
     surrogates) are written as \\u escapes: the same JSON to a parser, inert on a terminal."""
-    from porttrack.workspace import dump_json
+    from porttrack.workspace.files import dump_json
 
     click.echo(_INERT_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", dump_json(data)), nl=False)
 

@@ -42,7 +42,7 @@ def _show(ctx: Context, run, as_json: bool, run_to_json) -> None:
 
 
 def render(run) -> str:
-    from porttrack.text import for_terminal, short_sha
+    from porttrack.common.text import for_terminal, short_sha
 
     lines = [f"{run.branch}: {run.base_ref} ({short_sha(run.base_sha)}) + {len(run.patches)} patch"
              f"{'es' if len(run.patches) != 1 else ''} ({run.target} build)"]

@@ -1,6 +1,6 @@
-"""`porttrack verify-converged` (`porttrack.converge`).
+"""`porttrack verify-converged` (`porttrack.converge.verify`).
 
-`porttrack.converge` is imported inside the command, not here: with `porttrack.hunks` it is
+`porttrack.converge.verify` is imported inside the command, not here: with `porttrack.diff.hunks` it is
 ~50 ms, and every command module is loaded for `porttrack --help`.
 """
 
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say
-from porttrack.text import for_terminal, short_sha
+from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
-    from porttrack.converge import HunkResult, Verdict
+    from porttrack.converge.verify import HunkResult, Verdict
 
 
 @cli.command("verify-converged")
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression: bool, apply_drops: bool, as_json: bool, dry_run: bool) -> int:
     """Prove that a merged upstream PR is present in the fork: ancestry, then patch-id, then per-hunk
     content (with upstream churn). Exit 0 only when converged."""
-    from porttrack import converge
+    from porttrack.converge import verify as converge
 
     config = ctx.config
     verdict = converge.verify_converged(
@@ -61,7 +61,7 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
 
 
 def render(v: "Verdict") -> str:
-    from porttrack.converge import counts_words, summary
+    from porttrack.converge.verify import counts_words, summary
 
     c = v.commits
     lines = [

@@ -1,12 +1,12 @@
-"""`porttrack doctor`: check every precondition, with the command that fixes each (see `porttrack.doctor`)."""
+"""`porttrack doctor`: check every precondition, with the command that fixes each (see `porttrack.bootstrap.doctor`)."""
 
 from __future__ import annotations
 
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx
-from porttrack.errors import CheckFailed
-from porttrack.text import for_terminal
+from porttrack.common.errors import CheckFailed
+from porttrack.common.text import for_terminal
 
 
 @cli.command("doctor")
@@ -16,7 +16,7 @@ def doctor_command(ctx: Context, as_json: bool) -> int:
     """Check the workspace, the fork checkout and its upstream remote, the token and GitHub, quilt
     and runner labels: one line each, and the command that fixes what is broken. Exit 0 only when
     every check passes (warnings pass)."""
-    from porttrack import doctor as doctor_mod
+    from porttrack.bootstrap import doctor as doctor_mod
 
     findings = doctor_mod.diagnose(lambda: ctx.workspace, lambda: ctx.config, ctx.github)
     if as_json:

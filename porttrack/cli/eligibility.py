@@ -1,6 +1,6 @@
-"""`porttrack eligibility` (`porttrack.eligibility`: which models each track must be proven on).
+"""`porttrack eligibility` (`porttrack.tracks.eligibility`: which models each track must be proven on).
 
-`porttrack.eligibility` and `porttrack.gates` are imported inside the command, not here: every
+`porttrack.tracks.eligibility` and `porttrack.prove.gates` are imported inside the command, not here: every
 command module is loaded for `porttrack --help`, and they load the typed config, the evidence log
 and the gate judge.
 """
@@ -18,8 +18,8 @@ from porttrack.cli.terminal import Terminal
 @pass_ctx
 def eligibility(ctx: Context, as_json: bool) -> int:
     """Models × tracks: eligible, not (which requirement failed), or conditional (which proof is pending)."""
-    from porttrack import eligibility as elig
-    from porttrack.gates import proofs_passed
+    from porttrack.tracks import eligibility as elig
+    from porttrack.prove.gates import proofs_passed
 
     result = elig.evaluate(ctx.config, proofs_passed(ctx.workspace, ctx.config))
     if as_json:
@@ -36,7 +36,7 @@ def render(result, term: Terminal) -> str:
 def parts(result) -> list:
     """Models × tracks as a table when it fits the terminal, else one block per track; then where
     each track is required, the proofs passed, and why each model is not eligible."""
-    from porttrack.eligibility import NOT_USED
+    from porttrack.tracks.eligibility import NOT_USED
 
     targets = [f"{entry.track}: required on {', '.join(entry.targets)}" for entry in result.tracks]
     if not result.used:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say, terminal
-from porttrack.errors import NotFound
+from porttrack.common.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for
 # `porttrack --help`, and these (with apply, hunks, the evidence log) would add ~0.1 s to it.
@@ -15,8 +15,8 @@ from porttrack.errors import NotFound
 
 def _subject(ctx: Context, patch: str | None, proof: str | None):
     """The patch (by name, prefix or PR number) or the proof (--proof ID) a gate command is about."""
-    from porttrack import gates
-    from porttrack import queue as queue_mod
+    from porttrack.prove import gates
+    from porttrack.workspace import queue as queue_mod
 
     if (patch is None) == (proof is None):
         raise click.UsageError("name a patch, or a proof with --proof ID (not both)")
@@ -46,7 +46,7 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
-    from porttrack import gaterun
+    from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     ids = _run_ids(run_ids, targets)
@@ -84,7 +84,7 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
     """Record results measured by hand as evidence — only when they are for the build `gate run`
     would measure (its ref, patch set, target, track and subject); otherwise refused with the
     reason (exit 2) and nothing recorded. Exit code: the verdict's, as `gate check`."""
-    from porttrack import gaterun
+    from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     built, record = gaterun.ingest_file(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
@@ -102,8 +102,8 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
 def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
     """After evidence was recorded (`gate run`, `gate ingest`): move the patch's state to what the
     evidence says, judge the gate, print the verdict; its exit code is the command's."""
-    from porttrack import evidence, gates
-    from porttrack import promote as promote_mod
+    from porttrack.prove import evidence, gates
+    from porttrack.prove import promote as promote_mod
 
     if subject.kind == "patch":
         change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
@@ -121,7 +121,7 @@ def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], rec
 def _gate_client(ctx: Context, subject, dry_run: bool):
     """The fork's GitHub client when the gate dispatches a workflow and a token exists; else None
     (a workflow job then says it needs a token; a command job needs no client)."""
-    from porttrack.github import has_token
+    from porttrack.github.client import has_token
 
     gate = subject.gate
     if dry_run or gate is None or gate.job.workflow is None or not has_token():
@@ -130,8 +130,8 @@ def _gate_client(ctx: Context, subject, dry_run: bool):
 
 
 def _refreshed(ctx: Context, subject):
-    from porttrack import gates
-    from porttrack import queue as queue_mod
+    from porttrack.prove import gates
+    from porttrack.workspace import queue as queue_mod
 
     if subject.kind == "proof":
         return subject
@@ -161,7 +161,7 @@ def _run_ids(values, targets) -> dict[str, int]:
 def gate_check(ctx: Context, patch, proof, as_json) -> int:
     """The verdict cell by cell (model × context × batch × target × phase). Exit 0: every cell
     passes; 1: the gate failed; 7: it could not be evaluated (missing evidence or baseline)."""
-    from porttrack import evidence, gates
+    from porttrack.prove import evidence, gates
 
     _queue, subject = _subject(ctx, patch, proof)
     result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
@@ -182,7 +182,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
 def promote(ctx: Context, patch, as_json, dry_run) -> int:
     """Make a patch default-enabled — refused unless the latest non-superseded evidence satisfies
     its gate for every required cell on every required target."""
-    from porttrack import promote as promote_mod
+    from porttrack.prove import promote as promote_mod
 
     try:
         decision = promote_mod.promote(ctx.workspace, ctx.config, patch, dry_run=dry_run)
@@ -203,7 +203,7 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
 @pass_ctx
 def demote(ctx: Context, patch, reason, dry_run) -> int:
     """Take a patch out of the default build (it stays in staging); its state follows the evidence."""
-    from porttrack import promote as promote_mod
+    from porttrack.prove import promote as promote_mod
 
     decision = promote_mod.demote(ctx.workspace, ctx.config, patch, reason, dry_run=dry_run)
     say(decision.message)
@@ -211,7 +211,7 @@ def demote(ctx: Context, patch, reason, dry_run) -> int:
 
 
 def _decision_json(decision, result) -> dict:
-    from porttrack import gates
+    from porttrack.prove import gates
 
     return {
         "schema": "porttrack/promote/v1",
@@ -237,8 +237,8 @@ def evidence_group() -> None:
 @pass_ctx
 def evidence_list(ctx: Context, subject, as_json, current) -> int:
     """Every record (or those of SUBJECT: a patch name or proof id), oldest first."""
-    from porttrack import evidence
-    from porttrack.text import for_terminal
+    from porttrack.prove import evidence
+    from porttrack.common.text import for_terminal
 
     log = evidence.load(ctx.workspace)
     records = log.current() if current else log.records
@@ -261,7 +261,7 @@ def evidence_list(ctx: Context, subject, as_json, current) -> int:
 
 
 def _subject_name(ctx: Context, subject: str) -> str:
-    from porttrack import queue as queue_mod
+    from porttrack.workspace import queue as queue_mod
 
     if subject in ctx.config.proofs:
         return subject
@@ -279,8 +279,8 @@ def _subject_name(ctx: Context, subject: str) -> str:
 @pass_ctx
 def evidence_supersede(ctx: Context, record_id, reason, replaced_by, dry_run) -> int:
     """Record a correction: the record stops counting but stays in history."""
-    from porttrack import evidence
-    from porttrack import queue as queue_mod
+    from porttrack.prove import evidence
+    from porttrack.workspace import queue as queue_mod
 
     entry = evidence.supersede(ctx.workspace, record_id, reason, replaced_by=replaced_by, dry_run=dry_run)
     say(f"{entry.supersedes} superseded by {entry.id}: {entry.reason}" + (" (dry run: nothing recorded)" if dry_run else ""))

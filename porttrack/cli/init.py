@@ -1,4 +1,4 @@
-"""`porttrack init`: make a workspace and the fork checkout (see `porttrack.init`)."""
+"""`porttrack init`: make a workspace and the fork checkout (see `porttrack.bootstrap.init`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
 
-# porttrack.config's profile names, the default first; written here because importing the records
+# porttrack.tracks.config's profile names, the default first; written here because importing the records
 # module costs `--help` ~25 ms (tests/test_profiles.py checks the two agree)
 PROFILE_NAMES = ["vllm-gpu", "neutral"]
 
@@ -35,7 +35,7 @@ def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, bran
 
     Never overwrites: over an existing workspace it refuses and lists what exists; run again
     when everything is in place, it changes nothing."""
-    from porttrack import init as init_mod
+    from porttrack.bootstrap import init as init_mod
 
     if fork_checkout and checkout:
         raise click.UsageError("--fork-checkout names an existing clone and --checkout where to clone one: give one")

@@ -1,4 +1,4 @@
-"""`porttrack queue` and `drop`: list the patch queue and retire a patch from it (`porttrack.queue`).
+"""`porttrack queue` and `drop`: list the patch queue and retire a patch from it (`porttrack.workspace.queue`).
 Patches enter the queue with `porttrack import` (`porttrack.cli.take`)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say, terminal
-from porttrack.text import for_terminal
+from porttrack.common.text import for_terminal
 
 
 @cli.command("queue")
@@ -16,8 +16,8 @@ from porttrack.text import for_terminal
 @pass_ctx
 def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool) -> int:
     """List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."""
-    from porttrack.coverage import track_coverage
-    from porttrack.queue import QUEUE_SCHEMA, queue_entries
+    from porttrack.converge.coverage import track_coverage
+    from porttrack.workspace.queue import QUEUE_SCHEMA, queue_entries
 
     entries, stale = queue_entries(ctx.workspace, include_retired)
     coverage = track_coverage(ctx.workspace, ctx.config, *ctx.fork_or_problem)
@@ -35,7 +35,7 @@ def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool)
         return 0
     parts = render_queue(entries, coverage)
     if found:
-        from porttrack.collisions import render_lines
+        from porttrack.observe.collisions import render_lines
 
         parts += ["", *(terminal.indented(line, untrusted=True) for line in [*render_lines(found[0]), found[1].text])]
     ctx.show(parts)
@@ -44,10 +44,10 @@ def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool)
 
 def _collisions(ctx: Context):
     """(CollisionSearch, Cost) for the live queue against open upstream PRs."""
-    from porttrack.budget import Budget
-    from porttrack.collisions import find_collisions
-    from porttrack.knowledge import queued_hunks, search_limit
-    from porttrack.status import tracked_numbers
+    from porttrack.github.budget import Budget
+    from porttrack.observe.collisions import find_collisions
+    from porttrack.report.knowledge import queued_hunks, search_limit
+    from porttrack.report.status import tracked_numbers
 
     client = ctx.github(ctx.config.upstream.repo)
     budget = Budget(client, search_limit())
@@ -125,7 +125,7 @@ _HUNK_COLUMNS = (terminal.Column(), terminal.Column(), terminal.Column(fit="wrap
 @pass_ctx
 def drop(ctx: Context, patch: str, reason: str, force: bool, dry_run: bool, as_json: bool) -> int:
     """Retire a queued patch (by name, unique prefix, or PR number), recording why."""
-    from porttrack.queue import DROP_SCHEMA, drop_patch
+    from porttrack.workspace.queue import DROP_SCHEMA, drop_patch
 
     result = drop_patch(ctx.workspace, patch, reason, dry_run=dry_run, force=force)
     if as_json:

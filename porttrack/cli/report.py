@@ -12,10 +12,10 @@ from dataclasses import replace
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
-from porttrack import clock
-from porttrack.errors import ConfigError, GitHubAuthError
-from porttrack.secrets import resolve_token
-from porttrack.testhooks import checkpoint
+from porttrack.common import clock
+from porttrack.common.errors import ConfigError, GitHubAuthError
+from porttrack.common.secrets import resolve_token
+from porttrack.cli.testhooks import checkpoint
 
 
 @cli.group()
@@ -40,8 +40,8 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     state/reports.json so the next report counts changes from here.
     """
     from porttrack import report as rep
-    from porttrack.status import rate_words, recorded_ago
-    from porttrack.workspace import lock
+    from porttrack.report.status import rate_words, recorded_ago
+    from porttrack.workspace.files import lock
 
     if comment_tracking and not post:
         raise click.UsageError("--comment-tracking links the issue --post makes; give both")

@@ -1,7 +1,7 @@
-"""`porttrack status` (`porttrack.status`: observe upstream, record, say what to do next).
+"""`porttrack status` (`porttrack.report.status`: observe upstream, record, say what to do next).
 
-`porttrack.status` and `porttrack.knowledge` are imported inside the command, not here: with the
-convergence records and `porttrack.hunks` they are ~60 ms, and every command module is loaded for
+`porttrack.report.status` and `porttrack.report.knowledge` are imported inside the command, not here: with the
+convergence records and `porttrack.diff.hunks` they are ~60 ms, and every command module is loaded for
 `porttrack --help`.
 """
 
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from porttrack import clock
+from porttrack.common import clock
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say, terminal
 from porttrack.cli.terminal import Progress, Terminal
-from porttrack.text import for_terminal, short_sha
+from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
-    from porttrack.status import StatusReport
+    from porttrack.report.status import StatusReport
 
 
 @cli.command()
@@ -34,8 +34,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.knowledge import gather, search_upstream, with_findings
-    from porttrack.status import rate_words, recorded_ago, refresh, report_to_json
+    from porttrack.report.knowledge import gather, search_upstream, with_findings
+    from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
     fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
@@ -66,7 +66,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     elif report.mode == "offline":
         say(f"offline: {report.offline_reason}; showing the state recorded at {when} ({age}; source: {report.source})")
     if report.authenticated is False:  # a token's 5000 an hour is rarely news; the address's 60 is
-        from porttrack.github import TOKEN_HINT  # loaded already: the client came from there
+        from porttrack.github.client import TOKEN_HINT  # loaded already: the client came from there
 
         say(f"{rate_words(report.rate_limit, False)} (a token raises it to 5000: {TOKEN_HINT})")
     if as_json:
@@ -84,9 +84,9 @@ def render(report: "StatusReport", term: Terminal) -> str:
 
 def parts(report: "StatusReport") -> list:
     """What `status` prints, as terminal parts: wrapped prose, one aligned row per PR, titles cut."""
-    from porttrack.collisions import render_lines as collision_lines
-    from porttrack.knowledge import findings_lines
-    from porttrack.status import recorded_ago
+    from porttrack.observe.collisions import render_lines as collision_lines
+    from porttrack.report.knowledge import findings_lines
+    from porttrack.report.status import recorded_ago
 
     out: list = []
     if report.mode == "live":
@@ -141,7 +141,7 @@ def _pr_row(pr, mode: str) -> list:
 
 
 def _pr_details(pr) -> list:
-    from porttrack.status import change_words
+    from porttrack.report.status import change_words
 
     out: list = []
     if pr.title:

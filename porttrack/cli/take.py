@@ -1,5 +1,5 @@
 """`porttrack import` and `refresh`: take an upstream PR's stable, separable hunks into the patch
-queue, and follow it upstream (`porttrack.take`, `porttrack.refresh`)."""
+queue, and follow it upstream (`porttrack.take.importer`, `porttrack.take.refresh`)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
-    from porttrack.queue import Selection
-    from porttrack.take import import_pr, plan_to_json
+    from porttrack.workspace.queue import Selection
+    from porttrack.take.importer import import_pr, plan_to_json
 
     number = _pr_number(pr)
     selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
@@ -59,7 +59,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
 
 
 def render_import(outcome) -> str:
-    from porttrack.text import for_terminal, short_sha
+    from porttrack.common.text import for_terminal, short_sha
 
     plan = outcome.plan
     rev = plan.revision
@@ -98,7 +98,7 @@ def render_import(outcome) -> str:
 def refresh(ctx: Context, pr: str, update: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
     """Per hunk, what changed upstream since the PR was imported (new / removed / changed /
     unchanged); the queue changes only with --update."""
-    from porttrack.refresh import refresh_pr, refresh_to_json
+    from porttrack.take.refresh import refresh_pr, refresh_to_json
 
     number = _pr_number(pr)
     result = refresh_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), update=update,
@@ -113,7 +113,7 @@ def refresh(ctx: Context, pr: str, update: bool, offline: bool, dry_run: bool, a
 
 
 def render_refresh(result) -> str:
-    from porttrack.text import for_terminal, short_sha
+    from porttrack.common.text import for_terminal, short_sha
 
     old, new = result.old, result.new
     lines = [f"#{result.pr} ({result.patch}): imported at {short_sha(old.through or old.head)}, upstream now "

@@ -9,7 +9,7 @@ One place decides, once per command (`Terminal.resolve`), as git and gh do:
   `PORTTRACK_PAGER`, else `PAGER`, else `less` with `LESS=FRX` when LESS is unset (git's default).
 
 Layout and escape sequences are rich's (imported inside the functions: ~40 ms that `--help` need
-not pay). Untrusted text is still neutralised by `porttrack.text.for_terminal` before it gets here,
+not pay). Untrusted text is still neutralised by `porttrack.common.text.for_terminal` before it gets here,
 and rich is given plain `Text`, never markup, so a PR title cannot style or move anything.
 """
 
@@ -135,7 +135,7 @@ class _Hanging:
 def indented(line: str, hang: int = 2, untrusted: bool = False) -> "RenderableType | str":
     """A line whose leading spaces are its indent, wrapped under that indent; `untrusted`: made
     safe first (`for_terminal`, which also folds runs of spaces: not for aligned text)."""
-    from porttrack.text import for_terminal
+    from porttrack.common.text import for_terminal
 
     body = line.lstrip(" ")
     if untrusted:
@@ -291,7 +291,7 @@ class Progress:
         self.drawn = False
 
     def __call__(self, line: str) -> None:
-        from porttrack.text import for_terminal
+        from porttrack.common.text import for_terminal
 
         line = for_terminal(line, 300)
         if not line or _REF_LINE.match(line):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from porttrack.jobs import runner
+from porttrack.prove import runner
 from porttrack.probe import events
 from porttrack.probe.summary import summarize
 from porttrack.results import Results, detect_environment
@@ -89,7 +89,7 @@ def measure_cell(cell: Cell, program: Sequence[str], phases: Sequence[str], work
             continue
         log, output = work / f"{phase}.probe.jsonl", work / f"{phase}.json"
         values = {"model": cell.model, "context": str(cell.context), "batch": str(cell.batch), "phase": phase, "output": str(output)}
-        # The one job runner's rule (porttrack.jobs.runner): placeholders filled per argument, no shell.
+        # The one job runner's rule (porttrack.prove.runner): placeholders filled per argument, no shell.
         finished = runner.run_job(shlex.join(program), values, cwd=work, timeout_s=timeout_s,
                                   env={**caches, events.ENV: str(log)}, log=work / f"{phase}.log", what="program under test")
         measured = _read(cell, phase, finished, log, output)

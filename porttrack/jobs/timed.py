@@ -10,7 +10,7 @@ times and writes one `porttrack/results/v2` cell (`porttrack.results`): its coor
 metric NAME (default `wall_time`, seconds) the fastest run — the least noisy estimate of what the
 code costs. The machine fingerprint (arch, os, python) is what a baseline must share.
 
-PROGRAM runs through the one local job runner (`porttrack.jobs.runner`: no shell, its own process
+PROGRAM runs through the one local job runner (`porttrack.prove.runner`: no shell, its own process
 group, stopped after `--timeout`); its output tail is shown when it fails.
 
 The code measured is the worktree's. PROGRAM runs with the worktree's `src/` (a src-layout
@@ -39,8 +39,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from porttrack.errors import ConfigError, ExitCode, InputError
-from porttrack.jobs.runner import run_job
+from porttrack.common.errors import ConfigError, ExitCode, InputError
+from porttrack.prove.runner import run_job
 from porttrack.results import Results, detect_machine
 
 _INTEGER = re.compile(r"^-?[0-9]+$")

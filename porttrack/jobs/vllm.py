@@ -73,9 +73,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from porttrack.errors import ConfigError, InputError, PorttrackError
+from porttrack.common.errors import ConfigError, InputError, PorttrackError
 from porttrack.jobs import cells as cells_mod
-from porttrack.jobs import runner
+from porttrack.prove import runner
 from porttrack.probe import WARMUP_DONE, engine_record, events
 from porttrack.probe.summary import summarize
 from porttrack.results import ENV_VARS, Results, detect_environment
@@ -233,9 +233,9 @@ def make_plan(args: argparse.Namespace, gate: str, target: str) -> Plan:
 
 def plan_from_workspace(root: Path, gate: str, target: str) -> Plan:
     """The cells `gate check` will require on `target` (eligibility decides a track's models)."""
-    from porttrack import gates
-    from porttrack.tracks_file import load_config
-    from porttrack.workspace import Workspace
+    from porttrack.prove import gates
+    from porttrack.tracks.file import load_config
+    from porttrack.workspace.files import Workspace
 
     ws = Workspace(root.resolve())
     config = load_config(ws.tracks_file)

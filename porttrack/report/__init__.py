@@ -13,14 +13,18 @@ Four steps, each a plain function the CLI calls in order, each in its own module
    updated only if it changed; `comment_tracking` links it once from the fork's tracking issue.
 
 `report.history` knows the previous report (the window "since the previous report" counts from)
-and records each run in `state/reports.json`; times are read and written by `porttrack.clock`.
+and records each run in `state/reports.json`; times are read and written by `porttrack.common.clock`.
+
+`porttrack status` is told from here too: `report.status` (per track, what changed and what to do
+next) and `report.knowledge` (what else porttrack knows of each PR: verdicts, ports, successors,
+collisions), which the weekly issue gathers as well.
 
 Package map: records (the `WeeklyReport` records and its JSON shape) ← history, gather, render,
 post; nothing here imports the CLI. The package exports the functions `gather`, `render` and
 `post` under the names of their modules: import a module's other names from the module itself
 (`from porttrack.report.render import chart_lines`).
 
-Lazy imports: jinja2 is imported inside `render`, and PyGithub only inside `porttrack.github`,
+Lazy imports: jinja2 is imported inside `render`, and PyGithub only inside `porttrack.github.client`,
 because they cost more to import than most commands take to run; everything else is imported at
 the top of each module. `porttrack.cli.report` imports this package inside its command, so
 `porttrack --help` and other commands do not load the report's dependencies.

@@ -14,18 +14,19 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from porttrack import eligibility, evidence, gates
-from porttrack import queue as queue_mod
-from porttrack import state as state_mod
-from porttrack.clock import iso_week, parse_moment, stamp
-from porttrack.config import Config
-from porttrack.converge_record import RecordedVerdict, latest_verdicts
-from porttrack.errors import InputError, PorttrackError
-from porttrack.evidence import EvidenceLog
+from porttrack.tracks import eligibility
+from porttrack.prove import evidence, gates
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
+from porttrack.common.clock import iso_week, parse_moment, stamp
+from porttrack.tracks.config import Config
+from porttrack.converge.record import RecordedVerdict, latest_verdicts
+from porttrack.common.errors import InputError, PorttrackError
+from porttrack.prove.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
-from porttrack.collisions import render_lines as render_collisions
-from porttrack.knowledge import gather as gather_knowledge
-from porttrack.knowledge import Findings, search_upstream, with_findings
+from porttrack.observe.collisions import render_lines as render_collisions
+from porttrack.report.knowledge import gather as gather_knowledge
+from porttrack.report.knowledge import Findings, search_upstream, with_findings
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -42,12 +43,12 @@ from porttrack.report.records import (
     TrendSeries,
     WeeklyReport,
 )
-from porttrack.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
-from porttrack.successors import render_lines as render_successors
-from porttrack.workspace import Workspace
+from porttrack.report.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
+from porttrack.observe.successors import render_lines as render_successors
+from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
-    from porttrack.github import GitHubClient
+    from porttrack.github.client import GitHubClient
 
 TREND_WEEKS = 12  # how many past weeks the trend charts show
 

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from porttrack import markdown as md
-from porttrack.clock import parse_moment, stamp
-from porttrack.errors import InputError
-from porttrack.github_records import Issue
+from porttrack.common import markdown as md
+from porttrack.common.clock import parse_moment, stamp
+from porttrack.common.errors import InputError
+from porttrack.github.records import Issue
 from porttrack.report.records import PostOutcome, Since, WeeklyReport
-from porttrack.workspace import Workspace, atomic_write_text, write_json
+from porttrack.workspace.files import Workspace, atomic_write_text, write_json
 
 RECORD_SCHEMA = "porttrack/reports/v1"
 RECORDS_KEPT = 104  # two years of weekly runs in state/reports.json

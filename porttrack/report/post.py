@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from porttrack import markdown as md
-from porttrack.errors import GitHubAuthError, NotFound
-from porttrack.github import GitHubClient, WriteUncertain
-from porttrack.github_records import Issue
+from porttrack.common import markdown as md
+from porttrack.common.errors import GitHubAuthError, NotFound
+from porttrack.github.client import GitHubClient, WriteUncertain
+from porttrack.github.records import Issue
 from porttrack.report.records import PostOutcome
 
 

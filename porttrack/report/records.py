@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
-from porttrack.status import PRStatus
+from porttrack.report.status import PRStatus
 
 SCHEMA = "porttrack/weekly/v1"
 
@@ -230,7 +230,7 @@ class WeeklyReport:
     profile: str = "vllm-gpu"  # tracks.yaml's profile
     sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
     # What a live run's searches found (None offline, or searches off): {"successors": {PR: [line]},
-    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.successors / .collisions
+    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.observe.successors / .collisions
     found: Mapping[str, Any] | None = None
 
 

@@ -3,7 +3,7 @@
 The report's JSON form is the template's context, so `--json` and the issue carry the same
 content. The template is data (`templates/weekly_status.md.j2` in the workspace overrides the
 packaged one); jinja2 runs with StrictUndefined, and every value it prints passes through
-`porttrack.markdown.text` unless it is already safe markdown (`Md`), so an overriding template
+`porttrack.common.markdown.text` unless it is already safe markdown (`Md`), so an overriding template
 cannot forget to neutralise a PR title.
 
 Fit (`fit_body`): GitHub refuses issue bodies over 65,536 characters; a longer report is cut at a
@@ -17,10 +17,10 @@ import re
 from importlib import resources
 from typing import Any, Callable, Mapping
 
-from porttrack import markdown as md
-from porttrack.errors import InputError
+from porttrack.common import markdown as md
+from porttrack.common.errors import InputError
 from porttrack.report.records import WeeklyReport, report_to_json
-from porttrack.workspace import Workspace
+from porttrack.workspace.files import Workspace
 
 TEMPLATE_NAME = "weekly_status.md.j2"
 BODY_LIMIT = 65536  # GitHub's limit on an issue body, in characters

@@ -10,7 +10,7 @@ Behaviour that clients must cope with is built in: ETags and 304s that cost no r
 pagination, a per-token rate limit, permissions, and faults queued with `inject()`. Requests are
 logged without credentials. An exception inside the emulator, or a request for an endpoint it
 does not implement, is recorded and reported by `check()` (the fixture fails the test with it).
-Only the endpoints porttrack calls (porttrack/github.py) are implemented.
+Only the endpoints porttrack calls (porttrack/github/client.py) are implemented.
 
 The package, by idea:
 - `state`: the records (repositories, issues and PRs, workflows, runs, tokens) and time helpers.

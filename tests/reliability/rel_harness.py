@@ -368,8 +368,9 @@ def check_consistent(rig: Rig, *, fork_before: dict[str, Any] | None = None,
     - the fork's HEAD, index, work tree, tags and remote-tracking refs are unchanged, and every
       branch is unchanged or moved to one of the values it may become.
     """
-    from porttrack import evidence, queue as queue_mod, state as state_mod
-    from porttrack.workspace import Workspace
+    from porttrack.prove import evidence
+    from porttrack.workspace import queue as queue_mod, state as state_mod
+    from porttrack.workspace.files import Workspace
 
     ws = Workspace(rig.root)
     listing = rig.queue_json()

@@ -108,8 +108,8 @@ def test_two_gate_runs_at_once_record_distinct_evidence(tmp_path, world):
     rig.ok("import", "101")
     a, b = both(rig, ("gate", "run", "101", "--baseline"), ("gate", "run", "101"))
     assert a.returncode in (0, 7) and b.returncode in (0, 7), a.stderr[-800:] + b.stderr[-800:]
-    from porttrack import evidence
-    from porttrack.workspace import Workspace
+    from porttrack.prove import evidence
+    from porttrack.workspace.files import Workspace
 
     log = evidence.load(Workspace(rig.root))
     assert len(log.records) == 4 and not log.invalid

@@ -1,4 +1,4 @@
-"""Crash consistency: SIGKILL porttrack at checkpoints (`porttrack.testhooks`) and at seeded random
+"""Crash consistency: SIGKILL porttrack at checkpoints (`porttrack.cli.testhooks`) and at seeded random
 moments while it records upstream state, imports, applies, ingests gate results, promotes and
 posts the weekly report.
 

@@ -53,7 +53,7 @@ def _check_terminal(text: str) -> None:
 
 
 def _check_issue(body: str, week: str) -> None:
-    from porttrack import markdown as md
+    from porttrack.common import markdown as md
 
     assert len(body) <= 65536
     assert md.find_marker(body) == week

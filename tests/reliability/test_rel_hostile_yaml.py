@@ -221,7 +221,7 @@ def test_hostile_tracks_yaml_ends_in_a_clear_error_or_correct_handling(tmp_path,
             assert case.says.lower() in out.stderr.lower(), out.stderr[-800:]
         assert len(out.stderr) < 20_000, "the error does not echo the whole file"
     after = files_under(root)
-    if case.code == 0:  # a valid file is remembered as validated (porttrack.config's cache), and only that
+    if case.code == 0:  # a valid file is remembered as validated (porttrack.tracks.config's cache), and only that
         assert after.pop(".porttrack/validated-config.json", None) is not None
     assert after == before, "nothing written to the workspace"
     assert outside([tmp_path, tmp_path.parent]) == around, "nothing written next to it"

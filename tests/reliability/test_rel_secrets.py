@@ -122,7 +122,7 @@ def test_a_pr_title_and_body_carrying_the_token(tmp_path, world):
 
 def test_an_internal_error_carrying_the_token_is_redacted(tmp_path, world, monkeypatch):
     rig = Rig(tmp_path, world)
-    from porttrack import status as status_mod
+    from porttrack.report import status as status_mod
 
     def boom(*_a, **_k):
         raise RuntimeError(f"unexpected: {DEFAULT_TOKEN}")

@@ -1,4 +1,4 @@
-"""`POST /graphql`: the subset of GitHub's GraphQL API porttrack sends (porttrack/github_graphql.py):
+"""`POST /graphql`: the subset of GitHub's GraphQL API porttrack sends (porttrack/github/graphql.py):
 `repository(owner:, name:)` with `nameWithOwner`, `defaultBranchRef { name }` and aliased
 `pullRequest(number:)` fields, named fragments, inline values or `$variables`.
 

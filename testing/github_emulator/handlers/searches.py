@@ -1,4 +1,4 @@
-"""Routes the searches read (porttrack.successors, porttrack.collisions): an issue's timeline,
+"""Routes the searches read (porttrack.observe.successors, porttrack.observe.collisions): an issue's timeline,
 a pull request's files, and the issue search.
 
 The timeline is derived as GitHub derives it: an item whose body or comments mention `#N` puts a

@@ -1,0 +1,320 @@
+"""`porttrack init`: a workspace a maintainer can commit, and the fork checkout beside it.
+
+What it writes, relative to the workspace folder (never over anything that exists):
+
+    tracks.yaml              commented: upstream, fork, targets, one example track, for the
+                             profile chosen (`--profile`: vllm-gpu, the default, or neutral)
+    patches/series           an empty quilt series
+    patches/manifest.json    an empty queue (`porttrack/queue/v1`), which `porttrack queue` accepts
+    patches/evidence/.gitkeep
+    templates/README.md      how to override the packaged weekly template
+    .gitignore               `.porttrack/` (machine- and token-local caches)
+
+and, unless `--fork-checkout` names an existing one, the fork checkout: a blobless partial clone
+(`git clone --filter=blob:none`, so a vLLM-sized fork is quick: file contents are fetched when
+git first needs them) with an `upstream` remote and upstream's default branch fetched into
+`upstream/<branch>`, the ref the fork is rebased onto.
+
+Run twice it changes nothing: a file that already holds exactly what init would write is left as
+it is, and a run that finds everything in place says so and exits 0. A file that exists with other
+content is never overwritten: init refuses before writing anything and lists what exists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from porttrack import gitrepo
+from porttrack.tracks.config import DEFAULT_PROFILE, PROFILES
+from porttrack.common.errors import InputError, PreconditionError
+from porttrack.workspace.queue import SCHEMA as QUEUE_SCHEMA
+from porttrack.workspace.files import TRACKS_FILE, atomic_write_bytes, dump_json
+
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,200}")
+
+
+@dataclass(frozen=True)
+class Options:
+    upstream: str  # owner/name
+    fork: str  # owner/name
+    branch: str = "main"  # the fork's branch, and upstream's default branch
+    checkout: str = ""  # the fork checkout, relative to the workspace (default ../<fork name>)
+    existing_checkout: bool = False  # --fork-checkout: use it, clone nothing
+    upstream_url: str = ""  # default https://github.com/<upstream>.git
+    fork_url: str = ""  # default https://github.com/<fork>.git
+    profile: str = DEFAULT_PROFILE  # which tracks.yaml skeleton (porttrack.tracks.config.PROFILES)
+
+
+@dataclass(frozen=True)
+class Step:
+    what: str  # "write" | "keep" | "clone" | "remote" | "fetch"
+    target: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    root: Path
+    files: tuple[tuple[str, bytes], ...]  # (path relative to root, content) to write
+    kept: tuple[str, ...]  # already there with exactly that content
+    fork_steps: tuple[Step, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return (*(Step("write", path) for path, _ in self.files), *(Step("keep", path, "already as init writes it") for path in self.kept),
+                *self.fork_steps)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.files and not self.fork_steps
+
+
+def checked(options: Options) -> Options:
+    """Options with defaults filled in; a malformed repository or branch name is a usage error."""
+    for flag, value in (("--upstream", options.upstream), ("--fork", options.fork)):
+        if not _REPO.fullmatch(value):
+            raise InputError(f"{flag} {value!r}: expected OWNER/NAME, as on GitHub")
+    if not _BRANCH.fullmatch(options.branch) or ".." in options.branch:
+        raise InputError(f"--branch {options.branch!r}: not a branch name")
+    if options.profile not in PROFILES:
+        raise InputError(f"--profile {options.profile!r}: expected one of: {', '.join(PROFILES)}")
+    name = options.fork.split("/")[1]
+    return Options(
+        profile=options.profile,
+        upstream=options.upstream, fork=options.fork, branch=options.branch,
+        checkout=options.checkout or f"../{name}", existing_checkout=options.existing_checkout,
+        upstream_url=options.upstream_url or f"https://github.com/{options.upstream}.git",
+        fork_url=options.fork_url or f"https://github.com/{options.fork}.git",
+    )
+
+
+def plan(root: Path, options: Options) -> Plan:
+    """What init would do in `root`. Raises PreconditionError listing every file that exists with
+    other content (nothing is written then)."""
+    root = Path(root)
+    wanted = workspace_files(options)
+    files, kept, clash = [], [], []
+    for rel, content in wanted:
+        path = root / rel
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            clash.append(f"{rel} (not a plain file)")
+        elif not path.exists():
+            files.append((rel, content))
+        elif path.read_bytes() == content:
+            kept.append(rel)
+        else:
+            clash.append(rel)
+    if clash:
+        raise PreconditionError(
+            f"{root} already holds {', '.join(clash)}: init never overwrites; "
+            "move them away or edit them by hand (nothing was written)"
+        )
+    return Plan(root, tuple(files), tuple(kept), _fork_steps(root, options))
+
+
+def run(plan_: Plan, options: Options, *, say: Callable[[str], None] | None = None) -> None:
+    """Write the workspace files, then make the fork checkout ready."""
+    for rel, content in plan_.files:
+        atomic_write_bytes(plan_.root / rel, content)
+        if say:
+            say(f"wrote {rel}")
+    checkout = _checkout_path(plan_.root, options)
+    for step in plan_.fork_steps:
+        if say:
+            say(f"{step.what}: {step.target}{' (' + step.detail + ')' if step.detail else ''}")
+        if step.what == "clone":
+            gitrepo.clone(options.fork_url, checkout, blobless=True)
+        elif step.what == "remote":
+            gitrepo.GitRepo.open(checkout).run("remote", "add", "upstream", options.upstream_url)
+        elif step.what == "fetch":
+            repo = gitrepo.GitRepo.open(checkout)
+            repo.fetch("upstream", [f"+refs/heads/{options.branch}:refs/remotes/upstream/{options.branch}"])
+
+
+def _checkout_path(root: Path, options: Options) -> Path:
+    path = Path(options.checkout).expanduser()
+    return path if path.is_absolute() else (root / path)
+
+
+def _fork_steps(root: Path, options: Options) -> tuple[Step, ...]:
+    """Clone, add the upstream remote, fetch upstream's branch: each only where it is missing."""
+    checkout = _checkout_path(root, options)
+    if not checkout.exists():
+        if options.existing_checkout:
+            raise PreconditionError(f"--fork-checkout {options.checkout}: no such folder (leave it out to clone {options.fork_url})")
+        return (Step("clone", options.checkout, f"blobless partial clone of {options.fork_url}"),
+                Step("remote", "upstream", options.upstream_url),
+                Step("fetch", f"upstream/{options.branch}", f"upstream's {options.branch}"))
+    if not options.existing_checkout and not _cloned_from(checkout, options.fork_url):
+        raise PreconditionError(
+            f"{options.checkout} exists and is not a clone of {options.fork_url}: "
+            f"pass --fork-checkout {options.checkout} to use it as the fork checkout, or --checkout DIR to clone elsewhere"
+        )
+    repo = gitrepo.GitRepo.open(checkout)
+    steps = []
+    remotes = repo.text("remote").split()
+    if "upstream" not in remotes:
+        steps.append(Step("remote", "upstream", options.upstream_url))
+    if "upstream" not in remotes or repo.rev_parse(f"refs/remotes/upstream/{options.branch}") is None:
+        steps.append(Step("fetch", f"upstream/{options.branch}", f"upstream's {options.branch}"))
+    return tuple(steps)
+
+
+def _cloned_from(checkout: Path, url: str) -> bool:
+    """Is `checkout` a work tree whose `origin` is `url` (what an earlier init cloned)?"""
+    if not checkout.is_dir() or not (checkout / ".git").exists():
+        return False
+    proc = gitrepo.GitRepo(checkout).run("remote", "get-url", "origin", check=False)
+    return proc.returncode == 0 and proc.stdout.decode("utf-8", "replace").strip() == url
+
+
+# --------------------------------------------------------------------------------------------
+# The files
+
+
+def workspace_files(options: Options) -> tuple[tuple[str, bytes], ...]:
+    return (
+        (TRACKS_FILE, tracks_skeleton(options).encode()),
+        ("patches/series", b""),
+        ("patches/manifest.json", dump_json({"schema": QUEUE_SCHEMA, "patches": []}).encode()),
+        ("patches/evidence/.gitkeep", b""),
+        ("templates/README.md", TEMPLATES_README.encode()),
+        (".gitignore", b".porttrack/\n"),
+    )
+
+
+def tracks_skeleton(options: Options) -> str:
+    return SKELETONS[options.profile](options)
+
+
+def _vllm_skeleton(options: Options) -> str:
+    return f"""\
+# tracks.yaml: what this fork wants from upstream, and what must be proven before it is enabled.
+# Human-owned: porttrack reads this file and never writes it. Machine state lives in state/ and
+# patches/. `porttrack doctor` checks every precondition; `porttrack status` polls the tracks.
+#
+# Conventions
+# - Quote SHAs ("a9b1ee711"): YAML 1.1 reads an unquoted 0777777 as the number 262143.
+# - Job commands may use {{ref}} {{results}} {{workdir}} {{target}}.
+# - Editors: porttrack ships a JSON Schema of this file (porttrack/schemas/tracks.vllm-gpu.schema.json);
+#   a first line `# yaml-language-server: $schema=PATH-TO-IT` lets the YAML language server check it.
+
+profile: vllm-gpu   # GPU targets (vendor, arch), models by attributes, model × context × batch gates
+
+upstream:
+  repo: {options.upstream}
+  remote: upstream                  # the remote in the fork checkout that points at upstream
+  default_branch: {options.branch}
+
+fork:
+  repo: {options.fork}
+  checkout: {options.checkout}      # relative to this file; --fork / PORTTRACK_FORK override it
+  branch: {options.branch}
+  upstream_base: upstream/{options.branch}     # the ref the fork is rebased onto
+  staging_branch: porttrack/staging  # every queued patch: what gates run on
+  default_build_branch: porttrack/default  # only promoted patches
+
+# The machines patches must prove themselves on. runner_labels: the GitHub Actions labels of a
+# self-hosted runner for gate jobs run as workflows.
+targets:
+  main-gpu:
+    name: the fork's main machine
+    vendor: nvidia
+    arch: sm_90
+    runner_labels: [self-hosted]
+
+# Models, by attributes; tracks select them with `requires`. None yet.
+models: {{}}
+
+# One capability the fork wants, tied to upstream PRs. Replace the example PR number.
+tracks:
+  example:
+    title: an upstream change this fork wants
+    prs: [1]
+    requires: {{}}
+    targets: [main-gpu]
+
+report:
+  repo: {options.fork}
+  labels: [porttrack, weekly-status]
+"""
+
+
+def _neutral_skeleton(options: Options) -> str:
+    return f"""\
+# tracks.yaml: what this fork wants from upstream, and what must be proven before it is enabled.
+# Human-owned: porttrack reads this file and never writes it. Machine state lives in state/ and
+# patches/. `porttrack doctor` checks every precondition; `porttrack status` polls the tracks.
+#
+# Conventions
+# - Quote SHAs ("a9b1ee711") and versions ("3.12"): YAML reads 0777777 and 3.12 as numbers.
+# - Job commands may use {{ref}} {{results}} {{workdir}} {{target}}.
+# - Editors: porttrack ships a JSON Schema of this file (porttrack/schemas/tracks.neutral.schema.json);
+#   a first line `# yaml-language-server: $schema=PATH-TO-IT` lets the YAML language server check it.
+
+profile: neutral    # any fork: named targets, gates over named axes; no models, no GPU vocabulary
+
+upstream:
+  repo: {options.upstream}
+  default_branch: {options.branch}
+
+fork:
+  repo: {options.fork}
+  checkout: {options.checkout}      # relative to this file; --fork / PORTTRACK_FORK override it
+  branch: {options.branch}
+  upstream_base: upstream/{options.branch}     # the ref the fork is rebased onto
+
+# The machines patches must prove themselves on. Attributes are free-form: anything a job needs.
+# `arch`, when given, must be what a job's results report (platform.machine()).
+targets:
+  linux:
+    name: Linux, CPython 3.12
+    attributes: {{os: linux, python: "3.12"}}
+    runner_labels: [ubuntu-latest]  # for gate jobs run as GitHub Actions workflows
+
+# One capability the fork wants, tied to upstream PRs. Replace the example PR number. A track
+# applies on all its targets (this profile has no models to select).
+tracks:
+  example:
+    title: an upstream change this fork wants
+    prs: [1]
+    targets: [linux]
+    gate:
+      # The job runs on the ref under test and writes porttrack/results/v2 to {{results}}:
+      # `python -m porttrack.jobs.timed` times a command (here the test suite) and writes it. It
+      # puts the worktree (and its src/, for a src layout) first on PYTHONPATH and refuses a run that
+      # imported the project's packages from elsewhere (an installed copy): --package NAME names them.
+      job:
+        command: python -m porttrack.jobs.timed --cwd {{workdir}} --metric test_time --axis python=3.12 -- python -m pytest -q
+        timeout_s: 1800
+      matrix:
+        axes: {{python: ["3.12"]}}   # named axes of any name; cells = their product × targets
+      metrics:
+        - name: test_time
+          unit: s
+          direction: lower
+          allowed_regression_pct: 25  # against a baseline measured on the same machine
+          key: true
+
+# Optional: every key has a default (repo: the fork).
+report:
+  labels: [porttrack, weekly-status]
+"""
+
+
+SKELETONS = {"vllm-gpu": _vllm_skeleton, "neutral": _neutral_skeleton}
+
+
+TEMPLATES_README = """\
+# templates/
+
+The weekly status issue is rendered from the template packaged with porttrack
+(`porttrack/templates/weekly_status.md.j2`). To change it for this workspace, copy that file here
+under the same name and edit the copy: porttrack uses `templates/weekly_status.md.j2` when it
+exists. Templates are Jinja2 with undefined names as errors, so a typo fails loudly; `porttrack
+report weekly --dry-run` renders without posting.
+"""

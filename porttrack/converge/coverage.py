@@ -1,0 +1,303 @@
+"""Partial-port coverage: which hunks of an upstream PR the fork already carries, and how we know.
+
+Hand ports are found in the fork's own history (`porttrack.converge.ports`): port markers in commit messages
+(cherry-pick -x, "Port: upstream #N through SHA only", Upstream-PR / Backport-of trailers) and, on
+their own, fork commits whose diffs carry the PR's hunk ids or near-matches of them. Commits listed
+in tracks.yaml (`fork_commits`) still count. Each hunk says which method found it (`FoundBy`); a
+"through SHA only" port scopes the PR to its commits up to SHA, the later hunks marked as such.
+
+A fork often ports a PR by hand before (or instead of) importing it — tracks.yaml then lists the
+fork commits (`fork_commits`, e.g. a9b1ee711 and 2a6c161ff for #48804). Coverage answers "how much
+of the PR is in the fork": every hunk of the PR's diff (its merge commit for a merged PR, else its
+head against the merge base with upstream) is looked for at the tip of the fork branch with
+`presence.hunk_state` — the post-image found and not the pre-image means *applied*. The result reads
+"coverage 7/9 hunks". Hunks whose file is gone or whose state cannot be told apart are counted as
+not present and listed as such.
+
+Read-only and offline: it uses what is already in the fork checkout (`porttrack status` and
+`porttrack import` fetch PR heads into `refs/porttrack/pull/N/head`), and never fails a caller:
+anything missing becomes `Coverage.problem`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from porttrack.workspace import state as state_mod
+from porttrack.tracks.config import Config
+from porttrack.common.errors import PorttrackError
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
+from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
+from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
+from porttrack.observe.prdiff import near_match
+from porttrack.diff.presence import hunk_state
+from porttrack.workspace.state import UpstreamState
+from porttrack.workspace.files import Workspace
+
+
+@dataclass(frozen=True)
+class FoundBy:
+    """How a hunk was found in the fork's history. method: cherry-pick | port-note | trailer |
+    backport (a marker in `commit`'s message) | listed (tracks.yaml fork_commits) | content (an
+    unmarked commit); match: same (the hunk id) | edited (same file, mostly the same added lines)."""
+
+    method: str
+    match: str
+    commit: str
+    marker: str | None = None  # the marker as written
+
+    @property
+    def words(self) -> str:
+        how = "" if self.match == "same" else ", edited"
+        return f"{self.method} {self.commit[:10]}{how}"
+
+
+@dataclass(frozen=True)
+class PortFound:
+    """A fork commit whose message says it ports this PR."""
+
+    commit: str
+    kind: str
+    text: str
+    through: str | None
+    only: bool
+
+
+@dataclass(frozen=True)
+class HunkPresence:
+    id: str
+    path: str
+    kind: str
+    state: str  # applied | not-applied | file-missing | ambiguous
+    found_by: FoundBy | None = None
+    after_through: bool = False  # beyond a "through SHA only" port's last commit: not meant to be there
+
+
+@dataclass(frozen=True)
+class Coverage:
+    pr: int
+    track: str
+    fork_commits: tuple[str, ...]
+    fork_commits_missing: tuple[str, ...]  # listed in tracks.yaml but not in the fork branch
+    branch: str
+    tip: str | None
+    revision: str | None  # the upstream commit whose diff was looked for (head or merge commit)
+    hunks: tuple[HunkPresence, ...] = ()
+    problem: str | None = None  # why coverage could not be computed
+    ports: tuple[PortFound, ...] = ()  # commits whose messages say they port this PR
+    through: str | None = None  # a "through SHA only" port: the last PR commit taken
+
+    @property
+    def present(self) -> int:
+        return sum(1 for h in self.hunks if h.state == "applied")
+
+    @property
+    def total(self) -> int:
+        return len(self.hunks)
+
+    @property
+    def text(self) -> str:
+        if self.problem:
+            return f"coverage unknown: {self.problem}"
+        has = [c for c in self.fork_commits if c not in self.fork_commits_missing]  # checked against the branch
+        carried = f" (fork carries {', '.join(c[:9] for c in has)})" if has else ""
+        if self.fork_commits_missing:
+            carried += f" (listed, not in {self.branch}: {', '.join(c[:9] for c in self.fork_commits_missing)})"
+        # listed commits are already named by "fork carries"; the other methods are news
+        methods = sorted({h.found_by.words for h in self.hunks if h.found_by and h.found_by.method != "listed"})
+        found = f"; found by {', '.join(methods)}" if methods else ""
+        after = sum(1 for h in self.hunks if h.after_through)
+        scope = f"; ported through {self.through[:10]} only ({after} later hunk{'s' if after != 1 else ''} not taken)" if self.through else ""
+        return f"coverage {self.present}/{self.total} hunks present in the fork{carried}{found}{scope}"
+
+    @property
+    def found(self) -> bool:
+        """Whether anything ties this PR to the fork: listed commits, port markers, content."""
+        return bool(self.fork_commits or self.ports or any(h.found_by for h in self.hunks))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pr": self.pr,
+            "track": self.track,
+            "fork_commits": list(self.fork_commits),
+            "fork_commits_missing": list(self.fork_commits_missing),
+            "branch": self.branch,
+            "tip": self.tip,
+            "revision": self.revision,
+            "present": None if self.problem else self.present,
+            "total": None if self.problem else self.total,
+            "text": self.text,
+            "problem": self.problem,
+            "hunks": [_hunk_json(h) for h in self.hunks],
+            "ports": [{"commit": p.commit, "kind": p.kind, "text": p.text, "through": p.through, "only": p.only} for p in self.ports],
+            "through": self.through,
+        }
+
+
+def _hunk_json(h: HunkPresence) -> dict[str, Any]:
+    found = h.found_by
+    return {"id": h.id, "path": h.path, "kind": h.kind, "state": h.state, "after_through": h.after_through,
+            "found_by": None if found is None else {"method": found.method, "match": found.match, "commit": found.commit,
+                                                    "marker": found.marker}}
+
+
+def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem: str | None = None) -> tuple[Coverage, ...]:
+    """Coverage of every tracked PR the fork ports: one that tracks.yaml lists fork commits for, or
+    that the fork's history names (markers) or carries (content), looked for in the fork checkout
+    `repo`; None: the listed PRs' coverage is unknown, for `problem` (default:
+    `gitrepo.NO_FORK_CHECKOUT_BRIEF`)."""
+    wanted = [(tid, n, tuple(t.fork_commits)) for tid, t in config.tracks.items() for n in t.prs]
+    if not wanted:
+        return ()
+    if repo is None:
+        why = problem or NO_FORK_CHECKOUT_BRIEF
+        return tuple(Coverage(n, tid, commits, (), config.fork.branch, None, None, problem=why) for tid, n, commits in wanted if commits)
+    state = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    try:
+        history = fork_history(repo, config)
+    except PorttrackError:
+        history = ()  # coverage of listed commits still works from the tip
+    found = (pr_coverage(repo, config, state, n, tid, commits, history) for tid, n, commits in wanted)
+    return tuple(c for c in found if c.found)
+
+
+def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
+                fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = ()) -> Coverage:
+    branch = config.fork.branch
+    tip = repo.rev_parse(f"refs/heads/{branch}") or repo.rev_parse(branch)
+    partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
+    if tip is None:
+        return _with(partial, problem=f"the fork branch {branch!r} does not exist")
+    missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
+    partial = _with(partial, fork_commits_missing=missing)
+    try:
+        found = _pr_diff(repo, config, state, number)
+        if isinstance(found, str):
+            named = markers_for(history, number, ())
+            return _with(partial, problem=found if (fork_commits or named) else None, ports=_ports(named))
+        base, revision, files = found
+        marked = markers_for(history, number, pr_commits(repo, base, revision) + (revision,))
+        through = next((m.upstream_commit for _, m in marked if m.kind == "port-note" and m.upstream_commit), None)
+        hunks = _presence(repo, tip, files)
+        hunks = _attribute(hunks, files, history, marked, fork_commits)
+        through_sha = repo.rev_parse(through) if through else None
+        if through_sha:
+            scope = {h.id for fd in parse_diff(repo.diff(base, through_sha)) for h in fd.hunks}
+            hunks = tuple(replace(h, after_through=h.id not in scope) for h in hunks)
+        return _with(partial, revision=revision, hunks=hunks, ports=_ports(marked), through=through_sha)
+    except PorttrackError as exc:
+        return _with(partial, problem=str(exc))
+
+
+def _ports(marked: Sequence[tuple[ForkCommit, Marker]]) -> tuple[PortFound, ...]:
+    return tuple(PortFound(fc.sha, m.kind, m.text, m.upstream_commit if m.kind == "port-note" else None, m.only)
+                 for fc, m in marked)
+
+
+def _attribute(hunks: Sequence[HunkPresence], files: Sequence[FileDiff], history: Sequence[ForkCommit],
+               marked: Sequence[tuple[ForkCommit, Marker]], listed: Sequence[str]) -> tuple[HunkPresence, ...]:
+    """Each hunk's `found_by`: a marked commit first, then a listed one, then any fork commit; the
+    same hunk id before a near-match (a hand port with edits)."""
+    by_id = {h.id: h for fd in files for h in fd.hunks}
+    marked_shas = {fc.sha for fc, _ in marked}
+    sources: list[tuple[ForkCommit, str, str | None]] = [(fc, m.kind, m.text) for fc, m in marked]
+    sources += [(fc, "listed", None) for fc in history if fc.sha not in marked_shas and any(fc.sha.startswith(c) for c in listed)]
+    taken = {fc.sha for fc, _, _ in sources}
+    sources += [(fc, "content", None) for fc in history if fc.sha not in taken]
+    out = []
+    for hp in hunks:
+        hunk = by_id.get(hp.id)
+        out.append(replace(hp, found_by=_found_by(hunk, sources)) if hunk is not None and hunk.kind == "text" else hp)
+    return tuple(out)
+
+
+def _found_by(hunk: Hunk, sources: Sequence[tuple[ForkCommit, str, str | None]]) -> FoundBy | None:
+    for fc, method, marker in sources:
+        if any(h.id == hunk.id for h in fc.hunks):
+            return FoundBy(method, "same", fc.sha, marker)
+    for fc, method, marker in sources:
+        if near_match(hunk, fc.hunks) is not None:
+            return FoundBy(method, "edited", fc.sha, marker)
+    return None
+
+
+def _with(c: Coverage, **changes: Any) -> Coverage:
+    return replace(c, **changes)
+
+
+def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int) -> tuple[str, str, tuple[FileDiff, ...]] | str:
+    """The PR's upstream diff from local objects, or why it cannot be had."""
+    pr = state.prs.get(number)
+    if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):
+        mc = repo.rev_parse(pr.merge_commit_sha)
+        parent = repo.rev_parse(f"{mc}^1")
+        if mc and parent:
+            return parent, mc, parse_diff(repo.diff(parent, mc))
+    head = repo.rev_parse(pull_ref(number))
+    if head is None and pr is not None and pr.head_sha and repo.has_commit(pr.head_sha):
+        head = repo.rev_parse(pr.head_sha)
+    if head is None:
+        return f"#{number}'s head is not in the fork checkout (a live `porttrack status` fetches it)"
+    default = next((r for r in (upstream_ref(config.upstream.default_branch), config.fork.upstream_base) if repo.rev_parse(r)), None)
+    if default is None:
+        return f"upstream's {config.upstream.default_branch} is not in the fork checkout"
+    base = repo.merge_base(head, default)
+    if base is None:
+        return f"#{number}'s head shares no history with {default}"
+    return base, head, parse_diff(repo.diff(base, head))
+
+
+def _presence(repo: GitRepo, tip: str, files: Sequence[FileDiff]) -> tuple[HunkPresence, ...]:
+    paths = sorted({fd.path for fd in files})
+    contents = read_blobs(repo, tip, paths)
+    modes = _modes(repo, tip, paths)
+    out = []
+    for fd in files:
+        for h in fd.hunks:
+            state = hunk_state(h, contents.get(fd.path))
+            if h.kind == "meta" and state == "ambiguous" and fd.new_mode and fd.path in modes:
+                state = "applied" if modes[fd.path] == fd.new_mode else "not-applied"
+            out.append(HunkPresence(h.id, h.path, h.kind, state))
+    return tuple(out)
+
+
+def read_blobs(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, bytes]:
+    """Contents of `paths` at `rev` in one `git cat-file --batch` (missing paths are left out)."""
+    batchable = [p for p in paths if "\n" not in p]
+    out: dict[str, bytes] = {}
+    if batchable:
+        request = "".join(f"{rev}:{p}\n" for p in batchable).encode("utf-8", "surrogateescape")
+        data = repo.run("cat-file", "--batch", input=request).stdout
+        pos = 0
+        for path in batchable:
+            end = data.index(b"\n", pos)
+            line = data[pos:end]
+            pos = end + 1
+            if line.endswith((b" missing", b" ambiguous")):
+                continue  # git echoes the request: "<rev>:<path> missing"
+            _oid, kind, size = line.split(b" ")
+            if kind == b"blob":
+                out[path] = data[pos:pos + int(size)]
+            pos += int(size) + 1
+    for path in paths:
+        if path not in batchable:
+            blob = repo.show_file(rev, path)
+            if blob is not None:
+                out[path] = blob
+    return out
+
+
+def _modes(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, str]:
+    if not paths:
+        return {}
+    text = repo.run("ls-tree", "-z", rev, "--", *paths).stdout.decode("utf-8", "surrogateescape")
+    modes = {}
+    for entry in text.split("\0"):
+        if "\t" in entry:
+            meta, path = entry.split("\t", 1)
+            modes[path] = meta.split(" ")[0]
+    return modes
+
+
+__all__ = ["Coverage", "FoundBy", "HunkPresence", "PortFound", "SYMLINK_MODE", "pr_coverage", "read_blobs", "track_coverage"]

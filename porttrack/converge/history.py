@@ -1,0 +1,141 @@
+"""What `verify-converged` reads from the history (`porttrack.converge.decide` decides with it):
+files and blobs at a commit, where a hunk's lines are at the fork ref, and upstream's later
+commits on a path. Every read goes through the one git door (`GitRepo.run`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from porttrack.diff import hunks as hunks_mod
+from porttrack.gitrepo import GitRepo
+
+if TYPE_CHECKING:
+    from porttrack.diff.hunks import FileDiff
+
+# PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
+LITERAL = {"GITLITERAL_PATHSPECS": "1"}
+
+# One later upstream commit touching a path: (sha, subject, (mode, bytes) of the path there or None).
+Later = tuple[str, str, "tuple[str, bytes] | None"]
+
+
+def locations(repo: GitRepo, merge: str, fork_sha: str, files: Sequence["FileDiff"],
+               at_fork: Mapping[str, tuple[str, bytes]]) -> dict[int, tuple[int, int]]:
+    """id(hunk) -> where its lines are in the fork ref's file (0-based first and last line): the
+    hunk's post-image lines in the merge commit's file, mapped through `git diff -U0 <merge>
+    <fork>` of that file (one diff for all the PR's text files). A line the fork changed maps to
+    the region it changed. Whether the fork has the hunk or never took it, this is where its
+    post- or pre-image must be: the same text elsewhere in the file is not this hunk."""
+    texts = [fd for fd in files if fd.path in at_fork and fd.status != "deleted" and any(h.kind == "text" for h in fd.hunks)]
+    if not texts:
+        return {}
+    regions: dict[str, list[tuple[int, int, int, int]]] = {fd.path: [] for fd in texts}
+    diff = repo.run("diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", merge, fork_sha, "--",
+                    *sorted(regions), env=LITERAL).stdout
+    for fd in hunks_mod.parse_diff(diff):
+        if fd.path in regions:
+            regions[fd.path] = [(h.old_start, h.old_len, h.new_start, h.new_len) for h in fd.hunks if h.kind == "text"]
+    out: dict[int, tuple[int, int]] = {}
+    for fd in texts:
+        for h in fd.hunks:
+            if h.kind == "text":
+                last = h.new_start + max(h.new_len, 1) - 1
+                out[id(h)] = (map_line(regions[fd.path], h.new_start)[0] - 1, map_line(regions[fd.path], last)[1] - 1)
+    return out
+
+
+def map_line(regions: Sequence[tuple[int, int, int, int]], x: int) -> tuple[int, int]:
+    """Line `x` (1-based) of the old side of a `-U0` diff on its new side: (first, last) -- one
+    line, or the whole region the diff changed when x is inside it."""
+    shift = 0
+    for a, b, c, d in regions:
+        if b == 0:  # lines inserted after old line a
+            if x > a:
+                shift += d
+                continue
+            break
+        if x < a:
+            break
+        if x < a + b:  # x was changed: somewhere in the new region (after line c when it is empty)
+            return (c, c + d - 1) if d else (c, c + 1)
+        shift += d - b
+    return x + shift, x + shift
+
+
+def renamed_to(repo: GitRepo, sha: str, path: str) -> str | None:
+    """Where commit `sha` moved `path` (git's rename detection against its first parent), if it did."""
+    out = repo.run("diff-tree", "-r", "-M", "--no-commit-id", "--name-status", "-z", f"{sha}^", sha).stdout.split(b"\0")
+    i = 0
+    while i < len(out) - 1:
+        status = out[i].decode()
+        if status.startswith(("R", "C")):
+            old, new = out[i + 1].decode("utf-8", "surrogateescape"), out[i + 2].decode("utf-8", "surrogateescape")
+            if old == path and status.startswith("R"):
+                return new
+            i += 3
+        else:
+            i += 2
+    return None
+
+
+def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str]) -> dict[str, list[Later]]:
+    """path -> the commits on the ancestry path from the merge to the base that touched it, oldest
+    first, each with the path's content there. `--ancestry-path` keeps out side branches cut
+    before the merge (they lack the post-image for want of the merge, not because of churn); a
+    merge commit's change is taken against its first parent, as `_change_present` reads it.
+    One `log --raw` per path (it gives each commit's mode and blob) and one `cat-file --batch`."""
+    found: dict[str, list[tuple[str, str, str, str]]] = {}
+    for path in paths:
+        log = repo.text("log", "--ancestry-path", "--topo-order", "--reverse", "--no-renames", "--raw", "--no-abbrev",
+                        "--diff-merges=first-parent", "--format=commit %H %s", f"{merge}..{base_sha}", "--", path, env=LITERAL)
+        commits: list[tuple[str, str, str, str]] = []
+        for line in log.splitlines():
+            if line.startswith("commit "):
+                sha, _, subject = line[len("commit "):].partition(" ")
+                commits.append((sha, subject, "", ""))
+            elif line.startswith(":") and commits:  # ":<old mode> <new mode> <old blob> <new blob> <status>\t<path>"
+                fields = line[1:].split("\t", 1)[0].split()
+                commits[-1] = (*commits[-1][:2], fields[1], fields[3])
+        found[path] = commits
+    blobs = cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))
+    out: dict[str, list[Later]] = {}
+    for path, commits in found.items():
+        out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
+                     for sha, subject, mode, blob in commits if mode]  # (no raw line: nothing to read)
+    return out
+
+
+def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+    """path -> (mode, content) at `rev` for the paths that exist there: two git calls in all."""
+    paths = sorted(set(paths))
+    if not paths:
+        return {}
+    listing = repo.run("ls-tree", "-z", "--full-tree", rev, "--", *paths, env=LITERAL).stdout
+    entries: dict[str, tuple[str, str]] = {}
+    for record in listing.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, kind, sha = meta.decode().split()
+        if kind == "blob":
+            entries[name.decode("utf-8", "surrogateescape")] = (mode, sha)
+    blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
+    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
+
+
+def cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
+    if not shas:
+        return {}
+    out = repo.run("cat-file", "--batch", input=("\n".join(shas) + "\n").encode()).stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
+        head = out[pos:end].decode().split()
+        pos = end + 1
+        if len(head) < 3 or head[1] == "missing":
+            continue
+        size = int(head[2])
+        blobs[head[0]] = out[pos:pos + size]
+        pos += size + 1  # the content is followed by one LF
+    return blobs

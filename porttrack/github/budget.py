@@ -1,0 +1,65 @@
+"""A bound on how many requests the searches (successors, collisions) may send in one run, and
+the tally `status` prints: requests sent, and how many of them were answered 304 from the ETag
+cache (those cost no rate limit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from porttrack.github.client import GitHubClient
+
+T = TypeVar("T")
+DEFAULT_LIMIT = 80
+
+
+class BudgetSpent(Exception):
+    """The searches used their requests: what was found so far stands, the rest waits a run."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    requests: int
+    not_modified: int  # of `requests`, answered 304 from the ETag cache
+    limit: int
+    exhausted: bool
+
+    @property
+    def text(self) -> str:
+        spent = f", request limit {self.limit} reached: the rest waits for the next run" if self.exhausted else ""
+        return f"searches cost {self.requests} request{'s' if self.requests != 1 else ''} ({self.not_modified} answered 304 from cache){spent}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "not_modified": self.not_modified, "limit": self.limit, "exhausted": self.exhausted}
+
+
+class Budget:
+    """Counts the client's requests from its creation; `call` refuses once `limit` are spent."""
+
+    def __init__(self, client: "GitHubClient", limit: int = DEFAULT_LIMIT):
+        self.client, self.limit = client, limit
+        self._start = client.requests_sent
+        self._not_modified = 0
+        self._exhausted = False
+
+    @property
+    def spent(self) -> int:
+        return self.client.requests_sent - self._start
+
+    def call(self, fn: Callable[..., tuple[T, bool]], *args: Any) -> T:
+        """`fn(*args)` -> (result, answered from cache); its requests are tallied."""
+        if self.spent >= self.limit:
+            self._exhausted = True
+            raise BudgetSpent()
+        before = self.client.requests_sent
+        result, cached = fn(*args)
+        if cached:
+            self._not_modified += self.client.requests_sent - before
+        return result
+
+    def cost(self) -> Cost:
+        return Cost(self.spent, self._not_modified, self.limit, self._exhausted)
+
+
+__all__ = ["Budget", "BudgetSpent", "Cost", "DEFAULT_LIMIT"]

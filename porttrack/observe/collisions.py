@@ -1,0 +1,279 @@
+"""Collisions ahead: open upstream PRs that change what a queued patch changes.
+
+Before the next rebase, a queued patch conflicts with any upstream change to the lines it edits.
+Every open PR upstream is listed (all pages, most recently updated first) and compared, as far as
+the request budget allows, by content: the same hunk ids, or changed lines of the same file that
+overlap or touch. A PR that touches only other files, or other lines of the same file, is no
+collision. The listing and the PRs' file lists come from the GitHub door, conditional and cached
+(an unchanged week costs 304s).
+
+Line numbers live in different files: a queued hunk's are against the commit its patch was made
+on (`QueuedHunks.base`: the fork's build base for a regenerated patch, else upstream's base of the
+imported PR), an open PR's against its own base, where the imported PR may already be merged and
+everything around it moved. So each queued changed range is carried onto the open PR's base
+through git's own diff of the two bases (`git diff -U0`, `LineMap`) before it is compared; a range
+whose lines that diff rewrote maps onto the whole rewritten region (a collision reported, never
+one missed). When a base is not in the fork checkout the ranges are compared unmapped, and the
+overlap says so.
+
+A scan cut short (the budget, GitHub) says "incomplete: N of M open PRs compared", never "none".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.common.errors import PorttrackError
+from porttrack.gitrepo import GitRepo
+from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.observe.prdiff import file_hunks
+
+if TYPE_CHECKING:
+    from porttrack.github.client import GitHubClient
+
+PER_PAGE = 100  # open PRs per listing request (GitHub's maximum)
+MAX_LISTING_PAGES = 50  # 5000 open PRs: more than any project has
+
+
+@dataclass(frozen=True)
+class QueuedHunks:
+    """A live queued patch, as the comparison needs it."""
+
+    name: str
+    pr: int
+    hunks: tuple[Hunk, ...]
+    base: str | None = None  # the commit the hunks' line numbers are against (None: unknown)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """kind: same-hunk (the id of a hunk both change) | overlapping-lines (detail: the lines of the
+    open PR's base both change) | overlapping-lines-unmapped (the same, the bases not mapped)."""
+
+    kind: str
+    path: str
+    detail: str
+
+    @property
+    def words(self) -> str:
+        if self.kind == "same-hunk":
+            return f"both change hunk {self.detail} of {self.path}"
+        if self.kind == "overlapping-lines-unmapped":
+            return f"both change {self.path} lines {self.detail} (line numbers not mapped: a base is not in the fork checkout)"
+        return f"both change {self.path} lines {self.detail}"
+
+
+@dataclass(frozen=True)
+class Collision:
+    patch: str
+    patch_pr: int
+    upstream: int
+    title: str
+    url: str
+    author: str
+    updated_at: str | None
+    overlaps: tuple[Overlap, ...]
+
+    @property
+    def text(self) -> str:
+        first = "; ".join(o.words for o in self.overlaps[:3])
+        more = f" (+{len(self.overlaps) - 3} more)" if len(self.overlaps) > 3 else ""
+        return f"open #{self.upstream} ({self.title}) collides with {self.patch}: {first}{more}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"patch": self.patch, "patch_pr": self.patch_pr, "upstream": self.upstream, "title": self.title,
+                "url": self.url, "author": self.author, "updated_at": self.updated_at, "text": self.text,
+                "overlaps": [{"kind": o.kind, "path": o.path, "detail": o.detail} for o in self.overlaps]}
+
+
+@dataclass(frozen=True)
+class CollisionSearch:
+    collisions: tuple[Collision, ...]
+    compared: int  # open PRs whose files were compared
+    problem: str | None = None
+    open_prs: int | None = None  # open PRs listed upstream, the tracked ones left out (None: not listed)
+    listed_all: bool = True  # False: the listing itself was cut short (`open_prs` is a lower bound)
+
+    @property
+    def complete(self) -> bool:
+        return self.problem is None and self.open_prs is not None and self.compared >= self.open_prs
+
+    @property
+    def scope(self) -> str:
+        total = "?" if self.open_prs is None else f"{'at least ' if not self.listed_all else ''}{self.open_prs}"
+        return f"{self.compared} of {total} open PRs compared"
+
+    def for_patch(self, name: str) -> tuple[Collision, ...]:
+        return tuple(c for c in self.collisions if c.patch == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"compared_open_prs": self.compared, "open_prs": self.open_prs, "listed_all": self.listed_all,
+                "complete": self.complete, "problem": self.problem, "collisions": [c.to_json() for c in self.collisions]}
+
+
+def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
+                    repo: GitRepo | None = None, max_prs: int | None = None) -> CollisionSearch:
+    """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
+    themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout, where
+    the bases are mapped (None: compared unmapped). Never raises for GitHub trouble or a spent
+    budget: it stops and says how far it got."""
+    if not queued:
+        return CollisionSearch((), 0, None, 0)
+    found: list[Collision] = []
+    compared, problem = 0, None
+    open_prs, listed_all = _list_open(client, budget, skip)
+    if not listed_all:
+        problem = "the listing of open PRs was cut short"
+    maps = _Maps(repo, queued)
+    try:
+        for pr in open_prs[:max_prs]:
+            theirs = file_hunks(budget.call(client.pull_files, pr.number))
+            compared += 1
+            for patch in queued:
+                overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
+                if overlaps:
+                    found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
+                                           pr.updated_at, overlaps))
+    except BudgetSpent:
+        problem = "request limit reached"
+    except PorttrackError as exc:
+        problem = f"GitHub: {exc}"
+    if problem is None and max_prs is not None and compared < len(open_prs):
+        problem = f"at most {max_prs} compared per run"
+    return CollisionSearch(tuple(found), compared, problem, len(open_prs), listed_all)
+
+
+def _list_open(client: "GitHubClient", budget: Budget, skip: frozenset[int]) -> tuple[list, bool]:
+    """Every open PR not in `skip`, most recently updated first, page by page; and whether the
+    listing was read to its end."""
+    out: list = []
+    try:
+        for page in range(1, MAX_LISTING_PAGES + 1):
+            prs, more = budget.call(client.open_pulls, page, PER_PAGE)
+            out += [p for p in prs if p.number not in skip and all(p.number != q.number for q in out[-PER_PAGE:])]
+            if not more or not prs:
+                return out, True
+    except (BudgetSpent, PorttrackError):
+        return out, False
+    return out, False
+
+
+def compare(mine: Sequence[Hunk], theirs: Sequence[Hunk], lines: "LineMap | None" = None) -> tuple[Overlap, ...]:
+    """What `theirs` changes of what `mine` changes: shared hunk ids first, then changed lines that
+    overlap or touch, `mine` carried onto `theirs`' base by `lines` (None: taken as they are)."""
+    ids = {h.id for h in theirs}
+    out = [Overlap("same-hunk", h.path, h.id) for h in mine if h.id in ids]
+    for h in mine:
+        if h.id in ids or h.kind != "text":
+            continue
+        span = changed_span(h)
+        mapped = lines.span(h.path, span) if lines is not None else None
+        kind = "overlapping-lines" if mapped is not None or lines is None else "overlapping-lines-unmapped"
+        mine_span = mapped if mapped is not None else span
+        for other in theirs:
+            if other.path == h.path and other.kind == "text" and _touch(mine_span, changed_span(other)):
+                out.append(Overlap(kind, h.path, _lines(mine_span, changed_span(other))))
+                break
+    return tuple(out)
+
+
+# -- changed lines, and carrying them from one base to another -----------------------------------
+# A span is a closed interval in half-line units of the old file: removed line k is [2k, 2k+2],
+# a line inserted before line k is the point [2k, 2k]. Edits of adjacent lines touch (3-way merge
+# calls that a conflict); an insertion touches the lines on both sides of it.
+
+
+def changed_span(h: Hunk) -> tuple[int, int]:
+    """The span of the lines `h` removes or inserts (context lines left out)."""
+    n = h.old_start if h.old_len else h.old_start + 1
+    lo, hi = None, None
+    for marker, _content in h._lines():
+        if marker == b"-":
+            lo, hi = min(lo if lo is not None else 2 * n, 2 * n), max(hi or 0, 2 * n + 2)
+            n += 1
+        elif marker == b"+":
+            lo, hi = min(lo if lo is not None else 2 * n, 2 * n), max(hi or 0, 2 * n)
+        else:
+            n += 1
+    return (lo, hi) if lo is not None and hi is not None else (2 * n, 2 * n)
+
+
+def _touch(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def _lines(a: tuple[int, int], b: tuple[int, int]) -> str:
+    """The lines the two changes cover together (in the open PR's base)."""
+    start, end = min(a[0], b[0]) // 2, max((max(a[1], b[1]) - 1) // 2, min(a[0], b[0]) // 2)
+    return f"{start}-{end}" if end > start else str(start)
+
+
+class LineMap:
+    """Lines of commit `old` carried onto commit `new`, file by file, by `git diff -U0 old new`."""
+
+    def __init__(self, repo: GitRepo, old: str, new: str, paths: Sequence[str]):
+        self._regions: dict[str, list[tuple[int, int, int, int]]] = {}
+        for fd in parse_diff(repo.diff_zero(old, new, paths)):
+            for path in {fd.old_path, fd.new_path} - {None}:
+                self._regions[str(path)] = [(h.old_start, h.old_len, h.new_start, h.new_len) for h in fd.text_hunks]
+
+    def span(self, path: str, span: tuple[int, int]) -> tuple[int, int]:
+        lo_line, lo_half = divmod(span[0], 2)
+        hi_line, hi_half = divmod(span[1], 2)
+        regions = self._regions.get(path, ())
+        return 2 * _carry(regions, lo_line, low=True) + lo_half, 2 * _carry(regions, hi_line, low=False) + hi_half
+
+
+def _carry(regions: Sequence[tuple[int, int, int, int]], x: int, low: bool) -> int:
+    """Line `x` of the old file in the new one; a line inside a region the diff rewrote maps to
+    that region's first (`low`) or last line in the new file."""
+    shift = 0
+    for old_start, old_len, new_start, new_len in regions:
+        if old_len == 0:  # inserted after line old_start
+            if old_start < x:
+                shift += new_len
+            continue
+        if old_start + old_len <= x:
+            shift += new_len - old_len
+        elif old_start <= x:
+            return new_start if low or new_len == 0 else new_start + new_len
+        else:
+            break
+    return x + shift
+
+
+class _Maps:
+    """One `LineMap` per (queued base, open PR base), made when first asked for."""
+
+    def __init__(self, repo: GitRepo | None, queued: Sequence[QueuedHunks]):
+        self.repo = repo
+        self.paths = sorted({h.path for q in queued for h in q.hunks})
+        self._made: dict[tuple[str, str], LineMap | None] = {}
+
+    def onto(self, patch: QueuedHunks, base: str | None) -> LineMap | None:
+        if self.repo is None or patch.base is None or base is None:
+            return None
+        key = (patch.base, base)
+        if key not in self._made:
+            known = self.repo.commits_present([patch.base, base]) == {patch.base, base}
+            self._made[key] = LineMap(self.repo, patch.base, base, self.paths) if known else None
+        return self._made[key]
+
+
+def render_lines(search: CollisionSearch) -> list[str]:
+    """Lines for `status`, `queue` and the weekly issue: never "none" for a scan cut short."""
+    if search.complete:
+        head = f"collisions ahead ({search.scope})" + (":" if search.collisions else ": none")
+    else:
+        head = f"collisions ahead: incomplete: {search.scope}" + (":" if search.collisions else "; none among those")
+    lines = [head]
+    lines += [f"  {c.text}" for c in search.collisions]
+    if search.problem:
+        lines.append(f"  (search incomplete: {search.problem}; the rest waits for the next run)")
+    return lines
+
+
+__all__ = ["Collision", "CollisionSearch", "LineMap", "Overlap", "QueuedHunks", "changed_span", "compare", "find_collisions",
+           "render_lines"]

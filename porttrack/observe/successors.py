@@ -1,0 +1,272 @@
+"""Successors of a PR closed without merging: who took the work over.
+
+Candidates come from three independent places, because each misses some:
+- the closed PR's timeline (`cross-referenced` events: other PRs that mention it; GitHub is known
+  to leave some of these out, PyGithub #2978);
+- the issue search for PR bodies that name it ("supersedes #N", "replaces #N", "follow-up to #N");
+- later PRs by the same author that touch the same files.
+Each candidate's hunks (its file list, `porttrack.observe.prdiff`) are compared with the closed PR's: hunk
+ids shared, and near-matches (same path, mostly the same added lines). Ranking is by that content
+first, then by how explicit the link is. Every candidate carries why it was proposed, as data
+(`Reason`: kind + detail), and the tracks.yaml lines that adopt it; one that shares no hunk carries
+a warning. A source that fails (the search API's own 403) is named in `failed` and leaves the
+other sources' candidates standing. A candidate sharing at least half the hunks becomes the
+orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledge.with_findings`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.common.errors import PorttrackError
+from porttrack.github.records import IssueRef, PullRequest
+from porttrack.diff.hunks import Hunk
+from porttrack.observe.prdiff import file_hunks, near_match
+from porttrack.workspace.state import RecordedPR
+
+if TYPE_CHECKING:
+    from porttrack.github.client import GitHubClient
+
+MAX_CANDIDATES = 6  # candidates looked at in full (2 requests each) per closed PR
+SHOWN = 3  # best candidates shown under the next action
+
+# How explicit each kind of link is (a tie-break after shared content).
+_STRENGTH = {"body-says": 3, "cross-referenced": 2, "mentions": 1, "same-author": 1}
+_PHRASE = r"(supersedes|supersede|superseded|replaces|replacing|follow[- ]?up (?:to|of|on|for)|successor (?:to|of))"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a candidate was proposed: kind in shares-hunks | near-hunks | body-says | cross-referenced
+    | mentions | same-author | state; detail is the datum the words are made from."""
+
+    kind: str
+    detail: str
+
+    @property
+    def words(self) -> str:
+        return {
+            "shares-hunks": f"shares {self.detail} hunks",
+            "near-hunks": f"nearly matches {self.detail} more (same file, mostly the same added lines)",
+            "body-says": f"its body says '{self.detail}'",
+            "cross-referenced": f"it references #{self.detail} (timeline)",
+            "mentions": f"its body mentions #{self.detail}",
+            "same-author": f"same author ({self.detail})",
+            "state": self.detail,
+        }.get(self.kind, f"{self.kind}: {self.detail}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    number: int
+    title: str
+    url: str
+    author: str
+    state: str  # open | merged | closed
+    merged_at: str | None
+    shared: int
+    near: int
+    total: int  # hunks of the closed PR
+    reasons: tuple[Reason, ...]
+
+    @property
+    def warning(self) -> str | None:
+        """Said of a candidate that shares no hunk: whatever links it, its content is other work."""
+        if self.shared or not self.total:
+            return None
+        near = f" (nearly matches {self.near})" if self.near else ""
+        return f"warning: shares none of the closed PR's {self.total} hunks{near}"
+
+    @property
+    def follows(self) -> bool:
+        """Shares at least half the closed PR's hunks: worth proposing as the track's PR."""
+        return self.total > 0 and 2 * self.shared >= self.total
+
+    @property
+    def score(self) -> tuple:
+        strength = max((_STRENGTH.get(r.kind, 0) for r in self.reasons), default=0)
+        return (-(self.shared + 0.5 * self.near), -strength, self.state != "merged", -self.number)
+
+    @property
+    def text(self) -> str:
+        return "; ".join([r.words for r in self.reasons] + ([self.warning] if self.warning else []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "title": self.title, "url": self.url, "author": self.author, "state": self.state,
+                "merged_at": self.merged_at, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
+                "warning": self.warning, "reasons": [{"kind": r.kind, "detail": r.detail} for r in self.reasons], "text": self.text}
+
+
+@dataclass(frozen=True)
+class SuccessorSearch:
+    pr: int
+    track: str
+    track_prs: tuple[int, ...]
+    candidates: tuple[Candidate, ...]  # best first
+    problem: str | None = None  # why the search stopped short (what was found still stands)
+    failed: tuple[Reason, ...] = ()  # sources that failed: kind = timeline | search | same-author, detail = why
+
+    def follow(self) -> Candidate | None:
+        """The best candidate when it shares at least half the hunks (`Candidate.follows`), else None."""
+        best = self.candidates[0] if self.candidates else None
+        return best if best is not None and best.follows else None
+
+    def adopt_lines(self, candidate: Candidate) -> tuple[str, ...]:
+        """The tracks.yaml lines that make `candidate` the track's PR instead of the closed one."""
+        prs = [candidate.number if n == self.pr else n for n in self.track_prs]
+        return (f"  {self.track}:", f"    prs: [{', '.join(str(n) for n in prs)}] # #{candidate.number} succeeds #{self.pr} (closed without merging)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pr": self.pr, "track": self.track, "problem": self.problem,
+                "failed_sources": [{"source": f.kind, "detail": f.detail} for f in self.failed],
+                "candidates": [{**c.to_json(), "adopt": list(self.adopt_lines(c))} for c in self.candidates]}
+
+
+def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, track: str,
+                    track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES) -> SuccessorSearch:
+    """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
+    budget: the search stops and says why, keeping what it found."""
+    found: list[Candidate] = []
+    failed: list[Reason] = []
+    problem = None
+    try:
+        wanted = file_hunks(budget.call(client.pull_files, closed.number))
+        leads = _leads(client, budget, closed, failed)
+        for number in _ordered(leads)[:max_candidates]:
+            try:
+                candidate = _examine(client, budget, closed, number, leads[number], wanted)
+            except BudgetSpent:
+                raise
+            except PorttrackError as exc:  # this one stays unread; the others are still compared
+                failed.append(Reason("candidate", f"#{number}: {exc}"))
+                continue
+            if candidate is not None:
+                found.append(candidate)
+    except BudgetSpent:
+        problem = "request limit reached before every candidate was compared"
+    except PorttrackError as exc:
+        problem = f"GitHub: {exc}"
+    if failed and problem is None:
+        problem = "; ".join(f"the {SOURCES[f.kind]} failed ({f.detail})" for f in failed) + "; the other sources' candidates stand"
+    found.sort(key=lambda c: c.score)
+    return SuccessorSearch(closed.number, track, tuple(track_prs), tuple(found), problem, tuple(failed))
+
+
+# Where leads come from (each asked once; one failing leaves the others' leads standing).
+SOURCES = {"timeline": "timeline", "search": "issue search", "same-author": "same-author listing",
+           "candidate": "read of a candidate"}
+
+
+def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR, failed: list[Reason]) -> dict[int, set[str]]:
+    """PR number -> the kinds of link that named it (before its content is looked at). A source
+    GitHub refuses (a 403 from the search's own rate limit, say) is added to `failed`; the leads
+    of the others stand. A spent budget stops at once (BudgetSpent)."""
+    n = closed.number
+    leads: dict[int, set[str]] = {}
+
+    def add(ref: IssueRef, kind: str) -> None:
+        if ref.is_pull and ref.number != n and (ref.repo is None or ref.repo.lower() == client.repo.lower()):
+            leads.setdefault(ref.number, set()).add(kind)
+
+    def ask(source: str, fn: Any, *args: Any) -> tuple[IssueRef, ...]:
+        try:
+            return budget.call(fn, *args)
+        except BudgetSpent:
+            raise
+        except PorttrackError as exc:
+            failed.append(Reason(source, str(exc)))
+            return ()
+
+    for ref in ask("timeline", client.issue_timeline, n):
+        add(ref, "cross-referenced")
+    for ref in ask("search", client.search_pulls, f"{n} in:body"):
+        add(ref, "body-says" if says_succeeds(ref.body, n) else "mentions")
+    if closed.author:
+        for ref in ask("same-author", client.pulls_by_author, closed.author):
+            if ref.number > n:  # later work: numbers grow with time
+                add(ref, "same-author")
+    return leads
+
+
+def _ordered(leads: dict[int, set[str]]) -> list[int]:
+    return sorted(leads, key=lambda k: (-max(_STRENGTH.get(kind, 0) for kind in leads[k]), -len(leads[k]), -k))
+
+
+def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number: int, kinds: set[str],
+             wanted: Sequence[Hunk]) -> Candidate | None:
+    pr: PullRequest = budget.call(client.get_pull, number)
+    theirs = file_hunks(budget.call(client.pull_files, number))
+    ids = {h.id for h in theirs}
+    shared = [h for h in wanted if h.id in ids]
+    near = [h for h in wanted if h.id not in ids and near_match(h, theirs) is not None]
+    same_files = {h.path for h in wanted} & {h.path for h in theirs}
+    reasons: list[Reason] = []
+    if shared:
+        reasons.append(Reason("shares-hunks", f"{len(shared)} of {len(wanted)}"))
+    if near:
+        reasons.append(Reason("near-hunks", f"{len(near)} of {len(wanted)}"))
+    said = says_succeeds(pr.body, closed.number)
+    if said:
+        reasons.append(Reason("body-says", said))
+    elif "mentions" in kinds or "body-says" in kinds:
+        reasons.append(Reason("mentions", str(closed.number)))
+    if "cross-referenced" in kinds:
+        reasons.append(Reason("cross-referenced", str(closed.number)))
+    if pr.author and pr.author == closed.author:
+        if not same_files and not reasons:
+            return None  # same author, other files: unrelated later work
+        files = f", touches {len(same_files)} of its {len({h.path for h in wanted})} files" if wanted else ""
+        reasons.append(Reason("same-author", f"{pr.author}{files}"))
+    if not reasons:
+        return None
+    reasons.append(Reason("state", _state_words(pr)))
+    return Candidate(pr.number, pr.title, pr.html_url, pr.author, pr.state, pr.merged_at, len(shared), len(near),
+                     len(wanted), tuple(reasons))
+
+
+def _state_words(pr: PullRequest) -> str:
+    if pr.state == "merged":
+        return f"merged {(pr.merged_at or '')[:10]}".strip()
+    return "open" if pr.state == "open" else "closed without merging"
+
+
+def says_succeeds(body: str, number: int) -> str | None:
+    """The phrase in `body` that says it takes over #number ("supersedes #48804"), or None."""
+    match = re.search(rf"{_PHRASE}:?\s+(?:PR\s*)?(?:https?://\S+/pull/|#){number}(?!\d)", body or "", re.I)
+    return match.group(0) if match else None
+
+
+def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
+    """Lines for `status` and the weekly issue, under the orphaned PR's next action."""
+    if not search.candidates:
+        return [f"no successor found for #{search.pr}" + (f" ({search.problem})" if search.problem else "")]
+    lines = [f"successor candidates for #{search.pr}:"]
+    for c in search.candidates[:shown]:
+        lines.append(f"  #{c.number} {c.title}: {c.text}")
+    best = search.candidates[0]
+    lines.append(f"  to follow #{best.number}, in tracks.yaml:")
+    lines += [f"    {line}" for line in search.adopt_lines(best)]
+    if search.problem:
+        lines.append(f"  (search incomplete: {search.problem})")
+    return lines
+
+
+def follow_words(search: SuccessorSearch) -> str | None:
+    """The orphaned PR's next action when a candidate shares at least half its hunks, with the
+    tracks.yaml change that adopts it; None when no candidate does."""
+    best = search.follow()
+    if best is None:
+        return None
+    prs = ", ".join(str(best.number if n == search.pr else n) for n in search.track_prs)
+    return (f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, "
+            f"{_state_words_of(best)}) tracks.yaml: {search.track}: prs: [{prs}]")
+
+
+def _state_words_of(c: Candidate) -> str:
+    return f"merged {(c.merged_at or '')[:10]}".strip() if c.state == "merged" else ("open" if c.state == "open" else "closed without merging")
+
+
+__all__ = ["SOURCES", "Candidate", "Reason", "SuccessorSearch", "find_successors", "follow_words", "render_lines", "says_succeeds"]

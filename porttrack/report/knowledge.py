@@ -1,0 +1,174 @@
+"""What the queue, coverage and convergence records know about each PR, for `porttrack status`;
+and (`search_upstream`) what a live run finds upstream: successors of orphaned PRs, collisions.
+
+`gather` never fails status: a part that cannot be read (no queue yet, no checkout of the fork, a
+malformed record) is simply left out of the `Knowledge` it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from porttrack.workspace import queue as queue_mod
+from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
+from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions
+from porttrack.tracks.config import Config
+from porttrack.converge.record import latest_verdicts
+from porttrack.converge.coverage import Coverage, track_coverage
+from porttrack.common.errors import ConfigError, PorttrackError
+from porttrack.gitrepo import GitRepo
+from porttrack.diff.hunks import parse_diff
+from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.observe.successors import SuccessorSearch, find_successors, follow_words
+from porttrack.observe.successors import render_lines as render_successors
+from porttrack.workspace.files import Workspace
+
+if TYPE_CHECKING:
+    from porttrack.github.client import GitHubClient
+
+
+def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
+    """`fork`: the fork checkout (coverage is looked for in it, recorded verdicts are bound to its
+    branch tip), or None and why (`fork_problem`); neither given: the configured checkout, opened
+    here, for callers that hold no door (the command layer hands in `Context.fork_or_problem`)."""
+    if fork is None and fork_problem is None:
+        fork, fork_problem = open_configured_fork(config)
+    live = _live_patches(ws)
+    coverage = _coverage(ws, config, fork, fork_problem)
+    return Knowledge(
+        queued={p.pr: p.state for p in live},
+        converged=_converged(ws, config, fork, fork_problem),
+        coverage={c.pr: c.text for c in coverage},
+        coverage_unknown=frozenset(c.pr for c in coverage if c.problem),
+        queued_heads={p.pr: p.revision.head for p in live if not p.revision.merged},
+        fork_commits_missing={c.pr: c.fork_commits_missing for c in coverage if not c.problem},
+    )
+
+
+def open_configured_fork(config: Config) -> tuple[GitRepo | None, str | None]:
+    """`Context.fork_or_problem` for a caller that holds no door (a library caller, a test)."""
+    path = config.fork_checkout()
+    if path is None or not path.exists():
+        return None, None  # coverage says so in its one-line form
+    try:
+        return GitRepo.open(path), None
+    except PorttrackError as exc:
+        return None, str(exc)
+
+
+def _live_patches(ws: Workspace):
+    try:
+        return queue_mod.load(ws).live()
+    except PorttrackError:
+        return ()
+
+
+def _converged(ws: Workspace, config: Config, fork: GitRepo | None, problem: str | None):
+    """PR -> its recorded verdict, bound to fork.branch's tip (`converge_record.RecordedVerdict`)."""
+    try:
+        return latest_verdicts(ws, config.fork.branch, fork, problem)
+    except PorttrackError:
+        return {}
+
+
+def _coverage(ws: Workspace, config: Config, fork: GitRepo | None, problem: str | None) -> tuple[Coverage, ...]:
+    try:
+        return track_coverage(ws, config, fork, problem)
+    except PorttrackError:
+        return ()
+
+
+# -- searches upstream (successors of orphaned PRs, collisions ahead of the queue) ---------------
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the searches found in one live run, and what they cost (`skipped`: why none ran)."""
+
+    successors: tuple[SuccessorSearch, ...] = ()
+    collisions: CollisionSearch | None = None
+    cost: Cost | None = None
+    skipped: str | None = None
+
+    def successors_of(self, pr: int) -> SuccessorSearch | None:
+        return next((s for s in self.successors if s.pr == pr), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"skipped": self.skipped, "cost": self.cost.to_json() if self.cost else None,
+                "successors": [s.to_json() for s in self.successors],
+                "collisions": self.collisions.to_json() if self.collisions else None}
+
+
+def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
+                    fork: GitRepo | None = None) -> Findings:
+    """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
+    tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
+    Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
+    skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
+    the configured one is opened here). Never fails the caller."""
+    if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
+        return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
+    budget = Budget(client, search_limit())
+    orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
+                if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
+    successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
+    queued = queued_hunks(ws)
+    if queued and fork is None:
+        fork, _problem = open_configured_fork(config)
+    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config)), fork) if queued else None
+    return Findings(successors, collisions, budget.cost())
+
+
+def with_findings(report: StatusReport, findings: Findings) -> StatusReport:
+    """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
+    its hunks gets "follow #N?" (with the tracks.yaml change) as its next action."""
+    tracks = []
+    for track in report.tracks:
+        action = track.next_action
+        if action.kind == "orphaned":
+            for pr in track.prs:
+                search = findings.successors_of(pr.number)
+                words = follow_words(search) if search is not None and search.track == track.id else None
+                if words:
+                    action = NextAction("orphaned", words, None)
+                    break
+        tracks.append(replace(track, next_action=action))
+    return replace(report, tracks=tuple(tracks), findings=findings)
+
+
+def search_limit() -> int:
+    raw = os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip()
+    if not raw:
+        return DEFAULT_LIMIT
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ConfigError(f"PORTTRACK_SEARCH_LIMIT={raw!r}: expected a whole number of requests") from None
+
+
+def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
+    out = []
+    for patch in _live_patches(ws):
+        try:
+            files = parse_diff(queue_mod.read_patch(ws, patch))
+        except PorttrackError:
+            continue  # a patch that cannot be read is reported by `queue`, not here
+        # the commit the stored diff's line numbers are against: the fork's build base when it was
+        # regenerated there, else upstream's base of the imported revision
+        base = patch.regenerated.base if patch.regenerated is not None else patch.revision.base
+        out.append(QueuedHunks(patch.name, patch.pr, tuple(h for fd in files for h in fd.text_hunks), base))
+    return tuple(out)
+
+
+def findings_lines(findings: Findings | None, track: TrackStatus) -> list[str]:
+    """What `status` prints under a track's next action: successor candidates of its orphaned PRs."""
+    if findings is None:
+        return []
+    lines: list[str] = []
+    for pr in track.prs:
+        search = findings.successors_of(pr.number)
+        if search is not None and search.track == track.id:
+            lines += render_successors(search)
+    return lines

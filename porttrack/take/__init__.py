@@ -1,0 +1,10 @@
+"""Take what is stable and separable from a PR into the queue.
+
+  importer   `porttrack import PR`: fetch, classify hunks, plan, trial-build, save
+  source     where a PR's diff comes from (head, merge commit, --through SHA); stability
+  checks     names one hunk needs from another, and the patched files checked after taking
+  mail       the git format-patch mail a queued patch is stored as, with its provenance
+  refresh    what changed upstream since a patch was imported
+
+May import: common, diff, workspace, gitrepo, github, tracks, observe, apply.
+"""

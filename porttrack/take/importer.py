@@ -1,0 +1,697 @@
+"""Take what is stable and separable from an upstream PR into the patch queue, and follow it.
+
+`import_pr` plans everything first and writes nothing until the end, then commits the result with
+one `queue.save` under the workspace lock (`workspace.commit_point`), so an interrupted or killed
+import leaves the queue exactly as it was. Side effects before that point are only porttrack's
+own refs in the fork checkout (`refs/porttrack/pull/N/{head,seen/*}`,
+`refs/porttrack/upstream/<branch>`), scratch indexes (`gitrepo.ScratchIndex`) under
+`.git/porttrack/import/` and `.git/porttrack/apply/` (the trial build of the queue, below),
+removed on exit and swept by the next run after a SIGKILL, and the unreferenced objects those
+builds wrote (for `git gc`). `porttrack.take.refresh` follows a queued PR; `porttrack.workspace.queue` lists
+and drops.
+
+Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
+PR and its stack when a client is handed in, with a token or, for a public upstream, without one
+(recorded with the import; a failed poll falls back to the recorded state). Which revision is taken and what its diff starts at:
+`porttrack.take.source`.
+
+What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
+
+1. *not selected*: `--hunk` named other hunks. A selection that leaves out a hunk its chosen
+   hunks depend on (`relations.dependency_groups`) is refused, listing what is missing.
+2. *excluded by path rule*: the file does not match the track's `paths.include`, matches its
+   `paths.exclude`, or the `--paths` / `--exclude` flags. A rename is judged on both paths.
+3. *unstable*: the hunk's id is missing from one of the PR's recent revisions (the last
+   `source.RECENT_REVISIONS` heads: those recorded in `state/upstream.json`, the one just fetched),
+   i.e. it took its current form in a later one. Only one revision seen: every hunk is stable (a
+   note says so). A merged PR is stable. `--force-unstable` takes such hunks anyway. With
+   `--through SHA`, the revisions compared are the recorded heads that precede SHA, and SHA.
+4. *depends on left-out hunk*: a hunk travels with its dependency group; one member left out
+   leaves the group out.
+5. *separability*, probed against the fork branch's tip (plus the queued patches a stacked PR
+   depends on) in a scratch index (`gitrepo.ScratchIndex`; the fork's work tree, index and
+   branches are never touched): plain apply, else the change already there (reverse
+   apply: *already in the fork*), else a 3-way merge judged by its exit status and the unmerged
+   entries it leaves (`apply --check --3way` exits 0 on conflicts, library notes §2.4), else
+   *not separable: conflicts with fork at FILE*. All candidate groups are checked at once; when
+   that fails, the groups of files git did not name are confirmed with one more check and only
+   the named files' groups are probed one by one.
+
+The patch is one `git format-patch` mail (`porttrack.take.mail`) with provenance trailers.
+
+Context: the queue is applied in `series` order on the build base (`fork.build_base`, default
+`fork.branch`), so before it is stored the mail is built exactly as `porttrack apply` will build
+it (`apply.build_series`: the base, then the live patches before it, then this mail; skipped
+when nothing is queued before it, the base is the fork tip the probe used, and the probe's
+`git apply -v` put every hunk exactly where the diff says: `apply` would find it clean). When
+upstream's diff goes in there as it is, it is stored unchanged, upstream's context and all. When
+it goes in only at an offset, by 3-way merge or with fuzz, the stored diff is regenerated: the
+diff from the tree before it to the tree after it, so the mail carries the fork's context, and
+the manifest entry's `regenerated` records how, on what, and the new hunks' ids; `hunks_taken`
+and the `Porttrack-Hunks` trailer keep upstream's ids. So plain `git am` (no `-3`) and
+`quilt push -a` apply the queue on that base and give `porttrack/staging`'s tree, as long as
+neither the base nor a patch before it has changed since (the base moved on, a patch below was
+refreshed or dropped: then `apply` falls back to 3-way, and `refresh --update` regenerates).
+Two limits of the tools themselves: GNU patch (quilt) does not read git's binary patches, and,
+like any format-patch mail of a CRLF file, such a patch needs `git am --keep-cr`. When the patch
+does not apply on the base plus the queue at all (the probe is made on the fork branch's tip),
+it is stored with upstream's context and a note says so; `apply` will report the conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from porttrack import apply as apply_mod
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
+from porttrack.common.clock import utcnow
+from porttrack.tracks.config import Config
+from porttrack.common.errors import ConflictError, GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
+from porttrack.github.client import GitHubClient
+from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.diff.pycheck import SourceCheck, as_edges, describe
+from porttrack.take.checks import check_taken, name_dependencies
+from porttrack.diff.relations import dependency_groups, missing_dependencies
+from porttrack.take.mail import Provenance, format_mail
+from porttrack.observe.poll import poll
+from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
+from porttrack.workspace.queue import (
+    DEPENDS,
+    EXCLUDED,
+    NOT_SELECTED,
+    NOT_SEPARABLE,
+    PRESENT,
+    UNSTABLE,
+    HunkRef,
+    Patch,
+    Queue,
+    Reason,
+    Regenerated,
+    Revision,
+    Selection,
+    Transition,
+    reason_counts,
+)
+from porttrack.take.source import resolve_source, stability, track_for
+from porttrack.workspace.state import RecordedPR, UpstreamState
+from porttrack.workspace.files import checkpoint
+from porttrack.common.text import for_terminal
+from porttrack.workspace.files import Workspace, commit_point, lock
+
+IMPORT_SCHEMA = "porttrack/import/v1"
+CANDIDATE = "(planned patch)"  # its name in the trial build (queued names have no parentheses)
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class HunkVerdict:
+    """One hunk of the PR and what the import decided about it."""
+
+    id: str
+    path: str
+    kind: str  # text | binary | meta
+    where: str  # "@@ -10,7 +10,8 @@" for a text hunk; "binary" / "rename" / "mode" / ... otherwise
+    group: int  # index of its dependency group (hunks of one group are taken or left out together)
+    stable: bool
+    changed_in: str | None  # the revision in which an unstable hunk took its current form
+    applies: str  # clean | 3-way | present | conflict | unchecked (not probed: left out earlier)
+    taken: bool
+    why: Reason | None  # why it was left out (None when taken)
+
+    @property
+    def reason(self) -> str | None:
+        return None if self.why is None else self.why.text
+
+    def ref(self) -> HunkRef:
+        """Its entry in the manifest's hunks_taken / hunks_left_out."""
+        if self.why is None:
+            return HunkRef(self.id, self.path, self.kind)
+        return HunkRef.left_out(self.id, self.path, self.kind, self.why)
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    """Everything an import would write, computed without writing anything."""
+
+    pr: int
+    track: str
+    upstream: str
+    title: str  # sanitised: one line, no control characters
+    author: str
+    pr_state: str  # open | merged | closed
+    revision: Revision
+    fork_branch: str
+    fork_tip: str
+    revisions_compared: tuple[str, ...]  # oldest first; the last one is the revision imported
+    hunks: tuple[HunkVerdict, ...]
+    depends_on: tuple[str, ...]  # names of queued patches of the PRs this one is stacked on
+    state: str  # queued | ungated
+    gate: str | None
+    selection: Selection
+    notes: tuple[str, ...]
+    mail: bytes = b""  # the `git format-patch` mail; empty when nothing is taken
+    regenerated: Regenerated | None = None  # the mail holds the fork's context, not upstream's
+    source_check: SourceCheck | None = None  # the patched files against the fork tip (`porttrack.diff.pycheck`)
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def taken(self) -> tuple[HunkVerdict, ...]:
+        return tuple(h for h in self.hunks if h.taken)
+
+    @property
+    def left_out(self) -> tuple[HunkVerdict, ...]:
+        return tuple(h for h in self.hunks if not h.taken)
+
+    def provenance(self) -> Provenance:
+        return Provenance(self.upstream, self.pr, self.title, self.track, self.revision,
+                          tuple(h.id for h in self.taken), len(self.hunks))
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    plan: ImportPlan
+    patch: Patch | None  # the manifest entry written (or that would be, with --dry-run)
+    written: bool
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan plus the parsed diff it came from (kept out of the public record: it is large)."""
+
+    plan: ImportPlan
+    files: tuple[FileDiff, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# import
+
+
+def import_pr(
+    ws: Workspace,
+    config: Config,
+    number: int,
+    *,
+    repo: GitRepo,
+    client: GitHubClient | None,
+    through: str | None = None,
+    selection: Selection = Selection(),
+    dry_run: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> ImportOutcome:
+    """Plan the import of PR `number` into the fork checkout `repo` and, unless `dry_run`, add it
+    to the queue. `client` polls the PR first (None: --offline, the recorded state is used)."""
+    say = say or (lambda _m: None)
+    recorded, new_state, polled = observe_pr(ws, config, repo, client, number, say=say)
+    queue = queue_mod.load(ws)
+    if queue.series_stale and not dry_run:  # an earlier run was killed between the manifest and series
+        with lock(ws, "repair patches/series"):
+            queue = queue_mod.load(ws, repair=True)
+    _refuse_if_queued(queue, number)
+    planned = plan_pr(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say)
+    plan = planned.plan
+    if not plan.taken:
+        return ImportOutcome(plan, None, False)
+    if dry_run:
+        return ImportOutcome(plan, _patch_entry(plan, queue.next_name(number, plan.title)), False)
+    checkpoint("planned")
+    with lock(ws, f"import #{number}"):
+        checkpoint("locked")
+        queue = queue_mod.load(ws, repair=True)  # another process may have changed it meanwhile
+        _refuse_if_queued(queue, number)
+        missing = [d for d in plan.depends_on if not any(p.name == d and p.live for p in queue.patches)]
+        if missing:
+            raise PreconditionError(f"#{number} depends on {', '.join(missing)}, which left the queue meanwhile; run import again")
+        patch = _patch_entry(plan, queue.next_name(number, plan.title))
+        with commit_point("the queue was being written"):
+            if new_state is not None:
+                record_poll(ws, client, new_state, polled)
+            queue_mod.save(ws, queue.add(patch), {patch.file: plan.mail})
+        checkpoint("saved")
+    return ImportOutcome(plan, patch, True)
+
+
+def plan_import(
+    ws: Workspace,
+    config: Config,
+    number: int,
+    *,
+    repo: GitRepo,
+    through: str | None = None,
+    selection: Selection = Selection(),
+    fetch: bool = True,
+) -> ImportPlan:
+    """The plan alone, from the recorded state (for benchmarks and tests; `import_pr` for users)."""
+    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    return plan_pr(ws, repo, config, recorded, number, queue_mod.load(ws), through=through, selection=selection,
+                 fetch=fetch).plan
+
+
+def _refuse_if_queued(queue: Queue, number: int) -> None:
+    live = [p for p in queue.for_pr(number) if p.live]
+    if live:
+        raise PreconditionError(
+            f"#{number} is already queued as {live[0].name} ({live[0].state}); follow upstream with "
+            f"`porttrack refresh {number} --update`, or `porttrack drop {live[0].name} --reason ...` first"
+        )
+
+
+def _patch_entry(plan: ImportPlan, name: str) -> Patch:
+    refs_taken = tuple(h.ref() for h in plan.taken)
+    refs_out = tuple(h.ref() for h in plan.left_out)
+    step = Transition(
+        at=utcnow(),
+        to=plan.state,
+        why=f"imported {len(plan.taken)} of {len(plan.hunks)} hunks of {plan.upstream}#{plan.pr} at "
+        f"{(plan.revision.through or plan.revision.head)[:12]}"
+        + ("" if plan.gate else " (the track has no gate: this patch can never be promoted)"),
+        by=queue_mod._who(),
+    )
+    return Patch(
+        name=name,
+        file=queue_mod.patch_file_name(name, plan.mail),
+        sha256=hashlib.sha256(plan.mail).hexdigest(),
+        track=plan.track,
+        pr=plan.pr,
+        upstream=plan.upstream,
+        title=plan.title,
+        revision=plan.revision,
+        hunks_taken=refs_taken,
+        hunks_left_out=refs_out,
+        depends_on=plan.depends_on,
+        state=plan.state,
+        gate=plan.gate,
+        history=(step,),
+        fork_commits=(),
+        selection=plan.selection,
+        regenerated=plan.regenerated,
+        source_check=plan.source_check,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Observing the PR
+
+
+def observe_pr(ws: Workspace, config: Config, repo: GitRepo, client: GitHubClient | None, number: int, *,
+               say: Callable[[str], None]) -> tuple[UpstreamState, UpstreamState | None, tuple]:
+    """The recorded state, refreshed by a poll of this PR (and its stack) when a client is at hand
+    (with a token, or unauthenticated for a public upstream). Returns (state, new state to record
+    or None, the PRs polled). Without one (--offline) the recorded state is used as it is, and a
+    PR never observed is refused."""
+    recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    if client is None:
+        if number not in recorded.prs:
+            raise PreconditionError(
+                f"#{number} has not been observed yet and --offline was given; run `porttrack status` first"
+            )
+        say(f"using the upstream state recorded at {recorded.prs[number].observed_at} (no live poll)")
+        return recorded, None, ()
+    wanted = {number} | {s.number for s in recorded.prs[number].stacked_on} if number in recorded.prs else {number}
+    try:
+        result = poll(recorded, sorted(wanted), client, repo, config.upstream.remote)
+    except (UpstreamUnreachable, GitHubAuthError) as exc:
+        if number not in recorded.prs:
+            raise
+        say(f"porttrack: warning: {exc}")
+        say(f"using the upstream state recorded at {recorded.prs[number].observed_at} instead")
+        return recorded, None, ()
+    for note in result.notes:
+        say(f"note: {note}")
+    return result.state, result.state, tuple(result.changes)
+
+
+def record_poll(ws: Workspace, client: GitHubClient | None, state: UpstreamState, polled: tuple) -> None:
+    """Write what the poll saw (inside the caller's commit point)."""
+    state_mod.save(ws.upstream_state_file, state, only=polled)
+    if client is not None:
+        client.save_cache()
+
+
+# --------------------------------------------------------------------------------------------
+# Planning
+
+
+def plan_pr(
+    ws: Workspace, repo: GitRepo, config: Config, state: UpstreamState, number: int, queue: Queue, *,
+    through: str | None, selection: Selection, fetch: bool = True, say: Callable[[str], None] | None = None,
+    series_below: Sequence[Patch] | None = None,
+) -> Planned:
+    """The plan; `series_below` are the queued patches `apply` will apply before this one (default:
+    every live patch of `queue`, as for a patch added at the end)."""
+    timings: dict[str, float] = {"fetch_s": 0.0}
+    t0 = time.perf_counter()
+    notes: list[str] = []
+    track_id = track_for(config, state, number)
+    track = config.tracks[track_id]
+    source, depends_on = resolve_source(repo, config, state, number, queue, through, fetch, notes, timings)
+    timings["resolve_s"] = time.perf_counter() - t0 - timings["fetch_s"]  # refs, merge base, stack
+    checkpoint("fetched")
+
+    t1 = time.perf_counter()
+    files = parse_diff(repo.diff(source.revision.base, source.tip))
+    check_diff_paths(files)  # hostile input stops here, before anything is written
+    check_symlink_targets(files)
+    if not files:
+        raise PreconditionError(f"#{number} changes nothing relative to {source.revision.base[:12]}")
+    hunks = [h for fd in files for h in fd.hunks]
+    uses = name_dependencies(repo, files, source.revision.base, source.tip)  # a hunk using what only another brings
+    groups = dependency_groups(files, more=as_edges(uses))
+    notes += describe(uses)
+    group_of = {hid: n for n, group in enumerate(groups) for hid in group}
+    wanted = _resolve_wanted(selection.hunks, hunks, number)
+    if wanted is not None:
+        _refuse_missing_dependencies(wanted, groups, hunks)
+        selection = replace(selection, hunks=tuple(h.id for h in hunks if h.id in wanted))  # full ids, file order
+
+    reasons: dict[str, Reason] = {}
+    if wanted is not None:
+        reasons.update({h.id: Reason(NOT_SELECTED) for h in hunks if h.id not in wanted})
+    for fd in files:
+        why = _path_exclusion(fd, track_id, track.paths.include, track.paths.exclude, selection)
+        if why:
+            for h in fd.hunks:
+                reasons.setdefault(h.id, Reason(EXCLUDED, why))
+    compared, changed_in = stability(repo, number, source, {h.id for h in hunks}, notes)
+    if source.revision.merged:
+        changed_in = {}
+    unstable = {h.id: changed_in[h.id] for h in hunks if h.id in changed_in}
+    if unstable and selection.force_unstable:
+        notes.append(f"--force-unstable: taking {len(unstable)} hunk(s) that changed in recent revisions")
+    elif unstable:
+        for hid, rev in unstable.items():
+            reasons.setdefault(hid, Reason(UNSTABLE, rev[:12]))
+    for group in groups:  # a group travels whole
+        out = [h.id for h in hunks if h.id in group and h.id in reasons]
+        for hid in group:
+            if out and hid not in reasons:
+                reasons[hid] = Reason(DEPENDS, out[0])
+    timings["classify_s"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    fork_tip = repo.rev_parse(f"refs/heads/{config.fork.branch}") or repo.rev_parse(config.fork.branch)
+    if fork_tip is None:
+        raise PreconditionError(f"the fork branch {config.fork.branch!r} does not exist in {repo.path}")
+    candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
+    applies: dict[str, str] = {}
+    if candidates:
+        # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
+        below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
+        with repo.scratch_index("import") as probe:
+            for n in _probe_base(probe, fork_tip, below):
+                notes.append(f"{depends_on[n]} (which this PR is stacked on) does not apply to the fork tip; probed without it")
+            verdicts = _probe_groups(probe, files, groups, candidates)
+            for n, (how, where) in verdicts.items():
+                for hid in groups[n]:
+                    applies[hid] = how
+                    if how == "present":
+                        reasons[hid] = Reason(PRESENT, where)
+                    elif how == "conflict":
+                        reasons[hid] = Reason(NOT_SEPARABLE, where)
+            taken_ids = {h.id for h in hunks if h.id not in reasons}
+            diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
+            exact_on_tip = bool(taken_ids) and _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
+            checked = check_taken(probe, diff) if taken_ids else None
+    else:
+        taken_ids, diff, exact_on_tip, checked = set(), b"", False, None
+    timings["probe_s"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    title = for_terminal(source.pr.title, 200) or f"PR {number}"
+    verdicts_out = tuple(
+        HunkVerdict(h.id, h.path, h.kind, _where(h, files), group_of[h.id], h.id not in changed_in,
+                    changed_in.get(h.id), applies.get(h.id, "unchecked"), h.id in taken_ids, reasons.get(h.id))
+        for h in hunks
+    )
+    plan = ImportPlan(
+        pr=number,
+        track=track_id,
+        upstream=config.upstream.repo,
+        title=title,
+        author=source.pr.author,
+        pr_state=source.pr.state,
+        revision=source.revision,
+        fork_branch=config.fork.branch,
+        fork_tip=fork_tip,
+        revisions_compared=compared,
+        hunks=verdicts_out,
+        depends_on=depends_on,
+        state="queued" if track.gate is not None else "ungated",
+        gate=track_id if track.gate is not None else None,
+        selection=selection,
+        notes=tuple(notes),
+        source_check=checked,
+    )
+    mail, regenerated = b"", None
+    if taken_ids:
+        below = queue.series() if series_below is None else tuple(series_below)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip)
+        plan = replace(plan, notes=plan.notes + more)
+    timings["write_patch_s"] = time.perf_counter() - t3
+    timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
+    checkpoint("classified")
+    return Planned(replace(plan, mail=mail, regenerated=regenerated, timings=timings), files)
+
+
+def _resolve_wanted(requested: Sequence[str], hunks: Sequence[Hunk], number: int) -> set[str] | None:
+    """--hunk ids (a unique prefix of at least 6 characters will do) -> full ids; None: no --hunk."""
+    if not requested:
+        return None
+    wanted: set[str] = set()
+    for item in requested:
+        key = item.strip().lower()
+        matches = [h.id for h in hunks if h.id == key] or ([h.id for h in hunks if h.id.startswith(key)] if len(key) >= 6 else [])
+        if len(matches) != 1:
+            problem = "matches several hunks" if matches else "is not a hunk of this PR's diff"
+            raise InputError(f"--hunk {item}: {problem} (see `porttrack import {number} --dry-run` for the ids)")
+        wanted.add(matches[0])
+    return wanted
+
+
+def _refuse_missing_dependencies(wanted: set[str], groups: Sequence[frozenset[str]], hunks: Sequence[Hunk]) -> None:
+    missing = missing_dependencies(wanted, groups)
+    if missing:
+        path = {h.id: h.path for h in hunks}
+        listed = ", ".join(f"{hid} ({path[hid]})" for hid in sorted(missing, key=lambda i: (path[i], i)))
+        raise PreconditionError(
+            f"the selected hunks need {len(missing)} hunk(s) that were not selected: {listed}; "
+            f"add them with --hunk, or leave their group out"
+        )
+
+
+def _path_exclusion(fd: FileDiff, track_id: str, include: Sequence[str], exclude: Sequence[str], selection: Selection) -> str | None:
+    for path in dict.fromkeys(p for p in (fd.old_path, fd.new_path) if p is not None):
+        if not path_matches(path, include, ()):
+            return f"{path} is not in tracks.{track_id}.paths.include"
+        hit = next((g for g in exclude if path_matches(path, (g,), ())), None)
+        if hit:
+            return f"{path} matches tracks.{track_id}.paths.exclude {hit!r}"
+        if selection.paths and not path_matches(path, selection.paths, ()):
+            return f"{path} does not match --paths"
+        hit = next((g for g in selection.exclude if path_matches(path, (g,), ())), None)
+        if hit:
+            return f"{path} matches --exclude {hit!r}"
+    return None
+
+
+def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
+    if h.kind == "text":
+        return h.body.split(b"\n", 1)[0].decode("utf-8", "replace").split(" @@")[0] + " @@"
+    if h.kind == "binary":
+        return "binary"
+    fd = next(f for f in files if h in f.hunks)
+    if fd.status in ("renamed", "copied"):
+        return f"{fd.status[:-1] if fd.status.endswith('ed') else fd.status} from {fd.old_path}"
+    if fd.status in ("added", "deleted"):
+        return f"{fd.status} (empty)"
+    return f"mode {fd.old_mode} -> {fd.new_mode}"
+
+
+# --------------------------------------------------------------------------------------------
+# Separability: probing against the fork's tip in a scratch index
+
+
+_FAILED_AT = re.compile(
+    r"^error: (?:patch failed: (?P<a>.+):\d+|(?P<b>.+): (?:does not exist in index|already exists in index|"
+    r"patch does not apply|does not match index|wrong type|does not exist))$"
+)
+
+
+def _probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[int]:
+    """The fork tip in the scratch index, then the queued patches this PR is stacked on, as `apply`
+    would put them (plainly, else by 3-way); returns the positions of those that did not apply."""
+    probe.read_tree(tip)
+    failed = []
+    for n, patch in enumerate(below):
+        if probe.apply(patch).returncode == 0:
+            continue  # a failed `git apply` changes nothing: it is atomic
+        if probe.threeway(patch, into="index3").clean:
+            probe.copy("index3", "index")
+        else:
+            failed.append(n)
+    return failed
+
+
+def _plain(probe: ScratchIndex, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
+    proc = probe.apply(patch, "--check", *(["--reverse"] if reverse else []), *(["-v"] if verbose else []))
+    return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+
+
+def _probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """(clean | 3-way | present | conflict, file) per candidate group: all at once, then the
+    groups of the files git did not complain about, then one by one; so a PR that applies cleanly
+    costs one `git apply --check`, and one with a conflict two plus a few per group of its file."""
+    chosen = set().union(*(groups[n] for n in candidates))
+    ok, stderr = _plain(probe, _patch_of(files, chosen))
+    if ok:
+        return {n: ("clean", "") for n in candidates}
+    verdicts: dict[int, tuple[str, str]] = {}
+    # git checks every file entry and names each one that fails: the groups of the other files
+    # are confirmed with one more check, and only the failing files' groups are probed one by one.
+    failed = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
+    owner = {h.id: fd for fd in files for h in fd.hunks}
+    suspect = [n for n in candidates if any({owner[h].path, owner[h].old_path} & failed for h in groups[n])]
+    rest = [n for n in candidates if n not in suspect]
+    if failed and rest and _plain(probe, _patch_of(files, set().union(*(groups[n] for n in rest))))[0]:
+        verdicts.update({n: ("clean", "") for n in rest})
+    else:
+        suspect = list(candidates)
+    for n in suspect:
+        verdicts[n] = _probe_one(probe, files, groups[n])
+    return verdicts
+
+
+def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[str]) -> tuple[str, str]:
+    patch = _patch_of(files, group)
+    ok, stderr = _plain(probe, patch)
+    if ok:
+        return "clean", ""
+    paths = [fd.path for fd in files if any(h.id in group for h in fd.hunks)]
+    if _plain(probe, patch, reverse=True)[0]:
+        return "present", ", ".join(paths)
+    merged = probe.threeway(patch)
+    conflicted = list(merged.unmerged)
+    if merged.clean:
+        return "3-way", ""
+    failed = [m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m]
+    return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
+
+
+def _check_together(probe: ScratchIndex, diff: bytes, needs_threeway: bool) -> bool:
+    """The taken groups applied one by one; make sure they also apply together. True when they go
+    in exactly as they are: no merge, no hunk moved (`apply` would call that *clean*)."""
+    ok, said = _plain(probe, diff, verbose=True)
+    if ok:
+        return not apply_mod.moved_hunks(said)
+    if needs_threeway and probe.threeway(diff).clean:
+        return False
+    raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
+                        "take fewer with --hunk or --exclude (a bug report with the PR would help)")
+
+
+def _patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> bytes:
+    return build_patch([(fd, [h for h in fd.hunks if h.id in ids]) for fd in files])
+
+
+# --------------------------------------------------------------------------------------------
+# The fork's context: the mail as `apply`, `git am` and `quilt push -a` will meet it
+
+
+def _in_fork_context(
+    ws: Workspace, repo: GitRepo, config: Config, plan: ImportPlan, pr: RecordedPR, diff: bytes,
+    below: Sequence[Patch], exact_on_tip: bool,
+) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
+    """The mail to store, its `regenerated` record, and notes.
+
+    The mail is built in a scratch index as `porttrack apply` builds the queue (one mechanism:
+    `apply.build_series`), on the build base plus the live patches `below`. Clean there: stored as
+    it is. At an offset, by 3-way or with fuzz: `git am` without `-3` or quilt would fail or fuzz
+    (3-way needs the pre-image blobs, offsets and fuzz are judged differently by GNU patch), so the
+    stored diff becomes what it did there, the tree before to the tree after.
+
+    `exact_on_tip`: the probe saw the diff go onto the fork tip exactly (no offset, no merge). With
+    nothing queued before it and the build base at that tip, `apply`'s plain step is that same
+    `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
+    whole tree: most of an import's cost on a big fork) would only say "clean" again."""
+    mail = format_mail(plan.provenance(), pr, repo, diff)
+    base_ref = config.fork.build_from()
+    base = repo.rev_parse(base_ref)
+    if base is None:
+        return mail, None, (f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's "
+                            f"context, not checked against the base",)
+    if exact_on_tip and not below and base == plan.fork_tip:
+        return mail, None, ()
+    try:
+        contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
+        candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)
+        results, tip = apply_mod.build_series(repo, base, (*below, candidate), {**contents, CANDIDATE: mail})
+    except (InputError, UnsafeInput) as exc:  # a queued file edited by hand: `apply` will say so too
+        return mail, None, (f"the queue could not be built to check this patch over it ({exc}); "
+                            f"it keeps upstream's context",)
+    last = results[-1]
+    if last.outcome == "clean":
+        return mail, None, ()
+    if last.outcome == apply_mod.NOT_TRIED:
+        blocked = next(r.name for r in results if r.outcome == "conflict")
+        return mail, None, (f"{blocked} conflicts on {base_ref}, so this patch was not checked over the queue; "
+                            f"it keeps upstream's context (see `porttrack apply`)",)
+    if last.outcome == "conflict" or last.empty or tip is None:
+        what = f"conflicts at {', '.join(last.conflict_files)}" if last.outcome == "conflict" else "changes nothing"
+        return mail, None, (f"on {base_ref} plus the queue this patch {what}; it keeps upstream's context "
+                            f"(`porttrack apply` will say the same)",)
+    before = results[-2].commit if len(results) > 1 else base
+    assert before is not None
+    fork_diff = repo.diff(before, tip)
+    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(fork_diff) for h in fd.hunks)
+    regenerated = Regenerated(last.outcome, base, tuple(p.name for p in below), hunks)
+    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {last.outcome}: the patch file carries "
+            f"the fork's context (regenerated), the manifest keeps upstream's hunk ids")
+    return format_mail(plan.provenance(), pr, repo, fork_diff, regenerated), regenerated, (note,)
+
+
+# --------------------------------------------------------------------------------------------
+# JSON shapes (documented in the README; change them only additively)
+
+
+def plan_to_json(outcome: ImportOutcome, dry_run: bool) -> dict[str, Any]:
+    plan = outcome.plan
+    return {
+        "schema": IMPORT_SCHEMA,
+        "dry_run": dry_run,
+        "written": outcome.written,
+        "pr": plan.pr,
+        "track": plan.track,
+        "upstream": plan.upstream,
+        "title": plan.title,
+        "pr_state": plan.pr_state,
+        "revision": plan.revision.to_json(),
+        "revisions_compared": list(plan.revisions_compared),
+        "fork": {"branch": plan.fork_branch, "tip": plan.fork_tip},
+        "patch": None if outcome.patch is None else {
+            "name": outcome.patch.name, "file": outcome.patch.file, "sha256": outcome.patch.sha256,
+            "state": outcome.patch.state, "gate": outcome.patch.gate, "depends_on": list(outcome.patch.depends_on),
+        },
+        "taken": len(plan.taken),
+        "left_out": len(plan.left_out),
+        "left_out_by_reason": reason_counts(h.ref() for h in plan.left_out),
+        "hunks": [
+            {"id": h.id, "path": h.path, "kind": h.kind, "where": h.where, "group": h.group, "stable": h.stable,
+             "changed_in": h.changed_in, "applies": h.applies, "taken": h.taken, "reason": h.reason,
+             "reason_kind": None if h.why is None else h.why.kind}
+            for h in plan.hunks
+        ],
+        "selection": plan.selection.to_json(),
+        "regenerated": None if plan.regenerated is None else plan.regenerated.to_json(),
+        "source_check": None if plan.source_check is None else plan.source_check.to_json(),
+        "notes": list(plan.notes),
+        "timings": {k: round(v, 4) for k, v in plan.timings.items()},
+    }
+

@@ -1,0 +1,75 @@
+"""The published JSON Schema of tracks.yaml, one per profile (`porttrack/schemas/tracks.<profile>.schema.json`).
+
+Generated from the same records the validator reads (`porttrack.tracks.config`, through pydantic), so the
+two cannot disagree on keys, types, enums and what is required; tests/test_tracks_schema.py checks
+that the shipped files are what `generate` makes now and that both profiles' example files
+validate. What only the validator checks (cross-references, SHA and ref syntax, placeholders,
+unique entries) is beyond a schema; editors show the rest as you type.
+
+Editors with the YAML language server pick a schema from a first-line comment:
+
+    # yaml-language-server: $schema=<path or URL of tracks.neutral.schema.json>
+
+Regenerate after changing a record: `python -m porttrack.tracks.schema --write`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from porttrack.tracks.config import PROFILES
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def path(profile: str) -> Path:
+    """The shipped schema file of `profile` (inside the installed package)."""
+    return Path(str(resources.files("porttrack").joinpath("schemas", PROFILES[profile].schema_file)))
+
+
+def shipped(profile: str) -> dict[str, Any]:
+    return json.loads(path(profile).read_text(encoding="utf-8"))
+
+
+def generate(profile: str) -> dict[str, Any]:
+    """The schema of a tracks.yaml under `profile`, from its records' annotations."""
+    from pydantic import TypeAdapter  # lazy: heavy, and only this and the validator need it
+
+    rules = PROFILES[profile]
+    schema = TypeAdapter(rules.record).json_schema()
+    schema["properties"].pop("path", None)  # where the file is, not one of its keys
+    schema["required"] = [key for key in schema.get("required", []) if key != "path"]
+    profile_key = schema["properties"]["profile"]
+    profile_key.pop("title", None)
+    profile_key["description"] = (f"the profile: {profile}" + (" (the default when absent)" if profile == "vllm-gpu" else ""))
+    return {
+        "$schema": DRAFT,
+        "$id": f"https://github.com/randomvariable/vllm/porttrack/schemas/{rules.schema_file}",
+        "title": f"porttrack tracks.yaml, profile {profile}",
+        "description": f"{rules.summary}. Generated from porttrack.tracks.config by porttrack.tracks.schema; "
+                       "porttrack's own validator also checks cross-references, ids, refs, SHAs and placeholders.",
+        **{key: value for key, value in schema.items() if key not in ("title", "description")},
+    }
+
+
+def text(profile: str) -> str:
+    return json.dumps(generate(profile), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    for name in PROFILES:
+        if "--write" in argv:
+            path(name).write_text(text(name), encoding="utf-8")
+            print(f"wrote {path(name)}", file=sys.stderr)
+        elif text(name) != path(name).read_text(encoding="utf-8"):
+            print(f"{path(name)} is out of date: python -m porttrack.tracks.schema --write", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
