@@ -86,7 +86,7 @@ def gather(
     or None and why (`fork_problem`)."""
     problems = _Problems()
     know = _knowledge(ws, config, fork, fork_problem, problems)
-    status_report = _status(ws, config, client, dry_run, progress, know, problems)
+    status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     found = _found(ws, config, client, status_report, dry_run) if status_report.mode == "live" and client is not None else None
     upstream_state = _recorded_state(ws, config, problems)
     verdicts = _convergence(ws, config, fork, fork_problem, problems)
@@ -108,6 +108,8 @@ def gather(
             "observed_at": status_report.observed_at,
             "source": status_report.source,
             "requests": status_report.requests,
+            # the exit code `status` gives for the failed poll (null: polled, or offline by choice)
+            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else None,
             "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
         tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
@@ -168,11 +170,11 @@ def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_probl
         return Knowledge()
 
 
-def _status(ws, config, client, dry_run, progress, know, problems) -> "StatusReport":
+def _status(ws, config, client, dry_run, progress, know, problems) -> "tuple[StatusReport, PorttrackError | None]":
     report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
-    return report
+    return report, problem
 
 
 def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):
