@@ -43,7 +43,7 @@ from porttrack.report.records import (
     WeeklyReport,
 )
 from porttrack.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
-from porttrack.successors import render_lines as render_successors
+from porttrack.successors import SHOWN as SUCCESSORS_SHOWN, render_lines as render_successors
 from porttrack.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -158,8 +158,21 @@ def _found(ws: Workspace, config: "Config", client: "GitHubClient", status_repor
     if findings.skipped:
         return None
     return {"successors": {str(s.pr): render_successors(s) for s in findings.successors},
+            "follow": {str(s.pr): _follow(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
             "cost": findings.cost.text if findings.cost else ""}
+
+
+def _follow(search) -> Mapping[str, Any]:
+    """A successor search as the weekly issue shows it: the best candidates (number, title, why)
+    and the tracks.yaml change that follows the best one, as text to paste (`status`'s lines are
+    kept in "successors" for --json)."""
+    shown = search.candidates[:SUCCESSORS_SHOWN]
+    adopt = "\n".join(("tracks:", *search.adopt_lines(search.candidates[0]))) + "\n" if search.candidates else None
+    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text,
+                            "reasons": [{"kind": r.kind, "detail": r.detail} for r in c.reasons]} for c in shown],
+            "pr": search.pr,
+            "tracks_yaml": adopt, "problem": search.problem}
 
 
 def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None, problems: _Problems):

@@ -228,7 +228,9 @@ class WeeklyReport:
     profile: str = "vllm-gpu"  # tracks.yaml's profile
     sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
     # What a live run's searches found (None offline, or searches off): {"successors": {PR: [line]},
-    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.successors / .collisions
+    # "follow": {PR: {"candidates": [{number, title, why}], "tracks_yaml": str|None, "problem"}},
+    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.successors / .collisions;
+    # the issue shows "follow" (links, a yaml block) and leaves the request accounting ("cost") to --json
     found: Mapping[str, Any] | None = None
 
 
