@@ -76,11 +76,18 @@ class GateSubject:
     why_ungated: str | None = None
 
 
+def ungated_fix(patch: "Patch") -> str:
+    """How an ungated patch becomes promotable (README, "Adding a gate"): its track gets a gate,
+    then the patch is taken again under it (a patch's gate is fixed when it is imported)."""
+    return (f"to make it promotable, add a `gate:` to track {patch.track} in tracks.yaml (README, \"Adding a gate\"), "
+            f"then `porttrack drop {patch.name} --reason \"re-import under the new gate\"` and `porttrack import {patch.pr}`")
+
+
 def patch_subject(config: "Config", queue: "Queue", patch: "Patch") -> GateSubject:
     dependents = _dependents(queue, patch.name)
     if patch.gate is None or patch.state == "ungated":
         return GateSubject("patch", patch.name, patch.track, None, patch.sha256, patch.state, dependents,
-                           f"patch {patch.name} is ungated: track {patch.track} had no gate when it was imported; it can never be promoted")
+                           f"patch {patch.name} is ungated: track {patch.track} had no gate when it was imported; {ungated_fix(patch)}")
     track = config.tracks.get(patch.gate)
     if track is None or track.gate is None:
         return GateSubject("patch", patch.name, patch.gate, None, patch.sha256, patch.state, dependents,

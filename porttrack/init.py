@@ -231,6 +231,9 @@ targets:
 models: {{}}
 
 # One capability the fork wants, tied to upstream PRs. Replace the example PR number.
+# It has no gate yet: a PR imported now is queued "ungated" and can never be promoted. Give the
+# track a `gate:` before importing (README, "Adding a gate"; `porttrack gate check` says what is
+# missing). A patch imported without one is taken again after: drop it, then import it.
 tracks:
   example:
     title: an upstream change this fork wants
