@@ -184,11 +184,12 @@ def describe_coords(coords: Coords) -> str:
 
 
 def coords_json(coords: Coords) -> dict[str, Any]:
-    """As the results file writes them: the GPU triple as fields, other axes under `axes`."""
+    """As the results file writes them: the GPU triple as fields, other axes under `axes` (and
+    then no model/context/batch keys at all: a fork without models reads nothing of them)."""
     named = dict(coords)
     if tuple(named) == GPU_AXES:
         return named
-    return {"model": None, "context": None, "batch": None, "axes": named}
+    return {"axes": named}
 
 
 def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[str]) -> Required:
@@ -588,8 +589,8 @@ def to_json(result: GateCheck) -> dict[str, Any]:
                       "tolerance": {"abs", "rel"}, "metrics": [{"name", "unit", "direction",
                       "allowed_regression_pct", "allowed_regression_abs"}], "phases",
                       "graph_replay", "no_jit_after_warmup", "promote"},
-      "required": null | {"models", "contexts", "batches", "targets", "phases",
-                          "axes": {name: [values]} (only when the axes are not model/context/batch)},
+      "required": null | {"models", "contexts", "batches", "targets", "phases"}
+                  (a neutral gate: {"axes": {name: [values]}, "targets", "phases"}),
       "not_required": [{"model", "verdict": "ineligible"|"conditional"|"not-in-matrix", "reasons"}],
       "counts": {"pass", "fail", "missing", "baseline-missing", "baseline-other-environment"},
       "cells": [{"model", "context", "batch", "target", "phase",
@@ -603,7 +604,7 @@ def to_json(result: GateCheck) -> dict[str, Any]:
       "invalid": [{"path", "why"}]     # evidence files that could not be read or were edited
     }
     Cells are ordered model × context × batch × target × phase as the gate lists them. A cell of a
-    neutral gate (axes of other names) has model/context/batch null and `"axes": {name: value}`,
+    neutral gate (axes of other names) has no model/context/batch keys but `"axes": {name: value}`,
     and phase null when the gate has no phases; the order is then axes × target × phase.
     """
     req = result.required
@@ -636,11 +637,10 @@ def to_json(result: GateCheck) -> dict[str, Any]:
 
 
 def _required_json(req: Required) -> dict[str, Any]:
-    shape: dict[str, Any] = {"models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
-                             "targets": list(req.targets), "phases": list(req.phases)}
     if tuple(name for name, _ in req.axes) != GPU_AXES:
-        shape["axes"] = {name: list(values) for name, values in req.axes}
-    return shape
+        return {"axes": {name: list(values) for name, values in req.axes}, "targets": list(req.targets), "phases": list(req.phases)}
+    return {"models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
+            "targets": list(req.targets), "phases": list(req.phases)}
 
 
 def render(result: GateCheck) -> str:
