@@ -303,7 +303,7 @@ def test_a_state_committed_by_a_person_that_is_newer_wins_over_the_branch(tmp_pa
     person = tmp_path / "person"
     git(tmp_path, "clone", "-q", str(origin), str(person))
     (person / "state").mkdir()
-    newer = {"schema": "porttrack/upstream-state/v1", "upstream": world.upstream_repo, "observed_at": "2026-11-25T00:00:00Z",
+    newer = {"schema": "porttrack/upstream-state/v1", "upstream": world.upstream_repo, "observed_at": (t.first_at + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
              "source": "a person's live poll", "prs": {}}
     (person / "state" / "upstream.json").write_text(json.dumps(newer))
     git(person, "add", "-A")
