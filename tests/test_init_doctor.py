@@ -205,7 +205,7 @@ def test_doctor_without_the_upstream_remote_says_how_to_add_it(ready: Newcomer) 
     result = ready.run("doctor", "--json")
     found = _finding(result, "upstream remote")
     assert result.returncode == 1 and found["status"] == "fail"
-    assert found["fix"] == f"git -C {ready.root / 'vllm'} remote add upstream https://github.com/vllm-project/vllm.git"
+    assert found["fix"] == f"git -C {ready.root / 'vllm'} remote add upstream {ready.upstream_url}"  # what init set, not github.com
 
 
 def test_doctor_with_the_remote_at_another_repository_says_how_to_repoint_it(ready: Newcomer) -> None:
@@ -213,7 +213,7 @@ def test_doctor_with_the_remote_at_another_repository_says_how_to_repoint_it(rea
     result = ready.run("doctor", "--json")
     found = _finding(result, "upstream remote")
     assert result.returncode == 1 and found["status"] == "fail"
-    assert "remote set-url upstream https://github.com/vllm-project/vllm.git" in found["fix"]
+    assert f"remote set-url upstream {ready.upstream_url}" in found["fix"]
     assert "hunter2" not in result.stdout + result.stderr  # URL credentials are never shown
 
 
@@ -261,3 +261,31 @@ def test_doctor_without_quilt_warns_with_the_install_line(ready: Newcomer, tmp_p
     found = _finding(result, "quilt")
     assert found["status"] == "warn" and found["fix"].startswith("apt-get install quilt")
     assert result.returncode == 0  # a warning passes
+
+
+def test_doctor_accepts_the_mirror_init_set_up_and_its_fix_names_that_mirror(newcomer: Newcomer, tmp_path: Path) -> None:
+    mirror = tmp_path / "mirrors" / "upstream-mirror.git"  # a URL that does not end in vllm-project/vllm
+    mirror.parent.mkdir()
+    mirror.symlink_to(newcomer.world.upstream.path)
+    newcomer.upstream_url = str(mirror)
+    assert newcomer.init().returncode == 0
+    result = newcomer.run("doctor", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _finding(result, "upstream remote")["status"] == "ok"
+    git(newcomer.root / "vllm", "remote", "remove", "upstream")
+    found = _finding(newcomer.run("doctor", "--json"), "upstream remote")
+    assert found["status"] == "fail" and found["fix"].endswith(f"remote add upstream {mirror}")
+    assert "github.com" not in found["fix"]
+
+
+def test_init_resumes_after_a_failed_clone(newcomer: Newcomer) -> None:
+    real = newcomer.fork_url
+    newcomer.fork_url = str(Path(real).parent / "not-yet")  # a local path that fails: no network is asked
+    failed = newcomer.init()
+    assert failed.returncode != 0 and (newcomer.ws / "tracks.yaml").is_file()
+    assert "run the same `porttrack init` again" in failed.stderr, failed.stderr
+    Path(newcomer.fork_url).symlink_to(Path(real).resolve())
+    again = newcomer.init()
+    assert again.returncode == 0, again.stderr
+    assert "keep" not in again.stderr or "tracks.yaml" in again.stderr
+    assert newcomer.run("doctor").returncode == 0

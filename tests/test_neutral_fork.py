@@ -115,6 +115,8 @@ def test_a_library_fork_is_followed_proven_promoted_and_reported(lib) -> None:
     assert data["verdict"] == "pass" and data["required"]["axes"] == {"python": [PY]}
     (cell,) = data["cells"]
     assert cell["axes"] == {"python": PY} and cell["target"] == "linux" and cell["phase"] is None
+    gpu_words = {"model", "models", "context", "contexts", "batch", "batches", "backend"}
+    assert not gpu_words & (set(cell) | set(data["required"])), "a fork without models reads nothing of them"
     assert [c["check"] for c in cell["checks"]] == ["metric:test_time"]
     ok(ws.run("promote", patch), "promote")
     assert json.loads(ws.run("queue", "--json").stdout)["patches"][0]["state"] == "default-enabled"

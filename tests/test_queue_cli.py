@@ -16,7 +16,7 @@ from porttrack.workspace import queue as queue_mod
 from porttrack.cli.testhooks import PAUSE_ENV
 from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Symlink, git
-from testing.workspace import make_workspace, track
+from testing.workspace import make_workspace, track, tracks_document
 from testing.text import edit, numbered
 
 GATE = {"job": {"command": "true"}, "matrix": {"contexts": [1024], "batches": [1]}, "promote": False}
@@ -137,6 +137,9 @@ def test_import_falls_back_to_the_recorded_state_when_github_fails(cli: Cli) -> 
     out = cli.cli("import", "101", "--json", PORTTRACK_HTTP_ATTEMPTS="1", PORTTRACK_HTTP_BACKOFF="0")
     assert out.returncode == 0, out.stderr
     assert "using the upstream state recorded at" in out.stderr and json.loads(out.stdout)["written"]
+    untracked = cli.cli("import", "555", "--offline")
+    assert untracked.returncode == 2 and "#555 is not tracked; tracked: #101, #102" in untracked.stderr
+    cli.handle.write_tracks(tracks_document({"spec": track([101, 102, 555], gate=GATE)}, checkout=str(cli.world.fork)))
     never = cli.cli("import", "555", "--offline")
     assert never.returncode == 6 and "has not been observed yet" in never.stderr
 

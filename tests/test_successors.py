@@ -5,6 +5,7 @@ by shared hunk ids and near-matches; and a second run answered by conditional re
 from __future__ import annotations
 
 import json
+import re
 
 import requests
 
@@ -137,13 +138,14 @@ def test_the_weekly_issue_shows_the_candidates_under_the_orphaned_prs_next_actio
     assert shown.returncode == 0, shown.stderr
     body = shown.stdout
     after_next = body[body.index("**Next:**"):].split("###")[0].split("## ")[0]
-    assert "Warmup contract: shares 3 of 4 hunks" in after_next, after_next  # (#N is escaped: not a link in the fork)
-    assert "\n\nsuccessor candidates for" in after_next  # its own paragraph, not glued to the next action
-    assert "`prs: [201] # #201 succeeds #100 (closed without merging)`" in body
-    html = cmark(body)  # GitHub's renderer: the candidates are a list, the tracks.yaml lines code
-    section = html[html.index("closed without merging → follow"):]
-    assert "successor candidates for" in section and "<code>prs: [201] # #201 succeeds #100" in section, section[:1500]
-    assert html.count("<li>") >= 6
+    assert "Warmup contract: shares 3 of 4 hunks" in after_next, after_next
+    assert re.search(r"\n\n(A pull request|Pull requests) that may succeed \[#100\]\(", after_next)  # its own paragraph, not glued to the next action
+    assert "```yaml\ntracks:\n  warm:\n    prs: [201] # #201 succeeds #100 (closed without merging)\n```" in body
+    html = cmark(body)  # GitHub's renderer: the candidates are a list of links, the tracks.yaml change a block
+    section = html[html.index("closed without merging → follow"):]  # the next action proposes #201 (it shares 3 of 4 hunks)
+    assert "may succeed" in section and "/vllm-project/vllm/pull/201\">#201</a>" in section, section[:1500]
+    assert '<pre><code class="language-yaml">tracks:' in section, section[:1500]
+    assert html.count("<li>") >= 3
     assert found["cost"].startswith("searches cost")
 
 

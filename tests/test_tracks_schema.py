@@ -228,3 +228,28 @@ def test_full_files_are_what_they_claim() -> None:
     # guards the fixtures above: a change that made one invalid would hollow every case out
     assert copy.deepcopy(yaml.safe_load(FULL["neutral"]))["profile"] == "neutral"
     assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize(("profile", "old", "new"), [
+    ("vllm-gpu", "prs: [46514]", "prs: [46514, 46514]"),
+    ("neutral", "prs: [6710]", "prs: [6710, 6710]"),
+    ("vllm-gpu", 'job: {command: "run --ref {ref} --results {results}"}', "job: {timeout_s: 60}"),
+    ("neutral", "job: {command: python -m pytest -q}", "job: {timeout_s: 60}"),
+    ("neutral", "job: {command: python -m pytest -q}", "job: {command: python -m pytest -q, workflow: {file: a.yml}}"),
+    ("vllm-gpu", "direction: higher, allowed_regression_pct: 3, key: true", "direction: higher, key: true"),
+    ("neutral", "direction: lower, allowed_regression_pct: 10, key: true", "direction: lower, key: true"),
+])
+def test_what_porttrack_refuses_the_schema_refuses(profile: str, old: str, new: str) -> None:
+    """A duplicate PR number, a job with neither (or both) of command and workflow, a promoting
+    gate's metric with no allowed regression: refused by the validator and by the schema."""
+    assert FULL[profile].count(old) == 1
+    text = FULL[profile].replace(old, new)
+    with pytest.raises(ConfigError):
+        parse_config(text, "tracks.yaml")
+    assert list(_validator(profile).iter_errors(yaml.safe_load(text))), "the schema must refuse it too"
+
+
+def test_the_schemas_are_porttracks_own_not_one_forks():
+    for profile in PROFILES:
+        schema = tracks_schema.shipped(profile)
+        assert schema["$id"].startswith("urn:porttrack:") and "randomvariable" not in json.dumps(schema)

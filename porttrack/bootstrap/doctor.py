@@ -95,13 +95,13 @@ def _fork_checks(conf: Any) -> list[Finding]:
     found = [Finding("fork checkout", "ok", f"{repo.path}")]
     remote = conf.upstream.remote
     url = repo.run("remote", "get-url", remote, check=False)
-    want = f"https://github.com/{conf.upstream.repo}.git"
+    want = conf.upstream.url or f"https://github.com/{conf.upstream.repo}.git"  # a mirror: the one tracks.yaml names
     if url.returncode != 0:
         found.append(Finding("upstream remote", "fail", f"no remote {remote!r} in {repo.path}",
                              f"git -C {repo.path} remote add {remote} {want}"))
     else:
         shown = _without_userinfo(url.stdout.decode("utf-8", "replace").strip())
-        if _names_repo(shown, conf.upstream.repo):
+        if _names_repo(shown, conf.upstream.repo) or (conf.upstream.url and shown == _without_userinfo(conf.upstream.url)):
             found.append(Finding("upstream remote", "ok", f"{remote} -> {shown}"))
         else:
             found.append(Finding("upstream remote", "fail", f"{remote} -> {shown}, not {conf.upstream.repo}",

@@ -22,6 +22,7 @@ content is never overwritten: init refuses before writing anything and lists wha
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,6 +188,13 @@ def workspace_files(options: Options) -> tuple[tuple[str, bytes], ...]:
     )
 
 
+def _upstream_url_line(options: Options) -> str:
+    """`url:` when --upstream-url named a mirror (doctor then accepts the remote it set up)."""
+    if not options.upstream_url or options.upstream_url == f"https://github.com/{options.upstream}.git":
+        return ""
+    return f"  url: {json.dumps(options.upstream_url)}   # the upstream remote's URL (init --upstream-url)\n"
+
+
 def tracks_skeleton(options: Options) -> str:
     return SKELETONS[options.profile](options)
 
@@ -207,7 +215,7 @@ profile: vllm-gpu   # GPU targets (vendor, arch), models by attributes, model ×
 
 upstream:
   repo: {options.upstream}
-  remote: upstream                  # the remote in the fork checkout that points at upstream
+{_upstream_url_line(options)}  remote: upstream                  # the remote in the fork checkout that points at upstream
   default_branch: {options.branch}
 
 fork:
@@ -231,6 +239,9 @@ targets:
 models: {{}}
 
 # One capability the fork wants, tied to upstream PRs. Replace the example PR number.
+# It has no gate yet: a PR imported now is queued "ungated" and can never be promoted. Give the
+# track a `gate:` before importing (README, "Adding a gate"; `porttrack gate check` says what is
+# missing). A patch imported without one is taken again after: drop it, then import it.
 tracks:
   example:
     title: an upstream change this fork wants
@@ -260,7 +271,7 @@ profile: neutral    # any fork: named targets, gates over named axes; no models,
 
 upstream:
   repo: {options.upstream}
-  default_branch: {options.branch}
+{_upstream_url_line(options)}  default_branch: {options.branch}
 
 fork:
   repo: {options.fork}

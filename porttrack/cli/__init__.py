@@ -110,6 +110,14 @@ class Context:
         except PorttrackError as exc:
             return None, str(exc)
 
+    def require_tracked(self, number: int) -> None:
+        """Refuse a PR number no track names (nor stacked under one), before anything is asked
+        of GitHub or git: "#4880 is not tracked; tracked: …; did you mean #48804?" (usage)."""
+        from porttrack.workspace import state as state_mod  # here: `--help` loads no recorded state code
+        from porttrack.take.source import check_tracked
+
+        check_tracked(self.config, state_mod.load(self.workspace.upstream_state_file, self.config.upstream.repo), number)
+
     def github(self, repo: str, *, etags: bool = True) -> "GitHubClient":
         """The GitHub client for `repo` ("owner/name"): token and API base from the environment,
         ETags cached in the workspace (`etags=False`: every read fresh, for what decides on a write).

@@ -31,6 +31,7 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
     from porttrack.converge import verify as converge
 
     config = ctx.config
+    ctx.require_tracked(pr)  # a typo costs no request
     verdict = converge.verify_converged(
         ctx.workspace,
         config,

@@ -102,7 +102,7 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
 def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
     """After evidence was recorded (`gate run`, `gate ingest`): move the patch's state to what the
     evidence says, judge the gate, print the verdict; its exit code is the command's."""
-    from porttrack.prove import evidence, gates
+    from porttrack.prove import evidence, gate_output, gates
     from porttrack.prove import promote as promote_mod
 
     if subject.kind == "patch":
@@ -112,9 +112,9 @@ def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], rec
     result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
         emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": ref, "plan": plan,
-                   "records": records, "check": gates.to_json(result)})
+                   "records": records, "check": gate_output.to_json(result)})
     else:
-        ctx.show([terminal.indented(line, hang=4) for line in gates.render(result).splitlines()])
+        ctx.show([terminal.indented(line, hang=4) for line in gate_output.render(result).splitlines()])
     return result.exit_code
 
 
@@ -161,14 +161,14 @@ def _run_ids(values, targets) -> dict[str, int]:
 def gate_check(ctx: Context, patch, proof, as_json) -> int:
     """The verdict cell by cell (model × context × batch × target × phase). Exit 0: every cell
     passes; 1: the gate failed; 7: it could not be evaluated (missing evidence or baseline)."""
-    from porttrack.prove import evidence, gates
+    from porttrack.prove import evidence, gate_output, gates
 
     _queue, subject = _subject(ctx, patch, proof)
     result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
     if as_json:
-        emit_json(gates.to_json(result))
+        emit_json(gate_output.to_json(result))
     else:
-        ctx.show([terminal.indented(line, hang=4) for line in gates.render(result).splitlines()])
+        ctx.show([terminal.indented(line, hang=4) for line in gate_output.render(result).splitlines()])
     if result.verdict == gates.CANNOT_EVALUATE and not as_json:
         say(f"porttrack: could not evaluate: {result.reason}")
     return result.exit_code
@@ -211,7 +211,7 @@ def demote(ctx: Context, patch, reason, dry_run) -> int:
 
 
 def _decision_json(decision, result) -> dict:
-    from porttrack.prove import gates
+    from porttrack.prove import gate_output
 
     return {
         "schema": "porttrack/promote/v1",
@@ -221,7 +221,7 @@ def _decision_json(decision, result) -> dict:
         "after": decision.after if decision else result.subject.state,
         "evidence": list(decision.evidence) if decision else [],
         "dry_run": bool(decision and decision.dry_run),
-        "check": gates.to_json(result) if result is not None else None,
+        "check": gate_output.to_json(result) if result is not None else None,
     }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.common.errors import PorttrackError
 
 # porttrack.tracks.config's profile names, the default first; written here because importing the records
 # module costs `--help` ~25 ms (tests/test_profiles.py checks the two agree)
@@ -58,7 +59,13 @@ def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, bran
             say(f"would {step.what}: {step.target}{' (' + step.detail + ')' if step.detail else ''}")
         say("dry run: nothing was written")
         return 0
-    init_mod.run(plan, options, say=None if as_json else say)
+    try:
+        init_mod.run(plan, options, say=None if as_json else say)
+    except PorttrackError as exc:  # a clone that failed (no network, a wrong URL): the files stay
+        resumable = PorttrackError(f"{exc}; the workspace files are written: fix that, then run the same "
+                                   "`porttrack init` again to resume (it keeps them and makes only what is missing)")
+        resumable.exit_code = exc.exit_code
+        raise resumable from None
     if not as_json:
         say(f"next: edit {folder / 'tracks.yaml'} (your tracks), then `porttrack doctor` and `porttrack status`")
     return 0

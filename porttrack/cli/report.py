@@ -102,7 +102,8 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         click.echo(full, nl=False)
     if dry_run:
         say("dry run: nothing was written or posted")
-    return 0
+    # like `status`: a poll that failed is the command's failure, though the recorded-state report was made
+    return weekly_report.upstream.get("poll_exit_code") or 0
 
 
 def _issue_client(ctx: Context, config):

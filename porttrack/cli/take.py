@@ -42,6 +42,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     from porttrack.take.importer import import_pr, plan_to_json
 
     number = _pr_number(pr)
+    ctx.require_tracked(number)  # a typo costs no request
     selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
     outcome = import_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), through=through,
                         selection=selection, dry_run=dry_run, say=say)
@@ -59,6 +60,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
 
 
 def render_import(outcome) -> str:
+    from porttrack.prove.gates import ungated_fix
     from porttrack.common.text import for_terminal, short_sha
 
     plan = outcome.plan
@@ -82,8 +84,11 @@ def render_import(outcome) -> str:
     summary = f"{len(plan.taken)} of {len(plan.hunks)} hunks taken, {len(plan.left_out)} left out"
     if outcome.patch is not None:
         verb = "wrote" if outcome.written else "would write"
-        gate = f"gate: track {outcome.patch.gate}" if outcome.patch.gate else "ungated: the track has no gate"
-        summary += f"; {verb} patches/{outcome.patch.file} as {outcome.patch.name} ({outcome.patch.state}; {gate})"
+        if outcome.patch.gate:
+            summary += f"; {verb} patches/{outcome.patch.file} as {outcome.patch.name} ({outcome.patch.state}; gate: track {outcome.patch.gate})"
+        else:  # the state says it already: say what it means and how to get out of it
+            summary += (f"; {verb} patches/{outcome.patch.file} as {outcome.patch.name}, ungated: track {plan.track} has no gate,"
+                        f" so this patch cannot be promoted; {ungated_fix(outcome.patch)}")
     lines.append(summary)
     return "\n".join(lines)
 

@@ -120,6 +120,12 @@ class NotFound(PorttrackError):
     exit_code = ExitCode.USAGE
 
 
+class NotTracked(PorttrackError):
+    """A PR number no track names (nor stacked under one): a typo, usually. Said before any request."""
+
+    exit_code = ExitCode.USAGE
+
+
 class ConflictError(PorttrackError):
     exit_code = ExitCode.CONFLICT
 

@@ -105,6 +105,15 @@ def code(value: object, limit: int = 120) -> Md:
     return Md(f"`{raw}`")
 
 
+def block(value: object, language: str = "") -> Md:
+    """Lines to copy (a tracks.yaml change) as a fenced code block: shown exactly, nothing in them
+    renders. The fence is longer than any run of backticks inside, so none can close it early."""
+    lines = [_INVISIBLE.sub("", without_surrogates(line)).rstrip() for line in str(value or "").splitlines()]
+    body = "\n".join(lines)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", body)), default=0))
+    return Md(f"{fence}{re.sub(r'[^A-Za-z0-9_+-]', '', language)}\n{body}\n{fence}")
+
+
 def link(url: object, label: Md | str) -> Md:
     """`[label](url)` when the URL is GitHub's own; otherwise the label alone (never a foreign link)."""
     safe_label = label if isinstance(label, Md) else text(label)

@@ -387,14 +387,15 @@ class GitHubClient:
 
         def one(number: int):
             try:
-                return self.get_pull(number)
+                result = self.get_pull(number)
             except NotFound as exc:
-                return self.absent_pull(number, getattr(exc, "status", 404))
-            finally:
-                if answered is not None:
-                    with self._count_lock:
-                        done[0] += 1
-                        answered(done[0], len(numbers))
+                result = self.absent_pull(number, getattr(exc, "status", 404))
+            # told only of answers: a request that failed is no PR answered (nor is it counted)
+            if answered is not None:
+                with self._count_lock:
+                    done[0] += 1
+                    answered(done[0], len(numbers))
+            return result
 
         numbers = sorted(set(int(n) for n in numbers))
         if not numbers:

@@ -42,7 +42,6 @@ from porttrack.tracks import eligibility
 from porttrack.prove import evidence
 from porttrack.common.errors import NotFound
 from porttrack.prove.evidence import MACHINE_FIELDS, EvidenceLog, Record
-from porttrack.common.text import for_terminal
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
@@ -77,11 +76,18 @@ class GateSubject:
     why_ungated: str | None = None
 
 
+def ungated_fix(patch: "Patch") -> str:
+    """How an ungated patch becomes promotable (README, "Adding a gate"): its track gets a gate,
+    then the patch is taken again under it (a patch's gate is fixed when it is imported)."""
+    return (f"to make it promotable, add a `gate:` to track {patch.track} in tracks.yaml (README, \"Adding a gate\"), "
+            f"then `porttrack drop {patch.name} --reason \"re-import under the new gate\"` and `porttrack import {patch.pr}`")
+
+
 def patch_subject(config: "Config", queue: "Queue", patch: "Patch") -> GateSubject:
     dependents = _dependents(queue, patch.name)
     if patch.gate is None or patch.state == "ungated":
         return GateSubject("patch", patch.name, patch.track, None, patch.sha256, patch.state, dependents,
-                           f"patch {patch.name} is ungated: track {patch.track} had no gate when it was imported; it can never be promoted")
+                           f"patch {patch.name} is ungated: track {patch.track} had no gate when it was imported; {ungated_fix(patch)}")
     track = config.tracks.get(patch.gate)
     if track is None or track.gate is None:
         return GateSubject("patch", patch.name, patch.gate, None, patch.sha256, patch.state, dependents,
@@ -178,11 +184,12 @@ def describe_coords(coords: Coords) -> str:
 
 
 def coords_json(coords: Coords) -> dict[str, Any]:
-    """As the results file writes them: the GPU triple as fields, other axes under `axes`."""
+    """As the results file writes them: the GPU triple as fields, other axes under `axes` (and
+    then no model/context/batch keys at all: a fork without models reads nothing of them)."""
     named = dict(coords)
     if tuple(named) == GPU_AXES:
         return named
-    return {"model": None, "context": None, "batch": None, "axes": named}
+    return {"axes": named}
 
 
 def required(config: "Config", subject: GateSubject, proofs_passed: frozenset[str]) -> Required:
@@ -577,123 +584,3 @@ def proofs_passed(ws: Workspace, config: "Config") -> frozenset[str]:
         if check(config, proof_subject(config, proof_id), log, frozenset()).verdict == PASS:
             passed.add(proof_id)
     return frozenset(passed)
-
-
-# -- outputs -----------------------------------------------------------------------------------
-
-def gate_to_json(gate: "Gate | None") -> dict[str, Any] | None:
-    if gate is None:
-        return None
-    job = gate.job
-    return {
-        "job": {"kind": "command" if job.command else "workflow", "timeout_s": job.timeout_s,
-                "command": job.command, "workflow": job.workflow.file if job.workflow else None},
-        "reference_backend": gate.reference_backend,
-        "tolerance": None if gate.tolerance is None else {"abs": gate.tolerance.abs, "rel": gate.tolerance.rel},
-        "metrics": [
-            {"name": m.name, "unit": m.unit, "direction": m.direction,
-             "allowed_regression_pct": m.allowed_regression_pct, "allowed_regression_abs": m.allowed_regression_abs}
-            for m in gate.metrics
-        ],
-        "phases": list(gate.phases or []),
-        "graph_replay": gate.graph_replay,
-        "no_jit_after_warmup": gate.no_jit_after_warmup,
-        "promote": gate.promote,
-    }
-
-
-def to_json(result: GateCheck) -> dict[str, Any]:
-    """`porttrack gate check --json`: the documented shape, schema porttrack/gate-check/v1.
-
-    {
-      "schema": "porttrack/gate-check/v1",
-      "subject": {"kind": "patch"|"proof", "name", "track", "state": str|null},
-      "verdict": "pass" | "fail" | "cannot-evaluate",
-      "exit_code": 0 | 1 | 7,
-      "reason": str,
-      "gate": null | {"job": {"kind", "timeout_s", "command", "workflow"}, "reference_backend",
-                      "tolerance": {"abs", "rel"}, "metrics": [{"name", "unit", "direction",
-                      "allowed_regression_pct", "allowed_regression_abs"}], "phases",
-                      "graph_replay", "no_jit_after_warmup", "promote"},
-      "required": null | {"models", "contexts", "batches", "targets", "phases",
-                          "axes": {name: [values]} (only when the axes are not model/context/batch)},
-      "not_required": [{"model", "verdict": "ineligible"|"conditional"|"not-in-matrix", "reasons"}],
-      "counts": {"pass", "fail", "missing", "baseline-missing", "baseline-other-environment"},
-      "cells": [{"model", "context", "batch", "target", "phase",
-                 "verdict": "pass"|"fail"|"missing"|"baseline-missing"|"baseline-other-environment",
-                 "reason", "evidence": id|null, "baseline": id|null,
-                 "backend": str|null (claimed), "backend_used": {layer kind: [backend]}|null (the engine's record),
-                 "checks": [{"check": "backend"|"numerics"|"graph-replay"|"no-jit-after-warmup"|"metric:<name>",
-                             "outcome": "pass"|"fail"|"missing", "detail", "observed", "limit",
-                             "baseline", "regression", "regression_pct", "over_by"}]}],
-      "evidence": [id, ...],           # every record the verdict rests on, sorted
-      "ignored": [{"id", "why"}],      # the subject's records that do not count (superseded, other track, stale)
-      "invalid": [{"path", "why"}]     # evidence files that could not be read or were edited
-    }
-    Cells are ordered model × context × batch × target × phase as the gate lists them. A cell of a
-    neutral gate (axes of other names) has model/context/batch null and `"axes": {name: value}`,
-    and phase null when the gate has no phases; the order is then axes × target × phase.
-    """
-    req = result.required
-    return {
-        "schema": JSON_SCHEMA_ID,
-        "subject": {"kind": result.subject.kind, "name": result.subject.name, "track": result.subject.track, "state": result.subject.state},
-        "verdict": result.verdict,
-        "exit_code": result.exit_code,
-        "reason": result.reason,
-        "gate": gate_to_json(result.subject.gate),
-        "required": None if req is None else _required_json(req),
-        "not_required": [] if req is None else [{"model": l.model, "verdict": l.verdict, "reasons": list(l.reasons)} for l in req.left_out],
-        "counts": result.counts(),
-        "cells": [
-            {
-                **coords_json(c.coords), "target": c.target, "phase": c.phase,
-                "verdict": c.verdict, "reason": c.reason, "evidence": c.evidence, "baseline": c.baseline,
-                "backend": c.backend, "backend_used": c.backend_used,
-                "checks": [
-                    {"check": k.check, "outcome": k.outcome, "detail": k.detail, "observed": k.observed, "limit": k.limit,
-                     "baseline": k.baseline, "regression": k.regression, "regression_pct": k.regression_pct, "over_by": k.over_by}
-                    for k in c.checks
-                ],
-            }
-            for c in result.cells
-        ],
-        "evidence": list(result.evidence_ids),
-        "ignored": [{"id": i.id, "why": i.why} for i in result.ignored],
-        "invalid": [{"path": p, "why": w} for p, w in result.invalid],
-    }
-
-
-def _required_json(req: Required) -> dict[str, Any]:
-    shape: dict[str, Any] = {"models": list(req.models), "contexts": list(req.contexts), "batches": list(req.batches),
-                             "targets": list(req.targets), "phases": list(req.phases)}
-    if tuple(name for name, _ in req.axes) != GPU_AXES:
-        shape["axes"] = {name: list(values) for name, values in req.axes}
-    return shape
-
-
-def render(result: GateCheck) -> str:
-    s = result.subject
-    lines = [f"{s.kind} {s.name}  (track {s.track}{', state ' + s.state if s.state else ''})"]
-    req = result.required
-    if req is not None:
-        if tuple(name for name, _ in req.axes) == GPU_AXES:
-            lines.append(f"required: models {', '.join(req.models) or '(none)'} × contexts {', '.join(map(str, req.contexts))} × "
-                         f"batches {', '.join(map(str, req.batches))} × targets {', '.join(req.targets)} × phases {', '.join(req.phases)}")
-        else:
-            axes = "".join(f"{name} {', '.join(map(str, values))} × " for name, values in req.axes)
-            lines.append(f"required: {axes}targets {', '.join(req.targets)}" + (f" × phases {', '.join(req.phases)}" if req.phases else ""))
-        for left in req.left_out:
-            lines.append(f"  not required: {left.model} ({left.verdict}: {for_terminal('; '.join(left.reasons), 160)})")
-    for cell in result.cells:
-        head = f"  {cell.verdict.upper():<27} {cell.label}" + (f"  [{for_terminal(cell.backend_text, 200)}]" if cell.backend_text else "")
-        lines.append(head)
-        if cell.verdict != PASS:
-            lines.append(f"      {for_terminal(cell.reason, 400)}")
-    for ignored in result.ignored:
-        lines.append(f"  not counted: {ignored.id}: {for_terminal(ignored.why, 200)}")
-    for path, why in result.invalid:
-        lines.append(f"  invalid evidence file {path}: {for_terminal(why, 200)}")
-    counts = ", ".join(f"{n} {v}" for v, n in result.counts().items() if n)
-    lines.append(f"verdict: {result.verdict.upper()} — {result.reason}" + (f" ({counts})" if counts else ""))
-    return "\n".join(lines)

@@ -56,7 +56,8 @@ def promote(ws: Workspace, config: "Config", name: str, *, dry_run: bool = False
             return Decision(patch.name, patch.state, patch.state, False, (), None, dry_run,
                             f"{patch.name} is already default-enabled (since {since}); nothing to do")
         if patch.state == "ungated":
-            raise PreconditionError(f"{patch.name} is ungated (its track had no gate when it was imported); an ungated patch can never be promoted")
+            raise PreconditionError(f"{patch.name} is ungated (its track had no gate when it was imported), so it cannot be promoted; "
+                                    + gates.ungated_fix(patch))
         if patch.state not in PROMOTABLE_FROM:
             raise PreconditionError(f"{patch.name} is {patch.state}; only a queued or gated patch can be promoted")
         subject = gates.patch_subject(config, queue, patch)

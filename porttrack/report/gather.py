@@ -44,7 +44,7 @@ from porttrack.report.records import (
     WeeklyReport,
 )
 from porttrack.report.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
-from porttrack.observe.successors import render_lines as render_successors
+from porttrack.observe.successors import SHOWN as SUCCESSORS_SHOWN, render_lines as render_successors
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def gather(
     or None and why (`fork_problem`)."""
     problems = _Problems()
     know = _knowledge(ws, config, fork, fork_problem, problems)
-    status_report = _status(ws, config, client, dry_run, progress, know, problems)
+    status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
     if findings is not None:
         status_report = with_findings(status_report, findings)  # "follow #N?" for an orphan with a successor
@@ -112,6 +112,8 @@ def gather(
             "observed_at": status_report.observed_at,
             "source": status_report.source,
             "requests": status_report.requests,
+            # the exit code `status` gives for the failed poll (null: polled, or offline by choice)
+            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else None,
             "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
         tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
@@ -164,8 +166,23 @@ def _found(findings: Findings | None) -> Mapping[str, Any] | None:
     if findings is None or findings.skipped:
         return None
     return {"successors": {str(s.pr): render_successors(s) for s in findings.successors},
+            "follow": {str(s.pr): _follow(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
             "cost": findings.cost.text if findings.cost else ""}
+
+
+def _follow(search) -> Mapping[str, Any]:
+    """A successor search as the weekly issue shows it: the best candidates (number, title, why)
+    and the tracks.yaml change that follows the one `status` proposes (a candidate sharing at least
+    half the hunks, `SuccessorSearch.follow`), as text to paste (`status`'s lines are kept in
+    "successors" for --json)."""
+    shown = search.candidates[:SUCCESSORS_SHOWN]
+    best = search.follow()
+    adopt = "\n".join(("tracks:", *search.adopt_lines(best))) + "\n" if best is not None else None
+    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text,
+                            "reasons": [{"kind": r.kind, "detail": r.detail} for r in c.reasons]} for c in shown],
+            "pr": search.pr,
+            "tracks_yaml": adopt, "problem": search.problem}
 
 
 def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_problem: str | None, problems: _Problems):
@@ -176,11 +193,11 @@ def _knowledge(ws: Workspace, config: "Config", fork: GitRepo | None, fork_probl
         return Knowledge()
 
 
-def _status(ws, config, client, dry_run, progress, know, problems) -> "StatusReport":
+def _status(ws, config, client, dry_run, progress, know, problems) -> "tuple[StatusReport, PorttrackError | None]":
     report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
-    return report
+    return report, problem
 
 
 def _recorded_state(ws: Workspace, config: "Config", problems: _Problems):

@@ -6,7 +6,7 @@ JSON shape (`--json`, schema `porttrack/weekly/v1`; additive changes only)::
     {"schema": "porttrack/weekly/v1", "week": "2026-W49", "title": str, "generated_at": ISO,
      "upstream_repo": str, "fork_repo": str, "report_file": "reports/weekly-2026-W49.md",
      "since": {"at": ISO, "source": "flag"|"record"|"issue"|"default", "detail": str, "week": str|null},
-     "upstream": {"mode": "live"|"offline", "offline_reason", "observed_at", "source", "requests",
+     "upstream": {"mode": "live"|"offline", "offline_reason", "observed_at", "source", "requests", "poll_exit_code",
                  "recorded_before_period": bool},   # the state predates `since`: "this week" cannot be known
      "tracks": [{"id", "title", "changed": bool, "fork_commits": [sha], "next_action": {"kind", "text", "command"},
                  "prs": [{"number", "title", "author", "state": "open"|"merged"|"closed"|"unobserved", "url",
@@ -230,7 +230,9 @@ class WeeklyReport:
     profile: str = "vllm-gpu"  # tracks.yaml's profile
     sections: tuple[str, ...] = ()  # the sections that apply, in order (the template shows only these)
     # What a live run's searches found (None offline, or searches off): {"successors": {PR: [line]},
-    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.observe.successors / .collisions
+    # "follow": {PR: {"candidates": [{number, title, why}], "tracks_yaml": str|None, "problem"}},
+    # "collisions": [line], "cost": str}; the lines are `status`'s, from porttrack.observe.successors / .collisions;
+    # the issue shows "follow" (links, a yaml block) and leaves the request accounting ("cost") to --json
     found: Mapping[str, Any] | None = None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from porttrack.common import markdown as md
 from porttrack.common.errors import InputError
@@ -147,6 +147,13 @@ _EVENT_WORDS = {
     "compacted": "earlier history compacted",
 }
 
+# successor reasons (porttrack.observe.successors.Reason) that name no PR: their words
+_REASON_WORDS = {
+    "shares-hunks": "shares {} hunks",
+    "near-hunks": "nearly matches {} more (same file, mostly the same added lines)",
+    "same-author": "same author ({})",
+}
+
 # Event details porttrack writes itself (SHAs, counts, states); a retitle quotes the PR's new title.
 _OWN_DETAIL_KINDS = frozenset({"observed", "appended", "force-pushed", "merged", "closed", "reopened", "rebased-onto", "compacted"})
 
@@ -165,6 +172,8 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
         detail = change.get("detail") or ""
         if detail.strip().lower() == words.lower():
             detail = ""
+        elif detail.lower().startswith(f"{words.lower()}: "):  # "first observed: merged" under "first observed"
+            detail = detail[len(words) + 2:]
         if change["kind"] in _OWN_DETAIL_KINDS:
             detail = re.sub(r"\b([0-9a-f]{12})[0-9a-f]{28}\b", r"\1", detail)
             shown = md.ours(detail, upstream, 160)
@@ -173,9 +182,26 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
         when = f" ({change['at'][:10]})" if change.get("at") else ""
         return md.Md(f"**{words}**{when}" + (f": {shown}" if shown else ""))
 
+    def reasons(items: Iterable[Mapping[str, Any]], pr: int) -> md.Md:
+        """Why a successor candidate was proposed, with every PR it names as a link (the
+        successor search's reasons are data: kind + detail; details quoting GitHub are text)."""
+        words = []
+        for r in items:
+            kind, detail = str(r.get("kind")), str(r.get("detail") or "")
+            if kind == "body-says":
+                words.append(md.Md(f"its body says it takes over {md.pr_link(upstream, int(pr))}"))
+            elif kind in ("cross-referenced", "mentions") and detail.isdigit():
+                linked = md.pr_link(upstream, int(detail))
+                words.append(md.Md(f"it references {linked} (timeline)" if kind == "cross-referenced" else f"its body mentions {linked}"))
+            else:
+                words.append(md.text(_REASON_WORDS.get(kind, "{}").format(detail), 200))
+        return md.join(words, "; ")
+
     return {
+        "reasons": reasons,
         "t": lambda v, limit=200: md.text(v, limit),
         "code": lambda v, limit=120: md.code(v, limit),
+        "block": lambda v, language="": md.block(v, language),
         "ours": lambda v, limit=400: md.ours(v, upstream, limit),
         "ours_plain": lambda v, limit=400: md.ours(v, None, limit),
         "sha": lambda v: md.code((v or "")[:12]) if v else md.Md("—"),

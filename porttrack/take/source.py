@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from porttrack.tracks.config import Config
-from porttrack.common.errors import GitError, InputError, PreconditionError
+from porttrack.common.errors import GitError, InputError, NotTracked, PreconditionError
 from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
 from porttrack.diff.hunks import parse_diff
 from porttrack.workspace.queue import Queue, Revision
@@ -162,7 +162,51 @@ def track_for(config: Config, state: UpstreamState, number: int) -> str:
             track = config.track_for_pr(tracked)
             if track is not None:
                 return track
-    raise PreconditionError(f"#{number} is not in any track of tracks.yaml (nor stacked under one); add it to a track's prs")
+    raise not_tracked(config, state, number)
+
+
+def known_numbers(config: Config, state: UpstreamState) -> tuple[set[int], set[int]]:
+    """The PRs tracks.yaml names, and those the recorded state has them stacked on."""
+    tracked = {n for track in config.tracks.values() for n in track.prs}
+    stacked = {link.number for n, pr in state.prs.items() if n in tracked for link in pr.stacked_on} - tracked
+    return tracked, stacked
+
+
+def check_tracked(config: Config, state: UpstreamState, number: int) -> None:
+    """Refuse a PR number no track names (nor stacked under one) before anything is asked of
+    GitHub: `import 4880` for #48804 costs no request and says what was meant."""
+    tracked, stacked = known_numbers(config, state)
+    if number not in tracked | stacked:
+        raise not_tracked(config, state, number)
+
+
+def not_tracked(config: Config, state: UpstreamState, number: int) -> NotTracked:
+    tracked, stacked = known_numbers(config, state)
+    listed = ", ".join(f"#{n}" for n in sorted(tracked)) or "none"
+    if stacked:
+        listed += " (stacked under them: " + ", ".join(f"#{n}" for n in sorted(stacked)) + ")"
+    near = near_numbers(number, tracked | stacked)
+    guess = f"; did you mean {' or '.join(f'#{n}' for n in near)}?" if near else ""
+    return NotTracked(f"#{number} is not tracked; tracked: {listed}{guess} "
+                      f"(to follow another PR, add it to a track's prs in tracks.yaml)")
+
+
+def near_numbers(number: int, known: set[int]) -> list[int]:
+    """Known numbers a typo of `number` may have meant: one digit wrong, missing or extra (edit
+    distance 1), or the same digits in another order; nearest first."""
+    typed = str(number)
+
+    def distance(a: str, b: str) -> int:
+        row = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            prev, row[0] = row[0], i
+            for j, cb in enumerate(b, 1):
+                prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        return row[-1]
+
+    scored = [(distance(typed, str(n)), n) for n in known]
+    near = [(d, n) for d, n in scored if d <= 1 or sorted(str(n)) == sorted(typed)]
+    return [n for _, n in sorted(near)][:3]
 
 
 def stability(repo: GitRepo, number: int, source: Source, current_ids: set[str], notes: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:

@@ -224,6 +224,9 @@ class UpstreamConfig(_Record):
     repo: Repo
     remote: GitRef = "upstream"
     default_branch: GitRef = "main"
+    # where the fork checkout's upstream remote fetches from, when not GitHub (a mirror):
+    # `init --upstream-url` writes it, `doctor` accepts it and offers it as the fix
+    url: NonEmptyStr | None = None
 
 
 @record

@@ -46,14 +46,36 @@ def generate(profile: str) -> dict[str, Any]:
     profile_key = schema["properties"]["profile"]
     profile_key.pop("title", None)
     profile_key["description"] = (f"the profile: {profile}" + (" (the default when absent)" if profile == "vllm-gpu" else ""))
+    _refusals(schema["$defs"])
     return {
         "$schema": DRAFT,
-        "$id": f"https://github.com/randomvariable/vllm/porttrack/schemas/{rules.schema_file}",
+        # porttrack's own name for its schema, whoever's fork uses it (not a URL under one fork)
+        "$id": f"urn:porttrack:schema:{rules.schema_file}",
         "title": f"porttrack tracks.yaml, profile {profile}",
         "description": f"{rules.summary}. Generated from porttrack.tracks.config by porttrack.tracks.schema; "
                        "porttrack's own validator also checks cross-references, ids, refs, SHAs and placeholders.",
         **{key: value for key, value in schema.items() if key not in ("title", "description")},
     }
+
+
+# A PR's number in a track once; a job is a command or a workflow, never neither nor both; a gate
+# that may promote gives every metric an allowed regression. The validator refuses these too
+# (porttrack.tracks.config): said here, an editor shows them as the file is typed.
+_METRIC_HAS_ALLOWANCE = {"anyOf": [{"required": [key], "properties": {key: {"type": "number"}}}
+                                   for key in ("allowed_regression_pct", "allowed_regression_abs")]}
+
+
+def _refusals(defs: dict[str, Any]) -> None:
+    for name, record in defs.items():
+        props = record.get("properties", {})
+        if "prs" in props and "title" in props:  # a track
+            props["prs"]["uniqueItems"] = True
+        if {"command", "workflow"} <= set(props):  # a job
+            record["oneOf"] = [{"required": ["command"], "properties": {"command": {"type": "string"}}},
+                               {"required": ["workflow"], "properties": {"workflow": {"type": "object"}}}]
+        if "metrics" in props and "promote" in props:  # a gate
+            record["if"] = {"not": {"required": ["promote"], "properties": {"promote": {"const": False}}}}
+            record["then"] = {"properties": {"metrics": {"items": _METRIC_HAS_ALLOWANCE}}}
 
 
 def text(profile: str) -> str:

@@ -209,6 +209,9 @@ def write_temp(path: Path, data: bytes) -> str:
 def _write_temp(folder: Path, name: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp makes the file 0600; porttrack writes no secret, so the file gets the mode any
+        # tool writing it would (0644 under the usual umask 022): a teammate's checkout can read it
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -218,6 +221,17 @@ def _write_temp(folder: Path, name: str, data: bytes) -> str:
             os.unlink(tmp)
         raise
     return tmp
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: done under a lock, set straight back)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def _sweep_dead_temps(folder: Path, prefix: str = ".") -> None:
@@ -328,7 +342,7 @@ def _open_lock(path: Path) -> int:
     """The lock file, opened without following a symlink: a committed `.porttrack/lock` link
     would otherwise have its target truncated and overwritten. Only a regular file is accepted."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
             kind = "a symlink" if path.is_symlink() else "not a regular file"
