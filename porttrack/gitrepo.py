@@ -139,9 +139,17 @@ def open_fork(path: Path | None) -> "GitRepo":
 class GitRepo:
     """A work tree (the fork checkout, or a temporary worktree of it)."""
 
-    def __init__(self, path: Path, common_dir: Path | None = None):
+    def __init__(self, path: Path, common_dir: Path | None = None, git_dir: Path | None = None):
         self.path = Path(path)
-        self._common_dir = common_dir  # learnt by `open` in the same process as the top level
+        # learnt by `open` in the same process as the top level
+        self._common_dir, self._git_dir = common_dir, git_dir
+
+    @property
+    def git_dir(self) -> Path:
+        """This work tree's own git directory (a linked worktree's differs from the common one)."""
+        if self._git_dir is None:
+            self._git_dir = Path(self.text("rev-parse", "--absolute-git-dir"))
+        return self._git_dir
 
     @property
     def common_dir(self) -> Path:
@@ -157,14 +165,14 @@ class GitRepo:
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"fork checkout {path}: no such folder; {NO_FORK_CHECKOUT}")
-        proc = cls(path).run("rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir",
-                             "--show-toplevel", check=False)
+        proc = cls(path).run("rev-parse", "--is-bare-repository", "--absolute-git-dir", "--path-format=absolute",
+                             "--git-common-dir", "--show-toplevel", check=False)
         lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
         if proc.returncode != 0 or not lines:
             raise ConfigError(f"fork checkout {path}: not a git repository")
-        if lines[0] == "true" or len(lines) < 3:
+        if lines[0] == "true" or len(lines) < 4:
             raise ConfigError(f"fork checkout {path}: a bare repository; porttrack needs a work tree")
-        return cls(Path(lines[2]), common_dir=Path(lines[1]))
+        return cls(Path(lines[3]), common_dir=Path(lines[2]), git_dir=Path(lines[1]))
 
     # -- the runner ---------------------------------------------------------------------------
     def run(
@@ -610,9 +618,19 @@ class ScratchIndex:
         """`git apply --cached --whitespace=nowarn FLAGS` of `patch` (bytes, or a file) to `index`;
         never raises on a patch that does not apply (a failed `git apply` changes nothing)."""
         args = ["apply", "--cached", "--whitespace=nowarn", *flags]
+        env, cwd = self.env(index), None
+        if "--3way" in flags:
+            # git (2.39 at least) writes the merged file of a new-file entry whose path the index
+            # already holds into the current directory, --cached or not: the fork's work tree got
+            # untracked files, and the next `apply` refused it as dirty. Run from an empty folder of
+            # our own, the repository named by GIT_DIR, so a stray write lands there.
+            cwd = self.path("cwd")
+            shutil.rmtree(cwd, ignore_errors=True)
+            cwd.mkdir()
+            env = {**env, "GIT_DIR": str(self.repo.git_dir)}
         if isinstance(patch, Path):
-            return self.repo.run(*args, str(patch), env=self.env(index), check=False)
-        return self.repo.run(*args, input=patch, env=self.env(index), check=False)
+            return self.repo.run(*args, str(patch.resolve()), env=env, check=False, cwd=cwd)
+        return self.repo.run(*args, input=patch, env=env, check=False, cwd=cwd)
 
     def unmerged(self, index: str = "index") -> tuple[str, ...]:
         out = self.repo.run("ls-files", "-u", "-z", env=self.env(index)).stdout
