@@ -58,35 +58,54 @@ def words(s: dict) -> str:
 
 
 class Bench:
-    def __init__(self, root: Path, runs: int) -> None:
+    """Runs commands and floors. With `against` (a checkout of another porttrack, e.g. the code
+    before a change), every command runs under both, interleaved run by run (A B A B ...), so a
+    burst of load on this shared machine hits both alike; both are reported."""
+
+    def __init__(self, root: Path, runs: int, against: Path | None = None) -> None:
         self.counter = GitCounter(root / "gitcount")
         self.runs = runs
+        self.against = against
         self.results: dict[str, dict] = {}
 
     def command(self, label: str, argv: list[str], env: dict, cwd: Path, before_each=lambda: None, ok=(0,)) -> dict:
         """Median [min..max] of `runs` runs after a warm-up, and one more run with git counted."""
-        walls, last = [], None
+        trees = {"this": env}
+        if self.against is not None:
+            others = [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x and Path(x).resolve() != ROOT]
+            trees = {"against": {**env, "PYTHONPATH": os.pathsep.join([str(self.against), *others])}, "this": env}
+        walls: dict[str, list[float]] = {tree: [] for tree in trees}
+        counts: dict[str, dict] = {}
+        last: dict[str, subprocess.CompletedProcess] = {}
         for k in range(self.runs + 2):
-            before_each()
-            counted = k == self.runs + 1
-            self.counter.reset()
-            run_env = {**env, **self.counter.env(env)} if counted else env
-            t0 = time.perf_counter()
-            last = subprocess.run(argv, env=run_env, cwd=cwd, capture_output=True, text=True)
-            wall = time.perf_counter() - t0
-            if last.returncode not in ok:
-                raise SystemExit(f"{label}: exit {last.returncode}: {last.stderr[-500:]}")
-            if 0 < k <= self.runs:
-                walls.append(wall)
-        result = {"wall_s": spread(walls), "git": self.counter.summary(), "load": load(), "exit": last.returncode}
-        if last.stdout.startswith("{"):
-            data = json.loads(last.stdout)
-            if "verdict" in data:
-                result["verdict"] = f"{data['verdict']} by {data['method']}"
-        self.results[label] = result
-        extra = f"; {result['verdict']}" if "verdict" in result else ""
-        print(f"  {label:<44} {words(result['wall_s'])} s; {describe(result['git'])}{extra}; load {result['load']}", flush=True)
-        return result
+            for tree, tree_env in trees.items():
+                before_each()
+                counted = k == self.runs + 1
+                self.counter.reset()
+                run_env = {**tree_env, **self.counter.env(tree_env)} if counted else tree_env
+                t0 = time.perf_counter()
+                proc = subprocess.run(argv, env=run_env, cwd=cwd, capture_output=True, text=True)
+                wall = time.perf_counter() - t0
+                if proc.returncode not in ok:
+                    raise SystemExit(f"{label} ({tree}): exit {proc.returncode}: {proc.stderr[-500:]}")
+                if 0 < k <= self.runs:
+                    walls[tree].append(wall)
+                if counted:
+                    counts[tree] = self.counter.summary()
+                last[tree] = proc
+        out = {}
+        for tree in trees:
+            result = {"wall_s": spread(walls[tree]), "git": counts[tree], "load": load(), "exit": last[tree].returncode}
+            if last[tree].stdout.startswith("{"):
+                data = json.loads(last[tree].stdout)
+                if "verdict" in data:
+                    result["verdict"] = f"{data['verdict']} by {data['method']}"
+            out[tree] = result
+            extra = f"; {result['verdict']}" if "verdict" in result else ""
+            name = label if len(trees) == 1 else f"{label} [{tree}]"
+            print(f"  {name:<44} {words(result['wall_s'])} s; {describe(result['git'])}{extra}; load {result['load']}", flush=True)
+        self.results[label] = out["this"] if len(trees) == 1 else out
+        return out["this"]
 
     def floor(self, label: str, steps, before_each=lambda: None) -> dict:
         walls = []
@@ -112,6 +131,8 @@ def main() -> int:
     ap.add_argument("--fork-commits", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--against", type=Path, help="another porttrack checkout (e.g. `git worktree add /tmp/before <commit>`): "
+                    "every command runs under both, interleaved; figures for both")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="porttrack-git-speed-") as tmp, isolated_environ(Path(tmp) / "home"):
@@ -123,7 +144,7 @@ def main() -> int:
         print(f"built in {build_s:.1f}s: upstream main {git(fork, 'rev-list', '--count', 'upstream/main')} commits; "
               f"fork branches: " + ", ".join(f"{b} {git(fork, 'rev-list', '--count', b)}" for b in ("rebased", "picked", "old")))
         print(f"machine: {os.cpu_count()} cpus, load average {load()}; seconds: median [min..max] of {args.runs}")
-        bench = Bench(root, args.runs)
+        bench = Bench(root, args.runs, args.against.resolve() if args.against else None)
         # Every GitHub address points at the emulator on loopback, never the real one: import asks
         # for the PR; the other commands must ask nothing (checked: its log stays empty for them).
         fake_cm = running_emulator()
@@ -202,13 +223,14 @@ def main() -> int:
         bench.command("report weekly --offline --dry-run", py + ["report", "weekly", "--offline", "--dry-run"], ienv, iws.root)
         assert not fake.log, f"an offline command asked GitHub: {[r.path for r in fake.log]}"
 
+        def median(label: str) -> float:
+            result = bench.results[label]
+            return (result["this"] if "this" in result else result)["wall_s"]["median"]
+
         ratios = {
-            "import / floor": bench.results["import 46076"]["wall_s"]["median"]
-            / bench.results["import floor (merge-base, diff, read-tree, apply --check)"]["wall_s"]["median"],
-            "apply --staging / floor": bench.results["apply --staging"]["wall_s"]["median"]
-            / bench.results["apply floor (read-tree, apply, write-tree, commit-tree, update-ref)"]["wall_s"]["median"],
-            "report weekly / status --offline": bench.results["report weekly --offline --dry-run"]["wall_s"]["median"]
-            / bench.results["status --offline"]["wall_s"]["median"],
+            "import / floor": median("import 46076") / median("import floor (merge-base, diff, read-tree, apply --check)"),
+            "apply --staging / floor": median("apply --staging") / median("apply floor (read-tree, apply, write-tree, commit-tree, update-ref)"),
+            "report weekly / status --offline": median("report weekly --offline --dry-run") / median("status --offline"),
         }
         for k, v in ratios.items():
             print(f"  {k}: {v:.1f}x (medians)")
