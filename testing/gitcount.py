@@ -19,6 +19,7 @@ Used by benchmarks (process counts beside times) and by tests/test_git_speed.py.
 
 from __future__ import annotations
 
+import codecs
 import collections
 import contextlib
 import os
@@ -120,8 +121,9 @@ class GitCounter:
 
 def _unquote(word: str) -> str:
     """Undo bash's `printf %q` for the common cases (backslash escapes and $'...' quoting)."""
-    if word.startswith("$'") and word.endswith("'"):
-        return bytes(word[2:-1], "utf-8").decode("unicode_escape")
+    if word.startswith("$'") and word.endswith("'"):  # C escapes; non-ASCII bytes come as \ooo
+        raw = codecs.escape_decode(word[2:-1].replace("\\E", "\\x1b").encode("utf-8", "surrogateescape"))[0]
+        return raw.decode("utf-8", "surrogateescape")
     try:
         parts = shlex.split(word)
     except ValueError:

@@ -70,13 +70,13 @@ def test_the_counter_counts_what_reaches_git_and_keeps_its_output_and_status(tmp
     counter = GitCounter(tmp_path / "gitcount")
     env = {**__import__("os").environ, **counter.env()}
     ok = subprocess.run(["git", "-c", "core.pager=cat", "version"], env=env, capture_output=True, text=True)
-    bad = subprocess.run(["git", "rev-parse", "--verify", "no such ref\twith a tab"], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, input="")
+    bad = subprocess.run(["git", "rev-parse", "--verify", "no such ref\twith a tab", "caf\u00e9 'q' $x\\"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, input="")
     assert ok.returncode == 0 and ok.stdout.startswith("git version")
     assert bad.returncode != 0
     calls = counter.calls()
     assert [c.command for c in calls] == ["version", "rev-parse"]
-    assert calls[1].argv == ("rev-parse", "--verify", "no such ref\twith a tab")
+    assert calls[1].argv == ("rev-parse", "--verify", "no such ref\twith a tab", "caf\u00e9 'q' $x\\")
     assert calls[1].rc == bad.returncode and calls[0].rc == 0
     assert all(c.seconds >= 0 for c in calls)
     counter.reset()
