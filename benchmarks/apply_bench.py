@@ -7,12 +7,19 @@ three upstream bases it is applied to:
   clean   the base the PR was cut from: every hunk applies where it says;
   offset  upstream inserted lines at the top of each file: every hunk moved;
   3-way   upstream changed a line inside every hunk's context: plain apply fails for every file,
-          the patch is merged 3-way and each of the 200 hunks is probed on its own for the report.
+          and the patch is merged 3-way (its pre-image blobs are in the repository).
+
+The workspace builds from `upstream/main` (fork.build_base), which each row points at its base;
+each row asserts the outcome it exists to measure (clean / offset / 3-way), for the patch and for
+every hunk — a row whose path was not taken stops the benchmark instead of printing a figure.
 
 For each, the build is timed in-process (`porttrack.apply.apply`: the core, without Python start-up)
-and as the user runs it (`python -m porttrack apply --staging`, a separate process). The branch is
-deleted between repetitions so every run builds, creates the ref and records the run.
-Target (issue 3): apply under 2 s.
+and as the user runs it (`python -m porttrack apply --staging`, a separate process), with the git
+processes it started counted (testing/gitcount.py); and the plumbing floor: what the same build
+costs done by hand in a scratch index (`read-tree`, `apply --cached [--3way]`, `write-tree`,
+`commit-tree`, `update-ref`: 5 processes). The branch is deleted between repetitions so every run
+builds, creates the ref and records the run. Figures: median [min–max] of --repeat runs.
+Target (issue 3): apply under 2 s; issue 25: closer to the plumbing floor.
 
     python benchmarks/apply_bench.py [--commits 20000] [--files 5000] [--repeat 5]
 """
@@ -40,6 +47,7 @@ from porttrack.gitrepo import GitRepo  # noqa: E402
 from porttrack.diff.hunks import parse_diff  # noqa: E402
 from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from porttrack.workspace.files import Workspace  # noqa: E402
+from testing.gitcount import GitCounter, describe  # noqa: E402
 from testing.gitfixtures import generate_history, git, git_bytes, isolated_environ, write_files  # noqa: E402
 from testing.workspace import make_workspace, track  # noqa: E402
 
@@ -90,7 +98,8 @@ def setup(root: Path, commits: int, files: int) -> tuple[Path, Workspace, dict[s
     git(fork, "checkout", "-q", "main")
     git(fork, "branch", "-q", "-D", "pr", "up-offset", "up-3way")
 
-    handle = make_workspace(root / "ws", {"spec": track([46849])}, fork=fork, token=None)
+    handle = make_workspace(root / "ws", {"spec": track([46849])}, fork=fork, token=None,
+                            fork_options={"build_base": "upstream/main"})
     ws = Workspace(handle.root)
     hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(data) for h in fd.hunks)
     assert len(hunks) == PR_FILES * HUNKS_PER_FILE, len(hunks)
@@ -102,9 +111,37 @@ def setup(root: Path, commits: int, files: int) -> tuple[Path, Workspace, dict[s
     return fork, ws, bases
 
 
-def bench(fork: Path, ws: Workspace, base: str, repeat: int) -> dict[str, object]:
+EXPECTED = {"clean": "clean", "offset": "offset", "3-way": "3-way"}  # row -> the path it must take
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
+
+
+def floor(fork: Path, base: str, patch: Path, threeway: bool, repeat: int) -> list[float]:
+    """The same build by hand with git plumbing, in a scratch index: the least any tool can do."""
+    index = patch.parent / "floor-index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    times = []
+    for _ in range(repeat):
+        git(fork, "update-ref", "-d", "refs/heads/floor", check=False)
+        t0 = time.perf_counter()
+        subprocess.run(["git", "read-tree", base], cwd=fork, env=env, check=True)
+        subprocess.run(["git", "apply", "--cached", *(["--3way"] if threeway else []), str(patch)], cwd=fork, env=env,
+                       check=True, capture_output=True)
+        tree = subprocess.run(["git", "write-tree"], cwd=fork, env=env, check=True, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(["git", "commit-tree", tree, "-p", base, "-m", "floor"], cwd=fork, env=env, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        subprocess.run(["git", "update-ref", "refs/heads/floor", commit], cwd=fork, env=env, check=True)
+        times.append(time.perf_counter() - t0)
+    index.unlink(missing_ok=True)
+    return times
+
+
+def bench(fork: Path, ws: Workspace, base: str, repeat: int, label: str, counter: GitCounter) -> dict[str, object]:
     git(fork, "update-ref", "refs/remotes/upstream/main", base)
     config = load_config(ws.tracks_file, fork_override=str(fork))
+    assert config.fork.build_from() == "upstream/main", "the rows move upstream/main: the build must start there"
     core, cli, run = [], [], None
     for _ in range(repeat):
         git(fork, "update-ref", "-d", STAGING, check=False)
@@ -113,12 +150,15 @@ def bench(fork: Path, ws: Workspace, base: str, repeat: int) -> dict[str, object
         core.append(time.perf_counter() - t0)
     env = {**os.environ, "PORTTRACK_WORKSPACE": str(ws.root), "PORTTRACK_FORK": str(fork),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    for _ in range(repeat):
+    counted = {**env, **counter.env(env)}
+    for k in range(repeat + 1):  # the last run counts git processes (the wrapper costs a little)
         git(fork, "update-ref", "-d", STAGING, check=False)
+        counter.reset()
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "porttrack", "apply", "--staging", "--json"], env=env,
-                              capture_output=True, text=True, cwd=ws.root)
-        cli.append(time.perf_counter() - t0)
+        proc = subprocess.run([sys.executable, "-m", "porttrack", "apply", "--staging", "--json"],
+                              env=counted if k == repeat else env, capture_output=True, text=True, cwd=ws.root)
+        if k < repeat:
+            cli.append(time.perf_counter() - t0)
         if proc.returncode != 0:
             raise SystemExit(f"apply failed ({proc.returncode}): {proc.stderr}")
         report = json.loads(proc.stdout)
@@ -127,7 +167,17 @@ def bench(fork: Path, ws: Workspace, base: str, repeat: int) -> dict[str, object
     hunk_outcomes: dict[str, int] = {}
     for h in run.patches[0].hunks:
         hunk_outcomes[h.outcome] = hunk_outcomes.get(h.outcome, 0) + 1
-    return {"outcome": run.patches[0].outcome, "hunks": hunk_outcomes, "core": core, "cli": cli}
+    want = EXPECTED[label]
+    assert run.patches[0].outcome == want and set(hunk_outcomes) <= {want, "clean"} and want in hunk_outcomes, (
+        f"row {label!r} must measure the {want} path; it took {run.patches[0].outcome} ({hunk_outcomes})")
+    patch_file = ws.root / "patches" / (load_patch_file(ws))
+    return {"outcome": run.patches[0].outcome, "hunks": hunk_outcomes, "core": core, "cli": cli,
+            "git": counter.summary(), "floor": floor(fork, base, patch_file, want == "3-way", repeat)}
+
+
+def load_patch_file(ws: Workspace) -> str:
+    (patch,) = queue_mod.load(ws).patches
+    return patch.file
 
 
 def main() -> int:
@@ -140,15 +190,20 @@ def main() -> int:
         fork, ws, bases = setup(Path(tmp), args.commits, args.files)
         print(f"repository: {args.commits} commits, {args.files + PR_FILES} files; queue: 1 patch, "
               f"{PR_FILES} files, {PR_FILES * HUNKS_PER_FILE} hunks; {args.repeat} runs each")
-        print(f"{'base':<8} {'patch':<8} {'hunks':<22} {'core median':>12} {'core min':>9} {'CLI median':>11} {'CLI min':>8}")
+        counter = GitCounter(Path(tmp) / "gitcount")
+        print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print("seconds: median [min-max]")
+        print(f"{'base':<7} {'patch':<7} {'hunks':<24} {'core':<22} {'CLI':<22} {'floor':<22} {'CLI/floor':>9}  git processes (CLI)")
         worst = 0.0
         for label, base in bases.items():
-            r = bench(fork, ws, base, args.repeat)
+            r = bench(fork, ws, base, args.repeat, label, counter)
             hunks = ", ".join(f"{n} {o}" for o, n in r["hunks"].items())
-            print(f"{label:<8} {r['outcome']:<8} {hunks:<22} {statistics.median(r['core']):>11.3f}s "
-                  f"{min(r['core']):>8.3f}s {statistics.median(r['cli']):>10.3f}s {min(r['cli']):>7.3f}s")
+            ratio = statistics.median(r["cli"]) / statistics.median(r["floor"])
+            print(f"{label:<7} {r['outcome']:<7} {hunks:<24} {spread(r['core']):<22} {spread(r['cli']):<22} "
+                  f"{spread(r['floor']):<22} {ratio:>8.1f}x  {describe(r['git'])}", flush=True)
             if label == "clean":
                 worst = statistics.median(r["cli"])
+        print("floor: read-tree, apply --cached [--3way], write-tree, commit-tree, update-ref in a scratch index (5 git processes)")
         print(f"target: apply --staging under 2 s -> {'met' if worst < 2 else 'MISSED'} ({worst:.3f} s, CLI median, clean base)")
     return 0
 

@@ -152,6 +152,130 @@ def build(root: Path, commits: int, fork_commits: int) -> dict[str, str]:
     return {"merge": merge_sha, "fork": str(fork)}
 
 
+# -- the shape of upstream vLLM: 20k commits, two PRs the size of #46076 and #48407 ----------------
+
+# #46076: 12 files, +1996/-98 (10 files edited in 6 hunks each, 2 new); #48407: 7 files, +230/-12
+# (6 edited in 2 hunks each, 1 new), and one of its files deleted 2 days after the merge, as
+# upstream deleted vllm/models/deepseek_v32/nvidia/attention.py.
+VLLM_PRS = {
+    46076: {"title": "[Spec Decode] Warm up the drafter kernels", "edited": 10, "hunks": 6, "new": 2,
+            "add": 1996, "remove": 98},
+    48407: {"title": "[Attention] Skip sparse indexer scoring for dense short prefills", "edited": 6, "hunks": 2,
+            "new": 1, "add": 230, "remove": 12},
+}
+VLLM_LINES = 400  # lines of each module a PR edits
+DAY = 1440  # commits a day at one a minute
+
+
+def vllm_module(pr: int, i: int) -> list[str]:
+    return [f"def f_{pr}_{i}_{j}(x):  # line {j}\n" for j in range(VLLM_LINES)]
+
+
+def vllm_files(pr: int, variant: str = "") -> tuple[dict[str, str], dict[str, str]]:
+    """(files before, files after) of the PR: exactly its +/- line counts, spread over its hunks."""
+    spec = VLLM_PRS[pr]
+    before: dict[str, str] = {}
+    after: dict[str, str] = {}
+    new_lines = spec["add"] - spec["add"] * 3 // 4 if spec["new"] else 0
+    edit_add, edit_remove = spec["add"] - new_lines, spec["remove"]
+    hunks = spec["edited"] * spec["hunks"]
+    for i in range(spec["edited"]):
+        name = f"vllm/pr{pr}/edited_{i:02d}.py"
+        lines = vllm_module(pr, i)
+        before[name] = "".join(lines)
+        out: list[str] = []
+        cut = 0
+        for k in range(spec["hunks"]):
+            n = i * spec["hunks"] + k
+            add = edit_add // hunks + (1 if n < edit_add % hunks else 0)
+            remove = edit_remove // hunks + (1 if n < edit_remove % hunks else 0)
+            at = 20 + k * (VLLM_LINES - 40) // spec["hunks"]
+            out += lines[cut:at]
+            out += [f"    # #{pr} hunk {n} line {a}{variant if n == 0 else ''}\n" for a in range(add)]
+            cut = at + remove
+        after[name] = "".join(out + lines[cut:])
+    for i in range(spec["new"]):
+        share = new_lines // spec["new"] + (1 if i < new_lines % spec["new"] else 0)
+        after[f"vllm/pr{pr}/new_{i}.py"] = "".join(f"NEW_{pr}_{i}_{j} = {j}\n" for j in range(share))
+    return before, after
+
+
+def build_vllm_shape(root: Path, commits: int = 20000, fork_commits: int = 2000) -> dict:
+    """An upstream of `commits` commits (generated changes to 5,000 files) in which #46076 is
+    squash-merged at 70 % and #48407 at 80 %, one of #48407's files deleted 2 days (2,880 commits)
+    later; `refs/pull/N/head` for both (the PR's own commit on its base). The fork, a clone of it
+    (remote `upstream`), has three branches, one per way `verify-converged` can decide:
+      rebased  upstream's tip + 50 fork commits                        -> ancestry
+      picked   forked at 60 %, `fork_commits` commits, then both PRs
+               cherry-picked unchanged                                 -> patch-id
+      old      the same fork, both PRs ported by hand with one hunk
+               edited                                                  -> per-hunk content
+    One `git fast-import` stream per repository. Returns the SHAs and paths."""
+    up, fork = root / "upstream", root / "fork"
+    git(root, "init", "-q", "--initial-branch=main", str(up))
+    s = Stream()
+    at_add, at_fork = int(commits * 0.5), int(commits * 0.6)
+    at_merge = {46076: int(commits * 0.7), 48407: int(commits * 0.8)}
+    at_delete = min(at_merge[48407] + 2 * DAY, commits - 2)
+    deleted = "vllm/pr48407/edited_00.py"
+    files = {f"src/d{i // 100:03d}/mod_{i:05d}.py": f"value = {i}\n" for i in range(FILES)}
+    s.commit("main", None, 0, "Initial import", files)
+    marks: dict[str, str] = {}
+    for n in range(1, commits):
+        pr = next((k for k, at in at_merge.items() if at == n), None)
+        if n == at_add:
+            both = {name: text for pr in VLLM_PRS for name, text in vllm_files(pr)[0].items()}
+            marks["added"] = s.commit("main", None, n * 60, "Add the modules the PRs edit", both)
+        elif pr is not None:
+            before_pr = f":{s.mark}"
+            marks[f"head{pr}"] = s.commit(f"pr{pr}", before_pr, n * 60 - 30, VLLM_PRS[pr]["title"], vllm_files(pr)[1])
+            marks[f"merge{pr}"] = s.commit("main", before_pr, n * 60, f"{VLLM_PRS[pr]['title']} (#{pr})", vllm_files(pr)[1])
+        elif n == at_delete:
+            s.commit("main", None, n * 60, "Remove the old sparse attention module", {deleted: None})
+        elif n == at_fork:
+            marks["fork_point"] = s.generated("main", None, n * 60, n)
+        else:
+            s.generated("main", None, n * 60, n)
+    names = sorted(marks)
+    shas = dict(zip(names, s.run(up, tuple(marks[k] for k in names))))
+    for pr in VLLM_PRS:
+        git(up, "update-ref", f"refs/pull/{pr}/head", shas[f"head{pr}"])
+        git(up, "branch", "-q", "-D", f"pr{pr}")
+    git(up, "checkout", "-q", "-f", "main")
+
+    git(root, "clone", "-q", "--no-checkout", "--origin", "upstream", str(up), str(fork))
+    f = Stream()
+    step = (commits - at_fork) * 60 // max(1, fork_commits)
+    for branch, variant in (("picked", ""), ("old", " (fork)")):
+        f.commit(branch, shas["fork_point"], at_fork * 60 + step, "Start the fork", {"FORK.md": "the fork's own work\n"})
+        for k in range(1, fork_commits - 2):
+            f.generated(branch, None, at_fork * 60 + (k + 1) * step, 10**6 + k)
+        for j, pr in enumerate(VLLM_PRS):
+            how = "cherry picked" if not variant else "ported by hand"
+            f.commit(branch, None, commits * 60 + 1 + j, f"{VLLM_PRS[pr]['title']} (#{pr}), {how}", vllm_files(pr, variant)[1])
+    tip = git(fork, "rev-parse", "upstream/main")
+    for k in range(50):
+        f.generated("rebased", tip if k == 0 else None, (commits + 1 + k) * 60, 2 * 10**6 + k)
+    f.run(fork)
+    git(fork, "checkout", "-q", "-f", "rebased")
+    return {"upstream": up, "fork": fork, "merges": {pr: shas[f"merge{pr}"] for pr in VLLM_PRS},
+            "heads": {pr: shas[f"head{pr}"] for pr in VLLM_PRS}, "deleted": deleted}
+
+
+def recorded_prs(merges: dict[int, str], heads: dict[int, str] | None = None, open_prs: tuple[int, ...] = ()) -> dict:
+    """The recorded upstream state of several PRs, merged as `status` leaves them (or open, for
+    `open_prs`, with their head)."""
+    prs = {}
+    for pr, merge in merges.items():
+        rec = recorded_state(merge)["prs"][str(PR)]
+        rec.update(number=pr, title=VLLM_PRS.get(pr, {}).get("title", f"PR {pr}"))
+        if pr in open_prs:
+            rec.update(state="open", merged_at=None, merge_commit_sha=None, head_sha=(heads or {})[pr],
+                       head_ref=f"pr{pr}", created_at="2026-07-01T00:00:00Z")
+        prs[str(pr)] = rec
+    return {**recorded_state(next(iter(merges.values()))), "prs": prs}
+
+
 def recorded_state(merge: str) -> dict:
     return {
         "schema": "porttrack/upstream-state/v1", "upstream": "vllm-project/vllm",

@@ -5,11 +5,17 @@ points, cold and warm.
 Runs the real CLI as a subprocess against the GitHub emulator on loopback with injected latency
 (default 100 ms per request), for 4, 100 and 500 tracked PRs, with no fork checkout (API only),
 once as porttrack chooses (`PORTTRACK_GRAPHQL=auto`: GraphQL past one wave of 8 REST requests)
-and once REST only (`never`). Prints medians over --repeat runs: the number of round trips on the
-critical path (the wall time at the given latency minus the wall time of the same poll at 0 ms,
-divided by the latency), the requests the emulator logged, and the points it took from the
-token's REST core budget and from its GraphQL budget (the emulator's own accounting: a 304 costs
-no core point, a GraphQL query of up to 100 PRs 1 point). Also the median time of `porttrack --help`.
+and once REST only (`never`). Prints, over --repeat runs, the number of round trips on the critical
+path two ways:
+  counted  from the emulator's log: the longest chain of requests each sent after the previous one
+           was answered (exact, and independent of the machine's load);
+  timed    (wall at the given latency - wall of the same poll at 0 ms, run right before it) / the
+           latency, per pair of runs, shown as median [min..max]: under load the 0 ms run can be
+           the slower one, which a single subtraction of medians once printed as -3.9 round trips;
+           a spread wider than one round trip says the timing cannot tell.
+Also the requests the emulator logged, and the points it took from the token's REST core budget
+and from its GraphQL budget (the emulator's own accounting: a 304 costs no core point, a GraphQL
+query of up to 100 PRs 1 point); wall times as median [min..max]; the median time of `porttrack --help`.
 
 Targets: issue 2: cold poll <= 1 request per PR; 4 PRs within 3 round trips plus start-up;
 `--help` <= 150 ms median. Issue 15: 100 PRs in at most 3 round trips cold and warm, and a warm
@@ -47,11 +53,27 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subpro
     return elapsed, proc
 
 
-def bench_poll(n_prs: int, latency: float, repeat: int, mode: str) -> dict[str, float]:
+def critical_path(log) -> int:
+    """Round trips on the critical path, from the emulator's log: the longest chain of requests in
+    which each was sent after the one before it was answered (earliest-answer-first greedy, which
+    is optimal for chains of intervals)."""
+    chain, answered = 0, float("-inf")
+    for req in sorted(log, key=lambda r: r.time + r.duration):
+        if req.time >= answered:
+            chain, answered = chain + 1, req.time + req.duration
+    return chain
+
+
+def spread(xs: list[float], fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}..{fmt.format(max(xs))}]"
+
+
+def bench_poll(n_prs: int, latency: float, repeat: int, mode: str) -> dict:
     """Cold (no ETags or fingerprints kept) and warm polls, each run against the same emulator
-    with no added latency and with `latency`: the difference divided by the latency is the number
-    of round trips on the critical path; the zero-latency run is the command's own cost."""
+    with no added latency and then with `latency`, in pairs: per pair, the difference divided by
+    the latency estimates the round trips on the critical path; the emulator's log counts them."""
     times: dict[tuple[str, float], list[float]] = {}
+    counted: dict[str, list[int]] = {"cold": [], "warm": []}
     cost: dict[str, dict[str, int]] = {}
     with running_emulator(latency_s=0.0) as fake:
         fake.add_repo(UPSTREAM, default_branch="main")
@@ -68,13 +90,17 @@ def bench_poll(n_prs: int, latency: float, repeat: int, mode: str) -> dict[str, 
                     for poll in ("cold", "warm"):
                         t, cost[poll] = measured(fake, [sys.executable, "-m", "porttrack", "status"], env, ws.root)
                         times.setdefault((poll, lat), []).append(t)
+                        if lat:
+                            counted[poll].append(critical_path(fake.log))
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
-    med = {key: statistics.median(values) for key, values in times.items()}
-    result: dict[str, float] = {"prs": n_prs, "cold0_s": med[("cold", 0.0)]}
+    result: dict = {"prs": n_prs, "cold0_s": spread(times[("cold", 0.0)])}
     for poll in ("cold", "warm"):
-        result[f"{poll}_s"] = med[(poll, latency)]
-        result[f"{poll}_round_trips"] = (med[(poll, latency)] - med[(poll, 0.0)]) / latency
+        result[f"{poll}_s"] = spread(times[(poll, latency)])
+        pairs = [(slow - fast) / latency for slow, fast in zip(times[(poll, latency)], times[(poll, 0.0)])]
+        result[f"{poll}_timed"] = spread(pairs, "{:.1f}")
+        result[f"{poll}_noisy"] = max(pairs) - min(pairs) > 1
+        result[f"{poll}_counted"] = spread([float(c) for c in counted[poll]], "{:.0f}")
         result.update({f"{poll}_{k}": v for k, v in cost[poll].items()})
     return result
 
@@ -91,12 +117,12 @@ def measured(fake, cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[floa
                "graphql_points": 5000 - fake.graphql_rate_limit(DEFAULT_TOKEN)["remaining"]}
 
 
-def bench_help(repeat: int) -> float:
+def bench_help(repeat: int) -> list[float]:
     times = []
     for _ in range(repeat):
         t, _ = timed([sys.executable, "-m", "porttrack", "--help"], {**_env()}, ROOT)
         times.append(t)
-    return statistics.median(times)
+    return times
 
 
 def _env() -> dict[str, str]:
@@ -112,20 +138,27 @@ def main() -> int:
     parser.add_argument("--prs", default="4,100,500", help="tracked PR counts, comma-separated")
     parser.add_argument("--modes", default="auto,never", help="PORTTRACK_GRAPHQL values to measure")
     args = parser.parse_args()
-    print(f"porttrack status poll, emulator latency {args.latency * 1000:.0f} ms, median of {args.repeat}")
-    columns = ("PRs", "mode", "cold s", "warm s", "cold@0ms s", "cold RTs", "warm RTs", "cold req", "warm req",
+    import os
+
+    print(f"porttrack status poll, emulator latency {args.latency * 1000:.0f} ms, {args.repeat} repeats: median [min..max]")
+    print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    columns = ("PRs", "mode", "cold s", "warm s", "cold@0ms s", "cold RTs counted", "cold RTs timed",
+               "warm RTs counted", "warm RTs timed", "cold req", "warm req",
                "cold REST pts", "warm REST pts", "cold GQL pts", "warm GQL pts")
     print(" ".join(f"{c:>{max(len(c), 5)}}" for c in columns))
     for n in (int(x) for x in args.prs.split(",")):
         for mode in args.modes.split(","):
             r = bench_poll(n, args.latency, args.repeat, mode)
-            cells = (r["prs"], mode, f"{r['cold_s']:.3f}", f"{r['warm_s']:.3f}", f"{r['cold0_s']:.3f}",
-                     f"{r['cold_round_trips']:.1f}", f"{r['warm_round_trips']:.1f}", r["cold_requests"], r["warm_requests"],
+            cells = (r["prs"], mode, r["cold_s"], r["warm_s"], r["cold0_s"],
+                     r["cold_counted"], r["cold_timed"] + ("!" if r["cold_noisy"] else ""),
+                     r["warm_counted"], r["warm_timed"] + ("!" if r["warm_noisy"] else ""), r["cold_requests"], r["warm_requests"],
                      r["cold_rest_points"], r["warm_rest_points"], r["cold_graphql_points"], r["warm_graphql_points"])
             print(" ".join(f"{c!s:>{max(len(h), 5)}}" for c, h in zip(cells, columns)), flush=True)
-    print("RTs = (wall at the given latency - wall at 0 ms) / latency: round trips on the critical path")
+    print("RTs counted: the longest chain of requests each sent after the previous was answered (emulator log)")
+    print("RTs timed: (wall at the given latency - wall at 0 ms) / latency, per pair of runs; '!': spread > 1 round trip, the timing cannot tell")
     print("points: taken from the emulator's REST core budget and its GraphQL budget (requests/points of the last run)")
-    print(f"porttrack --help: median {bench_help(max(args.repeat, 15)) * 1000:.0f} ms (15+ runs)")
+    helps = bench_help(max(args.repeat, 15))
+    print(f"porttrack --help: {spread([t * 1000 for t in helps], '{:.0f}')} ms ({len(helps)} runs)")
     return 0
 
 

@@ -48,8 +48,8 @@ from typing import Any, Callable, Sequence
 from porttrack.workspace import queue as queue_mod
 from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
-from porttrack.common.errors import ConfigError, ConflictError, InputError, PreconditionError, UnsafeInput
-from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.common.errors import ConfigError, ConflictError, GitError, InputError, PreconditionError, UnsafeInput
+from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets
 from porttrack.workspace.queue import Patch
@@ -179,8 +179,10 @@ def apply(
     ref = f"refs/heads/{branch}"
     with sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
         base_ref = fork.build_from()
-        base_sha = repo.rev_parse(base_ref)
-        if base_sha is None:
+        found = repo.commits([base_ref, ref])  # one process for both, with the base's tree and date
+        base, old = found[base_ref], (found[ref].sha if found[ref] is not None else None)
+        base_sha = base.sha if base is not None else None
+        if base is None:
             raise PreconditionError(
                 f"build base {base_ref!r} is not in {repo.path}; fetch or create it first "
                 f"(fork.build_base in tracks.yaml, default: fork.branch)"
@@ -188,12 +190,11 @@ def apply(
         holders = _checked_out_in(repo, ref)
         if not force:
             _refuse_dirty(repo, holders)
-        old = repo.rev_parse(ref)
         patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
         say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
         with repo.scratch_index("apply") as scratch:
-            results, new = _build(scratch, base_sha, patches, contents, say)
+            results, new = _build(scratch, base, patches, contents, say)
 
         def run(outcome: str) -> ApplyRun:
             return ApplyRun(target, branch, ref, str(repo.path), base_ref, base_sha, old,
@@ -229,8 +230,11 @@ def build_series(repo: GitRepo, base_sha: str, patches: Sequence[Patch], content
     Returns the per-patch results and the new commit (None when a patch conflicts). Gates use it
     to build the baseline (the queue without the patch under test).
     """
+    base = repo.commits([base_sha])[base_sha]
+    if base is None:
+        raise GitError(["cat-file", "--batch", f"{base_sha}^{{commit}}"], 1, f"{base_sha}: no such commit")
     with repo.scratch_index("apply") as scratch:
-        results, sha = _build(scratch, base_sha, patches, contents, progress or (lambda _line: None))
+        results, sha = _build(scratch, base, patches, contents, progress or (lambda _line: None))
     return tuple(results), sha
 
 
@@ -288,13 +292,12 @@ def _move(repo: GitRepo, ref: str, new: str, old: str | None, holders: list[Path
 # -- building ------------------------------------------------------------------------------------
 
 
-def _build(scratch: ScratchIndex, base: str, patches: Sequence[Patch], contents: dict[str, bytes],
+def _build(scratch: ScratchIndex, base: CommitInfo, patches: Sequence[Patch], contents: dict[str, bytes],
            say: Callable[[str], None]) -> tuple[list[PatchResult], str | None]:
     """Apply and commit each patch on the base in the scratch index; the tip, or None on a conflict."""
     repo = scratch.repo
-    tree, when = repo.text("show", "-s", "--format=%T %ct", base).split()
-    parent, parent_time = base, int(when)
-    scratch.read_tree(base)
+    tree, parent, parent_time = base.tree, base.sha, base.committer_time
+    scratch.read_tree(base.sha)
     results: list[PatchResult] = []
     for n, patch in enumerate(patches):
         data = contents[patch.name]

@@ -567,3 +567,21 @@ def test_default_build_base_is_the_fork_branch_with_its_own_commits(aw):
     assert "porttrack/staging: main" in out.stdout
     assert git(aw.fork, "merge-base", "--is-ancestor", own, STAGING) == ""
     assert len(subjects(aw.fork, f"{own}..{STAGING}")) == 3
+
+
+def test_a_three_way_apply_of_a_new_file_the_base_already_has_leaves_the_fork_work_tree_alone(aw):
+    """git writes the merged file of such an entry into the current directory even with --cached
+    (seen with git 2.39: the fork then had an untracked docs/new.md and the next apply refused it as
+    dirty); the door runs 3-way applies from a scratch folder of its own."""
+    aw.upstream_moves({"docs/new.md": "# new\n", "c.py": edit(C, {22: "c_22 = 'upstream moved here'"})})
+    aw.queue(103)
+    before = git(aw.fork, "status", "--porcelain=v1", "--untracked-files=all")
+    first = aw.run("apply", "--staging", "--json")
+    assert first.returncode == 0, first.stderr
+    (patch,) = json.loads(first.stdout)["patches"]
+    assert patch["outcome"] == "3-way", patch  # the path this test is about was taken
+    assert git(aw.fork, "status", "--porcelain=v1", "--untracked-files=all") == before == ""
+    again = aw.run("apply", "--staging", "--json")
+    assert again.returncode == 0, again.stderr
+    assert git(aw.fork, "show", "porttrack/staging:docs/new.md") == "# new"
+    assert "c_20 = 'twenty'" in git(aw.fork, "show", "porttrack/staging:c.py")

@@ -3,7 +3,8 @@ command that fixes a broken one.
 
 Checks, in order; a check whose input is broken is reported as not run rather than guessed:
 workspace (tracks.yaml found and valid) · fork checkout · `upstream` remote points at
-`upstream.repo` · the upstream base ref exists · token (where from, scopes, rate limit left; or
+`upstream.repo` · the upstream base ref exists · the commit-graph (a warning when it is missing,
+has no changed-path Bloom filters, or lacks the fork branch's or the upstream base's tip) · token (where from, scopes, rate limit left; or
 unauthenticated mode, which is fine for reading a public upstream) · GitHub reachable · quilt (only
 a warning: the queue is also applied with `git am` and `porttrack apply`) · runner labels for each
 target that runs a workflow gate job (a warning for targets with local jobs only).
@@ -63,7 +64,8 @@ def diagnose(workspace: Callable[[], Workspace], config: Callable[[], Any], gith
     return findings
 
 
-_LATER = ("fork checkout", "upstream remote", "upstream base", "token", "github", "quilt", "runner labels")
+_LATER = ("fork checkout", "upstream remote", "upstream base", "commit-graph", "token", "github", "quilt", "runner labels")
+_NEEDS_FORK = ("upstream remote", "upstream base", "commit-graph")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -84,14 +86,14 @@ def _fork_checks(conf: Any) -> list[Finding]:
     clone = f"porttrack init --upstream {conf.upstream.repo} --fork {conf.fork.repo}   (clones it), or --fork DIR"
     if path is None:
         return [Finding("fork checkout", "fail", "fork.checkout is not set in tracks.yaml", clone),
-                *(Finding(n, "not-run", "needs the fork checkout") for n in ("upstream remote", "upstream base"))]
+                *(Finding(n, "not-run", "needs the fork checkout") for n in _NEEDS_FORK)]
     try:
         repo = gitrepo.GitRepo.open(path)
     except PorttrackError as exc:
         fix = (f"git clone --filter=blob:none https://github.com/{conf.fork.repo}.git {path}"
                if not Path(path).exists() else f"point fork.checkout (or --fork) at a clone of {conf.fork.repo}")
         return [Finding("fork checkout", "fail", _first_line(exc).split(";")[0], fix),
-                *(Finding(n, "not-run", "needs the fork checkout") for n in ("upstream remote", "upstream base"))]
+                *(Finding(n, "not-run", "needs the fork checkout") for n in _NEEDS_FORK)]
     found = [Finding("fork checkout", "ok", f"{repo.path}")]
     remote = conf.upstream.remote
     url = repo.run("remote", "get-url", remote, check=False)
@@ -107,13 +109,26 @@ def _fork_checks(conf: Any) -> list[Finding]:
             found.append(Finding("upstream remote", "fail", f"{remote} -> {shown}, not {conf.upstream.repo}",
                                  f"git -C {repo.path} remote set-url {remote} {want}"))
     base = conf.fork.upstream_base
-    if repo.rev_parse(base) is not None:
+    tips = repo.resolve([base, f"refs/heads/{conf.fork.branch}"])
+    if tips[base] is not None:
         found.append(Finding("upstream base", "ok", f"{base} exists"))
     else:
         branch = base.split("/", 1)[1] if base.startswith(f"{remote}/") else conf.upstream.default_branch
         found.append(Finding("upstream base", "fail", f"{base} does not exist in the fork checkout",
                              f"git -C {repo.path} fetch {remote} {branch}"))
-    return found
+    return found + [_commit_graph(repo, [sha for sha in tips.values() if sha])]
+
+
+def _commit_graph(repo: gitrepo.GitRepo, tips: list[str]) -> Finding:
+    """A warning, not a failure: everything works without one, the history walks only take longer."""
+    graph = repo.commit_graph(tips)
+    fix = f"git -C {repo.path} commit-graph write --reachable --changed-paths"
+    if graph.state == "ok":
+        return Finding("commit-graph", "ok", f"{graph.commits} commits, with changed-path Bloom filters")
+    why = {"missing": "none: history walks (verify-converged, churn lookups) are several times slower without one",
+           "no-bloom": f"{graph.commits} commits but no changed-path Bloom filters (path-limited walks stay slow)",
+           "stale": f"stale: it lacks {len(graph.missing_tips)} of the tips of the fork branch and upstream base"}[graph.state]
+    return Finding("commit-graph", "warn", why, fix)
 
 
 def _names_repo(url: str, repo: str) -> bool:
