@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from porttrack.common import trace
 from porttrack.common.errors import ConfigError, GitError
 from porttrack.workspace.files import sweep_dead_scratch
 
@@ -185,6 +186,7 @@ class GitRepo:
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", *args]
+        since = trace.started()
         try:
             # A session of its own, so a timeout can kill git and its helpers (git-remote-http
             # holds our pipes open; killing git alone would leave us waiting on them).
@@ -199,12 +201,14 @@ class GitRepo:
             out, err = child.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(child)
+            trace.git(args, f"timed out after {timeout:g}s", since)
             raise GitError(list(args), -1, f"timed out after {timeout:g}s") from None
         except BaseException:
             _kill_group(child) if timeout is not None else child.kill()
             child.wait()
             raise
         proc = subprocess.CompletedProcess(argv, child.returncode, out, err)
+        trace.git(args, child.returncode, since)
         if check and proc.returncode != 0:
             raise GitError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
@@ -398,6 +402,7 @@ class GitRepo:
         if progress is None:
             self.run(*args, timeout=timeout)
             return
+        since = trace.started()
         proc = subprocess.Popen(
             ["git", *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True,
@@ -427,6 +432,7 @@ class GitRepo:
                             causes.append(text)
                         progress(text)
             rc = proc.wait()
+            trace.git(args, "timed out" if timed_out.is_set() else rc, since)
         except BaseException:
             _kill_group(proc)
             proc.wait()

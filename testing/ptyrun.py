@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
+import struct
 import subprocess
+import termios
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
 def run_on_pty(argv: Sequence[str], *, stream: str, env: Mapping[str, str], cwd: Path,
-               timeout: float = 120) -> tuple[bytes, bytes, int]:
+               timeout: float = 120, columns: int | None = None, lines: int = 200) -> tuple[bytes, bytes, int]:
     """(what the terminal received, the other stream's bytes, exit status). `stream` is "stdout"
-    or "stderr": the one that goes to the terminal; the other is a pipe."""
+    or "stderr": the one that goes to the terminal; the other is a pipe. `columns`: the terminal's
+    size as the kernel reports it (TIOCSWINSZ), what a program asks when COLUMNS is unset."""
     master, slave = pty.openpty()
+    if columns is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
     streams = {"stdout": slave, "stderr": subprocess.PIPE} if stream == "stdout" else {"stdout": subprocess.PIPE, "stderr": slave}
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd, **streams)
     os.close(slave)

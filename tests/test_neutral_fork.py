@@ -117,6 +117,7 @@ def test_a_library_fork_is_followed_proven_promoted_and_reported(lib) -> None:
     assert cell["axes"] == {"python": PY} and cell["target"] == "linux" and cell["phase"] is None
     gpu_words = {"model", "models", "context", "contexts", "batch", "batches", "backend"}
     assert not gpu_words & (set(cell) | set(data["required"])), "a fork without models reads nothing of them"
+    assert "reference_backend" not in data["gate"], "a neutral gate compares against a baseline, not a backend"
     assert [c["check"] for c in cell["checks"]] == ["metric:test_time"]
     ok(ws.run("promote", patch), "promote")
     assert json.loads(ws.run("queue", "--json").stdout)["patches"][0]["state"] == "default-enabled"

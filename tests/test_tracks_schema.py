@@ -207,6 +207,9 @@ def test_each_missing_required_key_says_what_to_write_and_the_schema_agrees(prof
     ("neutral", "direction: lower, allowed", "direction: down, allowed", "expected 'lower' or 'higher'"),
     ("neutral", "title: retry budget", "title: retry budget\n    requires: {}", "unknown key requires"),
     ("neutral", "profile: neutral", "profile: library", "expected one of: vllm-gpu, neutral"),
+    # a vLLM key in a neutral gate: refused by name, with the profile it belongs to and why
+    ("neutral", "tolerance: {abs: 0.1, rel: 0.1}", "reference_backend: TRITON_MLA\n      tolerance: {abs: 0.1, rel: 0.1}",
+     "unknown key reference_backend: a key of profile vllm-gpu: a neutral gate compares the candidate against a baseline"),
 ])
 def test_enums_list_their_values_and_the_schema_agrees(profile: str, old: str, new: str, says: str) -> None:
     assert FULL[profile].count(old) == 1
@@ -253,3 +256,19 @@ def test_the_schemas_are_porttracks_own_not_one_forks():
     for profile in PROFILES:
         schema = tracks_schema.shipped(profile)
         assert schema["$id"].startswith("urn:porttrack:") and "randomvariable" not in json.dumps(schema)
+
+
+def test_a_neutral_fork_reads_nothing_of_models_or_backends() -> None:
+    """The neutral schema offers no vLLM key (models, contexts, batches, a reference backend), and
+    `gate check --json`'s gate under neutral leaves the backend key out; vllm-gpu keeps it."""
+    from porttrack.prove.gate_output import gate_to_json
+
+    text = json.dumps(tracks_schema.shipped("neutral"))
+    for word in ("reference_backend", "models", "contexts", "batches", "backend"):
+        assert word not in text, word
+    assert "reference_backend" in json.dumps(tracks_schema.shipped("vllm-gpu"))
+    assert tracks_schema.generate("neutral") == tracks_schema.shipped("neutral"), "regenerate: python -m porttrack.tracks.schema --write"
+    neutral = parse_config(FULL["neutral"], "tracks.yaml").tracks["retries"].gate
+    assert "reference_backend" not in gate_to_json(neutral)
+    gpu = next(t.gate for t in parse_config(FULL["vllm-gpu"], "tracks.yaml").tracks.values() if t.gate is not None)
+    assert gate_to_json(gpu)["reference_backend"] == "TRITON_MLA"

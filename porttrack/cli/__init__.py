@@ -150,12 +150,19 @@ def completes(kind: str):
     return complete
 
 
+def examples(*lines: str) -> str:
+    """A command's `--help` epilog: command lines a user can copy, shown as written (click's \\b keeps
+    the lines). They name no vLLM model or backend: `--help` cannot know the workspace's profile."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _exit_code_epilog() -> str:
     rows = "\n".join(f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items())
     return f"\b\nExit codes:\n{rows}"
 
 
-@click.group(epilog=_exit_code_epilog(), context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
+                             "porttrack status", "porttrack -v status --json") + "\n\n" + _exit_code_epilog(), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="porttrack")
 @click.option("--workspace", "-C", metavar="DIR", help="Workspace holding tracks.yaml [env PORTTRACK_WORKSPACE; default: nearest folder up].")
 @click.option("--fork", "fork", metavar="DIR", help="The fork's local checkout [env PORTTRACK_FORK; default: fork.checkout in tracks.yaml].")
@@ -163,16 +170,27 @@ def _exit_code_epilog() -> str:
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
               help="Colour states: auto is on a terminal unless NO_COLOR is set.")
 @click.option("--no-pager", is_flag=True, help="Never page long output (it is paged only on a terminal).")
+@click.option("--verbose", "-v", is_flag=True, help="Log each git command and GitHub request, with its time, to stderr (never a token).")
 @click.pass_context
-def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: str | None, color: str, no_pager: bool) -> None:
+def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: str | None, color: str, no_pager: bool,
+        verbose: bool) -> None:
     """Follow upstream pull requests into a downstream fork: observe, take stable hunks, apply,
     prove, converge, report."""
     ctx.obj = Context(workspace_arg=workspace, fork_arg=fork or os.environ.get("PORTTRACK_FORK"), api_url_arg=api_url,
                       color_arg=color, no_pager=no_pager)
+    if verbose:
+        from porttrack.common import trace  # here, not at the top: `--help` imports nothing for it
+
+        trace.enable(_to_stderr)
+        ctx.call_on_close(lambda: trace.enable(None))  # in-process callers (tests) run many commands
     if os.environ.get(testhooks.PAUSE_ENV):  # a crash test asked for pause points: install them
         from porttrack.workspace import files
 
         files.install_pause(testhooks.checkpoint)
+
+
+def _to_stderr(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def emit_json(data: Any) -> None:

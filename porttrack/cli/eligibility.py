@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, terminal
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, terminal
 from porttrack.cli.terminal import Terminal
 
 
-@cli.command()
+@cli.command(epilog=examples("porttrack eligibility", "porttrack eligibility --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/eligibility/v1).")
 @pass_ctx
 def eligibility(ctx: Context, as_json: bool) -> int:
-    """Models × tracks: eligible, not (which requirement failed), or conditional (which proof is pending)."""
+    """Deployment targets × tracks (under the vllm-gpu profile, its models): eligible, not (which
+    requirement failed), or conditional (which proof is pending). A profile without them has none."""
     from porttrack.tracks import eligibility as elig
     from porttrack.prove.gates import proofs_passed
 

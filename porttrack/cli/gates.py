@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, cli, completes, emit_json, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say, terminal
 from porttrack.common.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for
@@ -26,14 +26,14 @@ def _subject(ctx: Context, patch: str | None, proof: str | None):
     return queue, gates.patch_subject(ctx.config, queue, queue.get(patch))
 
 
-@cli.group()
+@cli.group(epilog=examples("porttrack gate run 1234", "porttrack gate check 1234"))
 def gate() -> None:
     """Run a patch's gate job and judge its evidence."""
 
 
-@gate.command("run")
+@gate.command("run", epilog=examples("porttrack gate run 1234 --baseline", "porttrack gate run 1234 --target cpu", "porttrack gate run --proof PROOF-ID"))
 @click.argument("patch", required=False, shell_complete=completes("patch"))
-@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Run a proof's gate (e.g. mla-low-rank-accepted) instead of a patch's.")
+@click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Run a proof's gate (an id under proofs: in tracks.yaml) instead of a patch's.")
 @click.option("--target", "targets", multiple=True, metavar="T", shell_complete=completes("target"), help="Only this target (repeatable) [default: every target the gate requires].")
 @click.option("--baseline", is_flag=True, help="Measure the baseline: the same job on the fork without the patch.")
 @click.option("--run-id", "run_ids", multiple=True, metavar="[TARGET=]ID", help="Collect an existing workflow run instead of dispatching one.")
@@ -70,12 +70,12 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interv
     return _judged(ctx, subject, as_json, outcome.ref.sha, list(outcome.plan), [r.id for r in outcome.records])
 
 
-@gate.command("ingest")
+@gate.command("ingest", epilog=examples("porttrack gate ingest 1234 --target cpu --results results.json --dry-run"))
 @click.argument("patch", required=False, shell_complete=completes("patch"))
 @click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Results for a proof's gate instead of a patch's.")
 @click.option("--target", required=True, metavar="T", shell_complete=completes("target"), help="The target the results were measured on.")
 @click.option("--results", "results_file", required=True, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="A porttrack/results/v1 file (e.g. written by porttrack.jobs.vllm on your own machine).")
+              help="A porttrack/results/v1 file (written by the gate's job, run on your own machine).")
 @click.option("--baseline", is_flag=True, help="The results are of the baseline build (the fork without the patch).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was recorded and the verdict (schema porttrack/gate-run/v1).")
 @click.option("--dry-run", is_flag=True, help="Check the file against the build; record nothing.")
@@ -153,13 +153,15 @@ def _run_ids(values, targets) -> dict[str, int]:
     return ids
 
 
-@gate.command("check")
+@gate.command("check", epilog=examples("porttrack gate check 1234", "porttrack gate check 1234 --json"))
 @click.argument("patch", required=False, shell_complete=completes("patch"))
 @click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Check a proof's gate instead of a patch's.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/gate-check/v1).")
 @pass_ctx
 def gate_check(ctx: Context, patch, proof, as_json) -> int:
-    """The verdict cell by cell (model × context × batch × target × phase). Exit 0: every cell
+    """The verdict cell by cell (each combination of the gate's axes, per target and phase; axes are
+    what tracks.yaml names: a dataset size, a Python version, or under vllm-gpu model × context ×
+    batch). Exit 0: every cell
     passes; 1: the gate failed; 7: it could not be evaluated (missing evidence or baseline)."""
     from porttrack.prove import evidence, gate_output, gates
 
@@ -174,7 +176,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
     return result.exit_code
 
 
-@cli.command()
+@cli.command(epilog=examples("porttrack promote 1234 --dry-run", "porttrack promote 1234"))
 @click.argument("patch", shell_complete=completes("patch"))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision and the verdict it rests on.")
 @click.option("--dry-run", is_flag=True, help="Judge the evidence; record nothing.")
@@ -196,7 +198,7 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
     return 0
 
 
-@cli.command()
+@cli.command(epilog=examples("porttrack demote 1234 --reason 'slower on cpu'"))
 @click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, help="Why it is no longer default-enabled (recorded).")
 @click.option("--dry-run", is_flag=True, help="Show the change; record nothing.")
@@ -225,12 +227,12 @@ def _decision_json(decision, result) -> dict:
     }
 
 
-@cli.group("evidence")
+@cli.group("evidence", epilog=examples("porttrack evidence list 1234 --current"))
 def evidence_group() -> None:
     """Evidence records: append-only results of gate jobs, and their corrections."""
 
 
-@evidence_group.command("list")
+@evidence_group.command("list", epilog=examples("porttrack evidence list", "porttrack evidence list 1234 --current --json"))
 @click.argument("subject", required=False, shell_complete=completes("subject"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/evidence-list/v1).")
 @click.option("--current", is_flag=True, help="Only records that still count (not superseded).")
@@ -271,7 +273,7 @@ def _subject_name(ctx: Context, subject: str) -> str:
         return subject
 
 
-@evidence_group.command("supersede")
+@evidence_group.command("supersede", epilog=examples("porttrack evidence supersede RECORD-ID --reason 'measured on the wrong build'"))
 @click.argument("record_id", metavar="ID")
 @click.option("--reason", required=True, help="Why the record no longer counts (recorded).")
 @click.option("--replaced-by", metavar="ID", help="The record that corrects it, if any.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.common.errors import PorttrackError
 
 # porttrack.tracks.config's profile names, the default first; written here because importing the records
@@ -14,10 +14,11 @@ from porttrack.common.errors import PorttrackError
 PROFILE_NAMES = ["vllm-gpu", "neutral"]
 
 
-@cli.command("init")
+@cli.command("init", epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
+                                           "porttrack init work --upstream vllm-project/vllm --fork YOU/vllm --profile vllm-gpu --dry-run"))
 @click.argument("folder", required=False, default=".", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--upstream", required=True, metavar="OWNER/NAME", help="The upstream repository (e.g. vllm-project/vllm).")
-@click.option("--fork", "fork_repo", required=True, metavar="OWNER/NAME", help="Your fork (e.g. randomvariable/vllm).")
+@click.option("--upstream", required=True, metavar="OWNER/NAME", help="The upstream repository (e.g. python/cpython, pallets/click, vllm-project/vllm).")
+@click.option("--fork", "fork_repo", required=True, metavar="OWNER/NAME", help="Your fork (e.g. YOU/cpython).")
 @click.option("--branch", default="main", show_default=True, help="The fork's branch, and upstream's default branch.")
 @click.option("--fork-checkout", metavar="DIR", help="Use this existing clone of the fork (relative to FOLDER) instead of cloning one.")
 @click.option("--checkout", metavar="DIR", help="Where to clone the fork, relative to FOLDER [default: ../<fork name>].")

@@ -11,19 +11,19 @@ from dataclasses import replace
 
 import click
 
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
 from porttrack.common.secrets import resolve_token
 from porttrack.cli.testhooks import checkpoint
 
 
-@cli.group()
+@cli.group(epilog=examples("porttrack report weekly --dry-run"))
 def report() -> None:
     """Reports for the team: the weekly status issue."""
 
 
-@report.command()
+@report.command(epilog=examples("porttrack report weekly --dry-run", "porttrack report weekly --post", "porttrack report weekly --offline --json"))
 @click.option("--post", is_flag=True, help="Create the week's issue in report.repo, or update it if its body changed.")
 @click.option("--dry-run", is_flag=True, help="Write nothing, post nothing; say what would be created or updated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as data (schema porttrack/weekly/v1).")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack.common import clock
-from porttrack.cli import Context, cli, emit_json, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say, terminal
 from porttrack.cli.terminal import Progress, Terminal
 from porttrack.common.text import for_terminal, short_sha
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from porttrack.report.status import StatusReport
 
 
-@cli.command()
+@cli.command(epilog=examples("porttrack status", "porttrack status --offline --json", "porttrack -v status --no-search"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/status/v1).")
 @click.option("--offline", is_flag=True, help="Show the recorded state without asking GitHub.")
 @click.option("--no-fetch", is_flag=True, help="Do not fetch PR heads into the fork checkout; classify with GitHub's compare.")
@@ -109,10 +109,10 @@ def parts(report: "StatusReport") -> list:
             out.append(terminal.table(_PR_COLUMNS, [row], indent=2, header=False, measure=rows))
             out += _pr_details(pr)
         action = track.next_action
-        words = terminal.joined("next: ", terminal.state(action.kind, for_terminal(action.text, 160)),
+        words = terminal.joined("next: ", terminal.state(action.kind, for_terminal(action.text, terminal.UNCUT)),
                                 f"  [{for_terminal(action.command, 120)}]" if action.command else "")
         out.append(terminal.paragraph(words, indent=2, hang=6))
-        out += [_kept_indent(f"    {line}") for line in findings_lines(findings, track)]
+        out += [_successor_line(f"    {line}") for line in findings_lines(findings, track)]
     if findings is not None and findings.collisions is not None:
         out.append("")
         out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
@@ -149,15 +149,19 @@ def _pr_details(pr) -> list:
     if pr.title:
         out.append(terminal.cut(for_terminal(pr.title, 300), indent=_DETAIL))
     lines = [f"stacked on #{link['number']} ({for_terminal(link['state'], 20)}, from {link['via']})" for link in pr.stacked_on]
-    lines += [f"changed: {for_terminal(change_words(change), 110)}" for change in pr.changes]
-    lines += [for_terminal(note.text, 110) for note in pr.notes]
+    lines += [f"changed: {for_terminal(change_words(change), terminal.UNCUT)}" for change in pr.changes]
+    lines += [for_terminal(note.text, terminal.UNCUT) for note in pr.notes]
     lines += [f"last updated {for_terminal(pr.updated_at, 40)}"] if pr.updated_at else []
     return out + [terminal.paragraph(line, indent=_DETAIL, hang=2) for line in lines]
 
 
-def _kept_indent(line: str):
-    """`for_terminal` of a line whose leading spaces matter (the tracks.yaml lines to adopt): kept
-    whole, never wrapped, so it can be copied as it is."""
+def _successor_line(line: str):
+    """A line under a track's next action (successor candidates, `porttrack.observe.successors`):
+    prose wraps at word boundaries under its indent. The tracks.yaml lines to adopt (indented
+    deeper than any prose line) are never wrapped — a wrapped YAML comment would paste as broken
+    YAML — but cut with "…" on a terminal too narrow for them. Piped, every line is whole."""
     body = line.lstrip(" ")
     indent = len(line) - len(body)
-    return " " * indent + for_terminal(body, 200)
+    if indent < 8:
+        return terminal.indented(line, hang=2, untrusted=True)
+    return terminal.cut(for_terminal(body, terminal.UNCUT), indent=indent)

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 COLOR_CHOICES = ("auto", "always", "never")
 UNLIMITED = 10_000  # "no width": piped without COLUMNS, nothing is cut or wrapped
+# What `for_terminal` may keep of one untrusted line shown whole (piped output is never cut): more
+# than GitHub lets a title or body line be shown here, yet a bound on a hostile answer.
+UNCUT = 4_000
 
 # The style of each state word, wherever it is shown (status, queue, eligibility, gates, apply).
 STATE_STYLES: Mapping[str, str] = {
@@ -139,7 +142,7 @@ def indented(line: str, hang: int = 2, untrusted: bool = False) -> "RenderableTy
 
     body = line.lstrip(" ")
     if untrusted:
-        body = for_terminal(body, 400)
+        body = for_terminal(body, UNCUT)
     return paragraph(body, indent=len(line) - len(body), hang=hang) if body else ""
 
 

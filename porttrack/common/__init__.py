@@ -5,4 +5,5 @@
   text       untrusted text made safe for a terminal; short SHAs
   markdown   untrusted text made safe for GitHub-flavoured Markdown
   clock      the one clock (UTC, parsed and printed one way)
+  trace      -v/--verbose: each git command and GitHub request, timed, to stderr
 """

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from porttrack.github import graphql as github_graphql
-from porttrack.common import secrets
+from porttrack.common import secrets, trace
 from porttrack.common.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
 from porttrack.github.records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
                                       PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
@@ -125,7 +125,13 @@ class GitHubClient:
         limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
         with self._count_lock:
             self.requests_sent += 1
-        status, hdrs, text = self._within(limit, lambda: self._exchange(verb, path, params, headers, body, limit))
+        since = trace.started()
+        try:
+            status, hdrs, text = self._within(limit, lambda: self._exchange(verb, path, params, headers, body, limit))
+        except Exception as exc:
+            trace.request(verb, path, f"failed ({exc})", since)
+            raise
+        trace.request(verb, path, status, since)
         if text and secrets.contains_secret(text):
             # A token in an answer (a proxy or a bot reflecting a header into a title, a body, an
             # error) is masked at the door: nothing that reads the answer — recorded state, the

@@ -19,7 +19,8 @@ def gate_to_json(gate: "Gate | None") -> dict[str, Any] | None:
     return {
         "job": {"kind": "command" if job.command else "workflow", "timeout_s": job.timeout_s,
                 "command": job.command, "workflow": job.workflow.file if job.workflow else None},
-        "reference_backend": gate.reference_backend,
+        # a neutral gate has no backend (its FOREIGN_KEYS): the key is left out, not null
+        **({} if "reference_backend" in getattr(gate, "FOREIGN_KEYS", {}) else {"reference_backend": gate.reference_backend}),
         "tolerance": None if gate.tolerance is None else {"abs": gate.tolerance.abs, "rel": gate.tolerance.rel},
         "metrics": [
             {"name": m.name, "unit": m.unit, "direction": m.direction,
@@ -42,7 +43,7 @@ def to_json(result: GateCheck) -> dict[str, Any]:
       "verdict": "pass" | "fail" | "cannot-evaluate",
       "exit_code": 0 | 1 | 7,
       "reason": str,
-      "gate": null | {"job": {"kind", "timeout_s", "command", "workflow"}, "reference_backend",
+      "gate": null | {"job": {"kind", "timeout_s", "command", "workflow"}, "reference_backend" (vllm-gpu only),
                       "tolerance": {"abs", "rel"}, "metrics": [{"name", "unit", "direction",
                       "allowed_regression_pct", "allowed_regression_abs"}], "phases",
                       "graph_replay", "no_jit_after_warmup", "promote"},

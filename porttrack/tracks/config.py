@@ -333,7 +333,7 @@ class Matrix(_Record):
 
 @record
 class Tolerance(_Record):
-    """Numerical tolerance against the gate's reference backend: |a-b| <= abs + rel*|b|."""
+    """Numerical tolerance: the candidate's numbers against the reference's, |a-b| <= abs + rel*|b|."""
 
     abs: NonNegative
     rel: NonNegative
@@ -535,12 +535,18 @@ class NeutralGate(_Record):
     matrix: AxisMatrix = field(default_factory=AxisMatrix)
     metrics: Annotated[list[Metric], NonEmpty]
     phases: Annotated[list[Phase], NonEmpty] | None = None  # None: one measurement per cell
-    reference_backend: NonEmptyStr | None = None  # with tolerance: numerics compared against it
     tolerance: Tolerance | None = None
     promote: bool = True
     # Not part of this profile: the judge reads them and finds nothing to assert.
     graph_replay: ClassVar[None] = None
     no_jit_after_warmup: ClassVar[None] = None
+    # A neutral gate compares a candidate with a baseline measured the same way; there is no
+    # backend to hold numerics against. Named in the schema's refusal, so the file says why.
+    reference_backend: ClassVar[None] = None
+    FOREIGN_KEYS: ClassVar[Mapping[str, str]] = MappingProxyType({
+        "reference_backend": "a key of profile vllm-gpu: a neutral gate compares the candidate against a baseline, "
+                             "not against a backend (remove it, or write profile: vllm-gpu)",
+    })
 
     def __post_init__(self) -> None:
         missing = self.missing_for_promotion()

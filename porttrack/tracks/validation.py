@@ -423,6 +423,9 @@ def _missing_message(loc: tuple[Any, ...], profile: str, declared: bool) -> str:
 def _unknown_key_message(loc: tuple[Any, ...], profile: str = DEFAULT_PROFILE) -> str:
     allowed = _allowed_keys(loc[:-1], profile)
     name = str(loc[-1])
+    foreign = getattr(_record_at(loc[:-1], profile), "FOREIGN_KEYS", {}).get(name)
+    if foreign:  # another profile's key: say which, and why it has no meaning here
+        return f"unknown key {name}: {foreign}"
     if not allowed:
         return f"unknown key {name}"
     close = difflib.get_close_matches(name, allowed, n=1)
