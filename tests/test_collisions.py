@@ -68,10 +68,12 @@ def test_the_weekly_issue_shows_the_collisions_under_the_queue(tmp_path, world):
     shown = ws.run_in_process("report", "weekly", "--dry-run")
     assert shown.returncode == 0, shown.stderr
     queue_section = shown.stdout.split("## Patch queue")[1].split("\n## ")[0]
-    assert "collisions ahead (3 of 3 open PRs compared):" in queue_section
-    assert "(Rewrites the same lines) collides with" in queue_section and "Another file" not in queue_section
+    head = "Open upstream PRs that would conflict with the queue at the next rebase (all 3 open PRs checked):"
+    assert head in queue_section, queue_section
+    assert "Rewrites the same lines — with `0001-pr401-queued-change`: both change m.py lines" in queue_section
+    assert "Another file" not in queue_section and "compared" not in queue_section
     html = cmark(shown.stdout)
-    assert "<p>collisions ahead (3 of 3 open PRs compared):</p>\n<ul>\n<li>open #" in html, queue_section
+    assert f"<p>{head}</p>\n<ul>\n<li><a href=\"https://github.com/vllm-project/vllm/pull/" in html, queue_section
 
 
 # -- issue 21, class 5: every page, line numbers carried onto each open PR's base -----------------

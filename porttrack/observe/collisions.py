@@ -113,6 +113,15 @@ class CollisionSearch:
                 "complete": self.complete, "problem": self.problem, "collisions": [c.to_json() for c in self.collisions]}
 
 
+# Without a token GitHub allows 60 requests an hour per address. Every open PR's file list costs
+# one (the listing carries no files, and the search API cannot filter PRs by path), so ~270 open PRs
+# cannot be compared in one tokenless run. The scan takes what leaves RESERVE of the hour for the
+# polls, remembers each PR it compared at its head SHA (a PR whose head has not moved is compared
+# again from the remembered file list, with no request), and goes on from there next run.
+RESERVE = 40
+WAVE = 8  # file lists asked at once
+
+
 def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
                     repo: GitRepo | None = None, max_prs: int | None = None) -> CollisionSearch:
     """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
@@ -121,28 +130,78 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
     budget: it stops and says how far it got."""
     if not queued:
         return CollisionSearch((), 0, None, 0)
+    from concurrent.futures import ThreadPoolExecutor
+
     found: list[Collision] = []
     compared, problem = 0, None
     open_prs, listed_all = _list_open(client, budget, skip)
     if not listed_all:
         problem = "the listing of open PRs was cut short"
     maps = _Maps(repo, queued)
+    wanted = open_prs[:max_prs]
+    files = {pr.number: _remembered(client, pr) for pr in wanted}
+    missing = [pr for pr in wanted if files[pr.number] is None]
     try:
-        for pr in open_prs[:max_prs]:
-            theirs = file_hunks(budget.call(client.pull_files, pr.number))
-            compared += 1
-            for patch in queued:
-                overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
-                if overlaps:
-                    found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
-                                           pr.updated_at, overlaps))
+        with ThreadPoolExecutor(max_workers=WAVE) as pool:
+            while missing:
+                allowed = min(WAVE, _allowance(client))
+                if allowed <= 0:
+                    problem = problem or _budget_words(client)
+                    break
+                wave, missing = missing[:allowed], missing[allowed:]
+                for pr, got in zip(wave, pool.map(lambda pr: budget.call(client.pull_files, pr.number), wave)):
+                    files[pr.number] = got
+                    _remember(client, pr)
     except BudgetSpent:
         problem = "request limit reached"
     except PorttrackError as exc:
         problem = f"GitHub: {exc}"
+    for pr in wanted:
+        if files[pr.number] is None:
+            continue
+        compared += 1
+        theirs = file_hunks(files[pr.number])
+        for patch in queued:
+            overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
+            if overlaps:
+                found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
+                                       pr.updated_at, overlaps))
     if problem is None and max_prs is not None and compared < len(open_prs):
         problem = f"at most {max_prs} compared per run"
     return CollisionSearch(tuple(found), compared, problem, len(open_prs), listed_all)
+
+
+def _memory_key(client: "GitHubClient", number: int) -> str:
+    return f"porttrack:compared:{client.api_url}/repos/{client.repo}#{int(number)}"
+
+
+def _remembered(client: "GitHubClient", pr) -> Any:
+    """The file list of `pr` compared in an earlier run at the same head SHA (None: not remembered)."""
+    if not pr.head_sha or client.cache.recall(_memory_key(client, pr.number)) != pr.head_sha:
+        return None
+    return client.remembered_pull_files(pr.number)
+
+
+def _remember(client: "GitHubClient", pr) -> None:
+    if pr.head_sha:
+        client.cache.remember(_memory_key(client, pr.number), pr.head_sha)
+
+
+def _allowance(client: "GitHubClient") -> int:
+    """File lists this run may still ask for: any number with a token; without one, what keeps
+    RESERVE of the hour's requests for the polls (by the budget the last answer stated)."""
+    if client.authenticated:
+        return WAVE
+    seen = client.rate_seen
+    if seen is None or seen.remaining is None:
+        return WAVE
+    return seen.remaining - RESERVE
+
+
+def _budget_words(client: "GitHubClient") -> str:
+    return (f"without a token GitHub allows {client.rate_seen.limit if client.rate_seen else 60} requests an hour and "
+            f"each open PR's file list costs one, so a run checks only what leaves {RESERVE} for the polls "
+            "(with a token, all are checked in one run)")
 
 
 def _list_open(client: "GitHubClient", budget: Budget, skip: frozenset[int]) -> tuple[list, bool]:
