@@ -91,15 +91,16 @@ def test_a_changed_timeline_asks_the_searches_again(ritual, fake):
 
 
 def test_searches_run_concurrently(ritual, fake):
-    """Round trips on the critical path from the emulator's log (not timed): the poll's wave, the
-    successors' sources together, each candidate's two reads, the listing's pages, one wave of
-    file lists."""
+    """Round trips on the critical path from the emulator's log (not timed). Cold: the poll's wave;
+    the successors' sources together, then each candidate's two reads, while the listing's pages
+    are read; one wave of file lists. Warm: the poll, then the timeline (304) with the listing's
+    pages (304) at once."""
     ws, _ = ritual
     fake.latency_s = 0.05  # at 0 ms the log cannot tell requests in flight together from a chain
     _, cold = _run(ws, fake, "status")
-    assert critical_path(cold) <= 8, sorted((round(r.time, 3), r.path) for r in cold)
+    assert critical_path(cold) <= 6, sorted((round(r.time, 3), r.path) for r in cold)
     _, warm = _run(ws, fake, "status")
-    assert critical_path(warm) <= 5, sorted((round(r.time, 3), r.path) for r in warm)
+    assert critical_path(warm) <= 3, sorted((round(r.time, 3), r.path) for r in warm)
 
 
 def test_the_scan_goes_on_hour_by_hour_repeats_nothing_and_never_says_none_while_cut(tmp_path, fake):

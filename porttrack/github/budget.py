@@ -49,6 +49,10 @@ class Budget:
     def spent(self) -> int:
         return self.client.requests_sent - self._start
 
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.spent)
+
     def call(self, fn: Callable[..., tuple[T, bool]], *args: Any) -> T:
         """`fn(*args)` -> (result, answered from cache); its requests are tallied."""
         if self.spent >= self.limit:

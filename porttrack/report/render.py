@@ -245,7 +245,7 @@ def _globals(report: WeeklyReport) -> dict[str, Any]:
 def waiting_words(days: int) -> str:
     """How long a merged PR has waited for its convergence check, as a colleague says it."""
     if days <= 0:
-        return "merged today, not checked on the fork yet"
+        return "not checked on the fork yet"
     return f"waiting {days} day{'s' if days != 1 else ''} for verify-converged"
 
 
