@@ -126,3 +126,22 @@ def test_the_scan_goes_on_hour_by_hour_repeats_nothing_and_never_says_none_while
     assert re.search(r"^- \[#60007\]\(https://[\w.]*github\.com/vllm-project/vllm/pull/60007\) open 60007 — with `0001-", report.stdout, re.M), \
         report.stdout.split("## Patch queue")[1][:1500]
     assert "open upstream PRs compared" not in report.stdout
+
+
+def test_the_issue_says_it_as_a_colleague_would(ritual, fake):
+    """No request accounting or internal labels in the weekly issue: the collision scan in words with
+    its reason, a merge of today not "waiting 0 days", the successor's yaml as a block only."""
+    from testing.gfm import cmark
+
+    ws, _ = ritual
+    assert ws.run_in_process("status").returncode == 0
+    out = ws.run_in_process("report", "weekly", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    body = out.stdout
+    for internal in ("collisions ahead", "open upstream PRs compared", "compared)", "searches cost", "answered 304",
+                     "waiting 0 days", "tracks.yaml: warm: prs:", "request limit"):
+        assert internal not in body, internal
+    assert re.search(r"open PRs checked so far, and none of those would\. The rest are checked in later runs: without a token", body)
+    assert "merged " in body and "(today), not checked on the fork yet" in body
+    html = cmark(body)
+    assert "follow <a href=" in html and '<pre><code class="language-yaml">tracks:' in html

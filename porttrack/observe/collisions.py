@@ -60,9 +60,10 @@ class Overlap:
     def words(self) -> str:
         if self.kind == "same-hunk":
             return f"both change hunk {self.detail} of {self.path}"
+        lines = f"line {self.detail}" if "-" not in self.detail else f"lines {self.detail}"
         if self.kind == "overlapping-lines-unmapped":
-            return f"both change {self.path} lines {self.detail} (line numbers not mapped: a base is not in the fork checkout)"
-        return f"both change {self.path} lines {self.detail}"
+            return f"both change {self.path} {lines} (line numbers not mapped: a base is not in the fork checkout)"
+        return f"both change {self.path} {lines}"
 
 
 @dataclass(frozen=True)

@@ -310,15 +310,16 @@ def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
     return lines
 
 
-def follow_words(search: SuccessorSearch) -> str | None:
+def follow_words(search: SuccessorSearch, yaml_hint: bool = True) -> str | None:
     """The orphaned PR's next action when a candidate shares at least half its hunks, with the
-    tracks.yaml change that adopts it; None when no candidate does."""
+    tracks.yaml change that adopts it (`yaml_hint`; the weekly issue shows that change as a block
+    of its own); None when no candidate does."""
     best = search.follow()
     if best is None:
         return None
     prs = ", ".join(str(best.number if n == search.pr else n) for n in search.track_prs)
-    return (f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, "
-            f"{_state_words_of(best)}) tracks.yaml: {search.track}: prs: [{prs}]")
+    words = f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, {_state_words_of(best)})"
+    return words + (f" tracks.yaml: {search.track}: prs: [{prs}]" if yaml_hint else "")
 
 
 def _state_words_of(c: Candidate) -> str:

@@ -90,7 +90,8 @@ def gather(
     status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
     if findings is not None:
-        status_report = with_findings(status_report, findings)  # "follow #N?" for an orphan with a successor
+        # "follow #N?" for an orphan with a successor; the issue shows the tracks.yaml change as a block
+        status_report = with_findings(status_report, findings, yaml_hint=False)
     found = _found(findings)
     upstream_state = _recorded_state(ws, config, problems)
     verdicts = _convergence(ws, config, fork, fork_problem, problems)

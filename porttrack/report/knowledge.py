@@ -127,16 +127,16 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     return Findings(successors, collisions, budget.cost())
 
 
-def with_findings(report: StatusReport, findings: Findings) -> StatusReport:
+def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
     """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
-    its hunks gets "follow #N?" (with the tracks.yaml change) as its next action."""
+    its hunks gets "follow #N?" (with the tracks.yaml change, `yaml_hint`) as its next action."""
     tracks = []
     for track in report.tracks:
         action = track.next_action
         if action.kind == "orphaned":
             for pr in track.prs:
                 search = findings.successors_of(pr.number)
-                words = follow_words(search) if search is not None and search.track == track.id else None
+                words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
                 if words:
                     action = NextAction("orphaned", words, None)
                     break
