@@ -217,6 +217,7 @@ def main() -> int:
     print("RTs counted: the longest chain of requests each sent after the previous was answered (emulator log)")
     print("RTs timed: (wall at the given latency - wall at 0 ms) / latency, per pair of runs; '!': spread > 1 round trip, the timing cannot tell")
     print("points: taken from the emulator's REST core budget and its GraphQL budget (requests/points of the last run)")
+    bench_ritual(args.latency, args.repeat)
     helps = bench_help(max(args.repeat, 15))
     print(f"porttrack --help: {spread([t * 1000 for t in helps], '{:.0f}')} ms ({len(helps)} runs)")
     return 0
