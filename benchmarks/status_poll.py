@@ -17,11 +17,18 @@ Also the requests the emulator logged, and the points it took from the token's R
 and from its GraphQL budget (the emulator's own accounting: a 304 costs no core point, a GraphQL
 query of up to 100 PRs 1 point); wall times as median [min..max]; the median time of `porttrack --help`.
 
+The weekly ritual (issue 24, `--ritual`): the workspace of testing/weekly_budget.py (5 tracked PRs,
+one closed without merging, one queued patch, ~270 open upstream PRs), no token, GitHub's rule of
+60 requests an hour: `status`, `report weekly --dry-run`, `report weekly --post` cold (the
+workspace's `.porttrack/etags.json` removed, a fresh hour) and then warm (the same hour, nothing
+changed upstream). Counted = requests answered other than 304 (what costs rate limit).
+Targets: cold `status` <= 2.0 s, warm <= 1.0 s at 100 ms; <= 20 counted cold, <= 3 warm.
+
 Targets: issue 2: cold poll <= 1 request per PR; 4 PRs within 3 round trips plus start-up;
 `--help` <= 150 ms median. Issue 15: 100 PRs in at most 3 round trips cold and warm, and a warm
 poll costing at most 1 point per 100 PRs.
 
-    python benchmarks/status_poll.py [--latency 0.1] [--repeat 5] [--prs 4,100,500] [--modes auto,never]
+    python benchmarks/status_poll.py [--latency 0.1] [--repeat 5] [--prs 4,100,500] [--modes auto,never] [--ritual]
 """
 
 from __future__ import annotations
@@ -117,6 +124,54 @@ def measured(fake, cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[floa
                "graphql_points": 5000 - fake.graphql_rate_limit(DEFAULT_TOKEN)["remaining"]}
 
 
+RITUAL = (("status",), ("report", "weekly", "--dry-run"), ("report", "weekly", "--post"))
+
+
+def bench_ritual(latency: float, repeat: int) -> None:
+    import os
+
+    from testing.gitfixtures import isolated_git_env
+    from testing.weekly_budget import build, counted
+
+    tmp = Path(tempfile.mkdtemp(prefix="porttrack-ritual-"))
+    saved = dict(os.environ)
+    os.environ.update(isolated_git_env(tmp / "home"))
+    rows: dict[tuple[str, str], dict[str, list[float]]] = {}
+    try:
+        with running_emulator(latency_s=0.0) as fake:
+            ws, _world = build(tmp, fake)
+            fake.latency_s = latency
+            for _ in range(repeat):
+                (ws.root / ".porttrack" / "etags.json").unlink(missing_ok=True)
+                fake.set_anonymous_rate_limit(remaining=60)
+                for poll in ("cold", "warm"):
+                    for args in RITUAL:
+                        fake.clear_log()
+                        started = time.perf_counter()
+                        proc = ws.run(*args)
+                        elapsed = time.perf_counter() - started
+                        if proc.returncode not in (0, 3):
+                            raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+                        row = rows.setdefault((poll, " ".join(args)), {"s": [], "counted": [], "sent": [], "rts": []})
+                        row["s"].append(elapsed)
+                        row["counted"].append(counted(fake))
+                        row["sent"].append(len(fake.log))
+                        row["rts"].append(critical_path(fake.log))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nweekly ritual, no token, 5 tracked PRs (1 orphan), ~270 open upstream PRs, {latency * 1000:.0f} ms, "
+          f"{repeat} repeats: median [min..max]")
+    print(f"{'run':>5} {'command':>28} {'wall s':>20} {'counted':>12} {'sent':>12} {'RTs counted':>12}")
+    for (poll, command), row in rows.items():
+        print(f"{poll:>5} {command:>28} {spread(row['s']):>20} {spread(row['counted'], '{:.0f}'):>12} "
+              f"{spread(row['sent'], '{:.0f}'):>12} {spread(row['rts'], '{:.0f}'):>12}")
+    for poll in ("cold", "warm"):
+        totals = [sum(rows[(poll, ' '.join(a))]["counted"][i] for a in RITUAL) for i in range(repeat)]
+        print(f"{poll} ritual, counted requests in all: {spread(totals, '{:.0f}')}")
+
+
 def bench_help(repeat: int) -> list[float]:
     times = []
     for _ in range(repeat):
@@ -137,8 +192,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--prs", default="4,100,500", help="tracked PR counts, comma-separated")
     parser.add_argument("--modes", default="auto,never", help="PORTTRACK_GRAPHQL values to measure")
+    parser.add_argument("--ritual", action="store_true", help="measure only the tokenless weekly ritual (issue 24)")
     args = parser.parse_args()
     import os
+
+    if args.ritual:
+        bench_ritual(args.latency, args.repeat)
+        return 0
 
     print(f"porttrack status poll, emulator latency {args.latency * 1000:.0f} ms, {args.repeat} repeats: median [min..max]")
     print(f"machine: {os.cpu_count()} cpus, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -157,6 +217,7 @@ def main() -> int:
     print("RTs counted: the longest chain of requests each sent after the previous was answered (emulator log)")
     print("RTs timed: (wall at the given latency - wall at 0 ms) / latency, per pair of runs; '!': spread > 1 round trip, the timing cannot tell")
     print("points: taken from the emulator's REST core budget and its GraphQL budget (requests/points of the last run)")
+    bench_ritual(args.latency, args.repeat)
     helps = bench_help(max(args.repeat, 15))
     print(f"porttrack --help: {spread([t * 1000 for t in helps], '{:.0f}')} ms ({len(helps)} runs)")
     return 0

@@ -68,10 +68,12 @@ def test_the_weekly_issue_shows_the_collisions_under_the_queue(tmp_path, world):
     shown = ws.run_in_process("report", "weekly", "--dry-run")
     assert shown.returncode == 0, shown.stderr
     queue_section = shown.stdout.split("## Patch queue")[1].split("\n## ")[0]
-    assert "collisions ahead (3 of 3 open PRs compared):" in queue_section
-    assert "(Rewrites the same lines) collides with" in queue_section and "Another file" not in queue_section
+    head = "Open upstream PRs that would conflict with the queue at the next rebase (all 3 open PRs checked):"
+    assert head in queue_section, queue_section
+    assert "Rewrites the same lines — with `0001-pr401-queued-change`: both change m.py lines" in queue_section
+    assert "Another file" not in queue_section and "compared" not in queue_section
     html = cmark(shown.stdout)
-    assert "<p>collisions ahead (3 of 3 open PRs compared):</p>\n<ul>\n<li>open #" in html, queue_section
+    assert f"<p>{head}</p>\n<ul>\n<li><a href=\"https://redirect.github.com/vllm-project/vllm/pull/402\">#402</a>" in html, queue_section
 
 
 # -- issue 21, class 5: every page, line numbers carried onto each open PR's base -----------------
@@ -147,11 +149,12 @@ def test_a_scan_cut_short_says_incomplete_never_none(tmp_path, world):
     assert "collisions ahead (" not in text and ": none\n" not in text
     assert "collisions ahead: incomplete: 37 of 250 open PRs compared; none among those" in text
     assert "(search incomplete: request limit reached" in text
+    # the next run goes on from there: the 37 compared are remembered at their head SHAs (no request)
     out = ws.run_in_process("status", "--json")
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)["findings"]["collisions"]
-    assert found["complete"] is False and found["open_prs"] == 250 and found["compared_open_prs"] == 37
-    assert found["collisions"] == []  # #501 is at rank 50: not reached
+    assert found["complete"] is False and found["open_prs"] == 250 and found["compared_open_prs"] == 37 + 37
+    assert [c["upstream"] for c in found["collisions"]] == [501]  # rank 50: reached in the second run
 
 
 def requests_get_all(world) -> list[int]:

@@ -122,11 +122,16 @@ def test_report_weekly_reads_unauthenticated_and_offline_says_how_old(anon, worl
 
 @pytest.mark.parametrize("extra", [(), ("--comment-tracking",)], ids=["post", "comment-tracking"])
 def test_a_write_without_a_token_exits_3_naming_the_token_variables(anon, world, extra):
+    """--post without a token makes the week's report (its reads are the poll's, conditional), then
+    refuses to post: exit 3, nothing written to GitHub (issue 24)."""
     out = anon.run_in_process("report", "weekly", "--post", *extra)
     assert out.returncode == ExitCode.AUTH
     assert all(word in out.stderr for word in TOKEN_WORDS), out.stderr
-    assert world.fake.log == [], "nothing is asked before the token is found missing"
-    assert not (anon.root / "reports").exists()
+    assert "not posted" in out.stderr
+    assert [r for r in world.fake.log if r.method != "GET"] == [], "nothing is sent that writes"
+    assert not [r for r in world.fake.log if "/issues" in r.path and "creator" not in r.query and "timeline" not in r.path], \
+        "the report repository's issues are not even listed"
+    assert list((anon.root / "reports").glob("weekly-*.md"))
 
 
 def test_the_client_without_a_token_asks_for_one_when_github_refuses_a_write(world):

@@ -261,7 +261,8 @@ def test_two_scheduled_runs_carry_state_and_the_second_counts_from_the_first(tmp
     assert _summary_cell(report, "fused-ar-graph") == "force-pushed"
     assert _summary_cell(report, "sparse-indexer-skip") == "merged"
     assert _summary_cell(report, "spec-kernel-warmup") == "no change"
-    assert "waiting 0 days for verify-converged" in _section(report, "## Summary", "## Upstream")
+    summary = _section(report, "## Summary", "## Upstream")
+    assert "(today), not checked on the fork yet" in summary and "waiting 0 days" not in summary
     assert "older than this report's period" not in report
     # The fork is checked out: coverage of the hand port is known, not a weekly problem.
     assert "no fork checkout" not in report and "coverage unknown" not in report

@@ -49,6 +49,10 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     moment = clock.parse_moment(now_arg, "--now") if now_arg else clock.now()
     week = clock.iso_week(moment)
 
+    # Without a token --post still reads and writes the report (the week's work is not lost), then
+    # refuses to post: GitHub answers every tokenless write 401. The exit code is the auth one.
+    refused = _post_refused() if post else None
+    post = post and refused is None
     client, issues = None, []
     if post:
         client = _issue_client(ctx, config)
@@ -102,13 +106,20 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         click.echo(full, nl=False)
     if dry_run:
         say("dry run: nothing was written or posted")
+    if refused is not None:
+        raise refused
     # like `status`: a poll that failed is the command's failure, though the recorded-state report was made
     return weekly_report.upstream.get("poll_exit_code") or 0
 
 
+def _post_refused() -> GitHubAuthError | None:
+    if resolve_token() is not None:
+        return None
+    return GitHubAuthError("not posted: --post needs a GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with "
+                           "`gh auth login`); the report was made, nothing was posted")
+
+
 def _issue_client(ctx: Context, config):
-    if resolve_token() is None:
-        raise GitHubAuthError("--post needs a GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with `gh auth login`)")
     # No ETag cache: the issue list must be read fresh, it decides whether to create.
     return ctx.github(config.report.repo, etags=False)
 

@@ -35,31 +35,35 @@ class Cost:
 
 
 class Budget:
-    """Counts the client's requests from its creation; `call` refuses once `limit` are spent."""
+    """Counts the client's requests from its creation; `call` refuses once `limit` are spent. Safe
+    to call from several threads (the searches run concurrently): the check may let a few calls
+    in flight finish past the limit, never start one after it."""
 
     def __init__(self, client: "GitHubClient", limit: int = DEFAULT_LIMIT):
         self.client, self.limit = client, limit
         self._start = client.requests_sent
-        self._not_modified = 0
+        self._start_304 = getattr(client, "answered_304", 0)
         self._exhausted = False
 
     @property
     def spent(self) -> int:
         return self.client.requests_sent - self._start
 
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.spent)
+
     def call(self, fn: Callable[..., tuple[T, bool]], *args: Any) -> T:
         """`fn(*args)` -> (result, answered from cache); its requests are tallied."""
         if self.spent >= self.limit:
             self._exhausted = True
             raise BudgetSpent()
-        before = self.client.requests_sent
-        result, cached = fn(*args)
-        if cached:
-            self._not_modified += self.client.requests_sent - before
+        result, _cached = fn(*args)
         return result
 
     def cost(self) -> Cost:
-        return Cost(self.spent, self._not_modified, self.limit, self._exhausted)
+        # 304s as the client counted them: calls run concurrently, so no per-call difference is exact
+        return Cost(self.spent, getattr(self.client, "answered_304", 0) - self._start_304, self.limit, self._exhausted)
 
 
 __all__ = ["Budget", "BudgetSpent", "Cost", "DEFAULT_LIMIT"]

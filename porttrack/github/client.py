@@ -101,6 +101,8 @@ class GitHubClient:
         self._sleep = sleep
         self._sessions: list[Any] = []  # idle requests sessions (keep-alive), one per request in flight
         self.requests_sent = 0
+        self.answered_304 = 0  # of requests_sent, answered 304 (no rate limit spent)
+        self.not_modified: set[str] = set()  # paths answered 304 by this client (unchanged since the last run)
         self._count_lock = threading.Lock()
         self._budget = Budget(deadline_s)
         # The core budget as the last answer stated it (X-RateLimit-* headers, sent with every
@@ -257,6 +259,9 @@ class GitHubClient:
                 self._backoff(attempt)
                 continue
             if status == 304 and cached:
+                with self._count_lock:
+                    self.not_modified.add(path)
+                    self.answered_304 += 1
                 return Answer(200, hdrs, cached["body"], from_cache=True)
             if status == 202 and accepted < self.max_accepted:
                 # "Accepted: still computing" (statistics endpoints): asked again a bounded number
@@ -670,6 +675,24 @@ class GitHubClient:
         # a 304 carries no Link header: a full cached page means there may be another
         more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(prs) == per_page)
         return (prs, more), answer.from_cache
+
+    def answered_unchanged(self, number: int) -> bool:
+        """Whether this client's GET of PR `number` was answered 304 (nothing changed since the last run)."""
+        return f"/repos/{self.repo}/pulls/{int(number)}" in self.not_modified
+
+    def remembered_pull_files(self, number: int, max_pages: int = 3) -> tuple[PRFile, ...] | None:
+        """PR `number`'s files as the ETag cache last had them, without a request (None: not all cached)."""
+        files: list[PRFile] = []
+        for page in range(1, max_pages + 1):
+            params = {"per_page": 100, "page": page}
+            entry = self.cache.get(f"{self.api_url}/repos/{self.repo}/pulls/{int(number)}/files?{json.dumps(params, sort_keys=True)}")
+            if entry is None or not isinstance(entry.get("body"), list):
+                return None
+            batch = [PRFile.from_json(i) for i in entry["body"]]
+            files.extend(batch)
+            if len(batch) < 100:
+                return tuple(files)
+        return tuple(files)
 
     def pull_files(self, number: int, max_pages: int = 3) -> tuple[tuple[PRFile, ...], bool]:
         """The files of PR `number` with their hunks (GitHub lists at most 3000; we read at most

@@ -59,6 +59,17 @@ class EtagCache:
             self.entries[key] = {"etag": etag, "last_modified": last_modified, "body": body}
             self.dirty = True
 
+    def remember(self, key: str, body: Any) -> None:
+        """Keep `body` under `key` with no validator: what a search concluded (`recall` reads it),
+        so a run whose inputs all answered 304 need not ask again."""
+        with self._lock:
+            self.entries[key] = {"etag": None, "last_modified": None, "body": body}
+            self.dirty = True
+
+    def recall(self, key: str) -> Any:
+        entry = self.get(key)
+        return entry.get("body") if entry else None
+
     def save(self) -> None:
         if self.path and self.dirty:
             with self._lock:

@@ -60,9 +60,10 @@ class Overlap:
     def words(self) -> str:
         if self.kind == "same-hunk":
             return f"both change hunk {self.detail} of {self.path}"
+        lines = f"line {self.detail}" if "-" not in self.detail else f"lines {self.detail}"
         if self.kind == "overlapping-lines-unmapped":
-            return f"both change {self.path} lines {self.detail} (line numbers not mapped: a base is not in the fork checkout)"
-        return f"both change {self.path} lines {self.detail}"
+            return f"both change {self.path} {lines} (line numbers not mapped: a base is not in the fork checkout)"
+        return f"both change {self.path} {lines}"
 
 
 @dataclass(frozen=True)
@@ -113,51 +114,135 @@ class CollisionSearch:
                 "complete": self.complete, "problem": self.problem, "collisions": [c.to_json() for c in self.collisions]}
 
 
+# Without a token GitHub allows 60 requests an hour per address. Every open PR's file list costs
+# one (the listing carries no files, and the search API cannot filter PRs by path), so ~270 open PRs
+# cannot be compared in one tokenless run. The scan takes what leaves RESERVE of the hour for the
+# polls, remembers each PR it compared at its head SHA (a PR whose head has not moved is compared
+# again from the remembered file list, with no request), and goes on from there next run.
+RESERVE = 40
+WAVE = 8  # file lists asked at once
+
+
 def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
-                    repo: GitRepo | None = None, max_prs: int | None = None) -> CollisionSearch:
+                    repo: GitRepo | None = None, max_prs: int | None = None, listed: "tuple[list, bool] | None" = None) -> CollisionSearch:
     """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
     themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout, where
     the bases are mapped (None: compared unmapped). Never raises for GitHub trouble or a spent
-    budget: it stops and says how far it got."""
+    budget: it stops and says how far it got. `listed`: `list_open`'s answer, asked beforehand (the
+    caller asks it while the successor searches run)."""
     if not queued:
         return CollisionSearch((), 0, None, 0)
+    from concurrent.futures import ThreadPoolExecutor
+
     found: list[Collision] = []
     compared, problem = 0, None
-    open_prs, listed_all = _list_open(client, budget, skip)
+    open_prs, listed_all = listed if listed is not None else list_open(client, budget, skip)
     if not listed_all:
         problem = "the listing of open PRs was cut short"
     maps = _Maps(repo, queued)
-    try:
-        for pr in open_prs[:max_prs]:
-            theirs = file_hunks(budget.call(client.pull_files, pr.number))
-            compared += 1
-            for patch in queued:
-                overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
-                if overlaps:
-                    found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
-                                           pr.updated_at, overlaps))
-    except BudgetSpent:
-        problem = "request limit reached"
-    except PorttrackError as exc:
-        problem = f"GitHub: {exc}"
+    wanted = open_prs[:max_prs]
+    files = {pr.number: _remembered(client, pr) for pr in wanted}
+    missing = [pr for pr in wanted if files[pr.number] is None]
+    halted = None  # why no more file lists are asked this run
+    with ThreadPoolExecutor(max_workers=WAVE) as pool:
+        while missing and halted is None:
+            allowed = min(WAVE, _allowance(client), budget.left)
+            if allowed <= 0:
+                halted = "request limit reached" if budget.left <= 0 else _budget_words(client)
+                break
+            wave, missing = missing[:allowed], missing[allowed:]
+            asked = [(pr, pool.submit(budget.call, client.pull_files, pr.number)) for pr in wave]
+            for pr, future in asked:  # every answer that came is kept, whatever became of the others
+                try:
+                    files[pr.number] = future.result()
+                    _remember(client, pr)
+                except BudgetSpent:
+                    halted = "request limit reached"
+                except PorttrackError as exc:
+                    halted = halted or f"GitHub: {exc}"
+    problem = problem or halted
+    for pr in wanted:
+        if files[pr.number] is None:
+            continue
+        compared += 1
+        theirs = file_hunks(files[pr.number])
+        for patch in queued:
+            overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
+            if overlaps:
+                found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
+                                       pr.updated_at, overlaps))
     if problem is None and max_prs is not None and compared < len(open_prs):
         problem = f"at most {max_prs} compared per run"
     return CollisionSearch(tuple(found), compared, problem, len(open_prs), listed_all)
 
 
-def _list_open(client: "GitHubClient", budget: Budget, skip: frozenset[int]) -> tuple[list, bool]:
-    """Every open PR not in `skip`, most recently updated first, page by page; and whether the
-    listing was read to its end."""
-    out: list = []
+def _memory_key(client: "GitHubClient", number: int) -> str:
+    return f"porttrack:compared:{client.api_url}/repos/{client.repo}#{int(number)}"
+
+
+def _remembered(client: "GitHubClient", pr) -> Any:
+    """The file list of `pr` compared in an earlier run at the same head SHA (None: not remembered)."""
+    if not pr.head_sha or client.cache.recall(_memory_key(client, pr.number)) != pr.head_sha:
+        return None
+    return client.remembered_pull_files(pr.number)
+
+
+def _remember(client: "GitHubClient", pr) -> None:
+    if pr.head_sha:
+        client.cache.remember(_memory_key(client, pr.number), pr.head_sha)
+
+
+def _allowance(client: "GitHubClient") -> int:
+    """File lists this run may still ask for: any number with a token; without one, what keeps
+    RESERVE of the hour's requests for the polls (by the budget the last answer stated)."""
+    if client.authenticated:
+        return WAVE
+    seen = client.rate_seen
+    if seen is None or seen.remaining is None:
+        return WAVE
+    return seen.remaining - RESERVE
+
+
+def _budget_words(client: "GitHubClient") -> str:
+    return (f"without a token GitHub allows {client.rate_seen.limit if client.rate_seen else 60} requests an hour and "
+            f"each open PR's file list costs one, so a run checks only what leaves {RESERVE} for the polls "
+            "(with a token, all are checked in one run)")
+
+
+def list_open(client: "GitHubClient", budget: Budget, skip: frozenset[int]) -> tuple[list, bool]:
+    """Every open PR not in `skip`, most recently updated first; and whether the listing was read
+    to its end. The pages the last run read are asked at once (remembered: their number), then any
+    further ones in turn; unchanged pages answer 304."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = f"porttrack:open-pages:{client.api_url}/repos/{client.repo}"
+    known = client.cache.recall(key)
+    first = max(1, min(int(known) if isinstance(known, int) else 1, MAX_LISTING_PAGES, budget.left or 1))
+    pages: list = []
     try:
-        for page in range(1, MAX_LISTING_PAGES + 1):
-            prs, more = budget.call(client.open_pulls, page, PER_PAGE)
-            out += [p for p in prs if p.number not in skip and all(p.number != q.number for q in out[-PER_PAGE:])]
-            if not more or not prs:
-                return out, True
+        with ThreadPoolExecutor(max_workers=min(first, 8)) as pool:
+            pages = list(pool.map(lambda n: budget.call(client.open_pulls, n, PER_PAGE), range(1, first + 1)))
+        while pages[-1][1] and pages[-1][0] and len(pages) < MAX_LISTING_PAGES:
+            pages.append(budget.call(client.open_pulls, len(pages) + 1, PER_PAGE))
     except (BudgetSpent, PorttrackError):
-        return out, False
-    return out, False
+        return _merged(pages, skip), False
+    # the pages that end the listing (an empty one past a full last page is not kept as one)
+    used = len(pages) if pages[-1][0] or len(pages) == 1 else len(pages) - 1
+    if used != known:
+        client.cache.remember(key, used)
+    complete = not pages[-1][1] or not pages[-1][0]
+    return _merged(pages, skip), complete
+
+
+def _merged(pages: list, skip: frozenset[int]) -> list:
+    out: list = []
+    seen: set[int] = set()
+    for prs, _more in pages:
+        for p in prs:  # a PR updated between two pages' answers shows on both
+            if p.number not in skip and p.number not in seen:
+                seen.add(p.number)
+                out.append(p)
+    return out
 
 
 def compare(mine: Sequence[Hunk], theirs: Sequence[Hunk], lines: "LineMap | None" = None) -> tuple[Overlap, ...]:
@@ -275,5 +360,5 @@ def render_lines(search: CollisionSearch) -> list[str]:
     return lines
 
 
-__all__ = ["Collision", "CollisionSearch", "LineMap", "Overlap", "QueuedHunks", "changed_span", "compare", "find_collisions",
+__all__ = ["Collision", "CollisionSearch", "LineMap", "Overlap", "QueuedHunks", "changed_span", "compare", "find_collisions", "list_open",
            "render_lines"]

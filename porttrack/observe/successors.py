@@ -17,6 +17,7 @@ orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledg
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -128,23 +129,42 @@ class SuccessorSearch:
 def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, track: str,
                     track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES) -> SuccessorSearch:
     """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
-    budget: the search stops and says why, keeping what it found."""
+    budget: the search stops and says why, keeping what it found.
+
+    The questions go out together (the closed PR's files, its timeline, the search, the author's
+    listing; then every candidate at once). When the closed PR answered 304 in this run's poll and
+    its timeline answers 304 too, nothing that names it has changed: the last run's search is used
+    as it was, and the search and the author's listing are not asked (`reused`)."""
+    remembered = client.cache.recall(_memory_key(client, closed.number))
+    timeline_first = remembered is not None and client.answered_unchanged(closed.number)
     found: list[Candidate] = []
     failed: list[Reason] = []
     problem = None
     try:
-        wanted = file_hunks(budget.call(client.pull_files, closed.number))
-        leads = _leads(client, budget, closed, failed)
-        for number in _ordered(leads)[:max_candidates]:
-            try:
-                candidate = _examine(client, budget, closed, number, leads[number], wanted)
-            except BudgetSpent:
-                raise
-            except PorttrackError as exc:  # this one stays unread; the others are still compared
-                failed.append(Reason("candidate", f"#{number}: {exc}"))
-                continue
-            if candidate is not None:
-                found.append(candidate)
+        if timeline_first:
+            refs, cached = _ask_timeline(client, budget, closed.number, failed)
+            if cached and not failed:
+                again = search_from_json(remembered, track, tuple(track_prs))
+                if again is not None:
+                    return again
+        else:
+            refs, cached = None, False
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            wanted_f = pool.submit(budget.call, client.pull_files, closed.number)
+            leads = _leads(client, budget, closed, failed, pool, refs)
+            wanted = file_hunks(wanted_f.result())
+            numbers = _ordered(leads)[:max_candidates]
+            examined = [pool.submit(_examine, client, budget, closed, n, leads[n], wanted) for n in numbers]
+            for number, future in zip(numbers, examined):
+                try:
+                    candidate = future.result()
+                except BudgetSpent:
+                    raise
+                except PorttrackError as exc:  # this one stays unread; the others are still compared
+                    failed.append(Reason("candidate", f"#{number}: {exc}"))
+                    continue
+                if candidate is not None:
+                    found.append(candidate)
     except BudgetSpent:
         problem = "request limit reached before every candidate was compared"
     except PorttrackError as exc:
@@ -152,7 +172,37 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     if failed and problem is None:
         problem = "; ".join(f"the {SOURCES[f.kind]} failed ({f.detail})" for f in failed) + "; the other sources' candidates stand"
     found.sort(key=lambda c: c.score)
-    return SuccessorSearch(closed.number, track, tuple(track_prs), tuple(found), problem, tuple(failed))
+    search = SuccessorSearch(closed.number, track, tuple(track_prs), tuple(found), problem, tuple(failed))
+    if problem is None:
+        client.cache.remember(_memory_key(client, closed.number), search.to_json())
+    return search
+
+
+def _memory_key(client: "GitHubClient", number: int) -> str:
+    return f"porttrack:successors:{client.api_url}/repos/{client.repo}#{int(number)}"
+
+
+def search_from_json(data: Any, track: str, track_prs: tuple[int, ...]) -> SuccessorSearch | None:
+    """A search `SuccessorSearch.to_json` wrote (None: not readable as one), for `track` as it is now."""
+    try:
+        candidates = tuple(
+            Candidate(int(c["number"]), str(c["title"]), str(c["url"]), str(c["author"]), str(c["state"]), c.get("merged_at"),
+                      int(c["shared_hunks"]), int(c["near_hunks"]), int(c["of_hunks"]),
+                      tuple(Reason(str(r["kind"]), str(r["detail"])) for r in c["reasons"]))
+            for c in data["candidates"])
+        return SuccessorSearch(int(data["pr"]), track, track_prs, candidates, data.get("problem"), ())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _ask_timeline(client: "GitHubClient", budget: Budget, n: int, failed: list[Reason]) -> tuple[tuple[IssueRef, ...], bool]:
+    try:
+        return budget.call(lambda: (client.issue_timeline(n), False))  # (refs, answered 304)
+    except BudgetSpent:
+        raise
+    except PorttrackError as exc:
+        failed.append(Reason("timeline", str(exc)))
+        return (), False
 
 
 # Where leads come from (each asked once; one failing leaves the others' leads standing).
@@ -160,10 +210,12 @@ SOURCES = {"timeline": "timeline", "search": "issue search", "same-author": "sam
            "candidate": "read of a candidate"}
 
 
-def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR, failed: list[Reason]) -> dict[int, set[str]]:
-    """PR number -> the kinds of link that named it (before its content is looked at). A source
-    GitHub refuses (a 403 from the search's own rate limit, say) is added to `failed`; the leads
-    of the others stand. A spent budget stops at once (BudgetSpent)."""
+def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR, failed: list[Reason], pool: Any,
+           timeline: tuple[IssueRef, ...] | None = None) -> dict[int, set[str]]:
+    """PR number -> the kinds of link that named it (before its content is looked at), the three
+    sources asked at once (`timeline`: already read). A source GitHub refuses (a 403 from the
+    search's own rate limit, say) is added to `failed`; the leads of the others stand. A spent
+    budget stops at once (BudgetSpent)."""
     n = closed.number
     leads: dict[int, set[str]] = {}
 
@@ -180,14 +232,18 @@ def _leads(client: "GitHubClient", budget: Budget, closed: RecordedPR, failed: l
             failed.append(Reason(source, str(exc)))
             return ()
 
-    for ref in ask("timeline", client.issue_timeline, n):
+    asked = {
+        "timeline": pool.submit(ask, "timeline", client.issue_timeline, n) if timeline is None else None,
+        "search": pool.submit(ask, "search", client.search_pulls, f"{n} in:body"),
+        "same-author": pool.submit(ask, "same-author", client.pulls_by_author, closed.author) if closed.author else None,
+    }
+    for ref in (asked["timeline"].result() if asked["timeline"] is not None else timeline or ()):
         add(ref, "cross-referenced")
-    for ref in ask("search", client.search_pulls, f"{n} in:body"):
+    for ref in asked["search"].result():
         add(ref, "body-says" if says_succeeds(ref.body, n) else "mentions")
-    if closed.author:
-        for ref in ask("same-author", client.pulls_by_author, closed.author):
-            if ref.number > n:  # later work: numbers grow with time
-                add(ref, "same-author")
+    for ref in asked["same-author"].result() if asked["same-author"] is not None else ():
+        if ref.number > n:  # later work: numbers grow with time
+            add(ref, "same-author")
     return leads
 
 
@@ -198,7 +254,7 @@ def _ordered(leads: dict[int, set[str]]) -> list[int]:
 def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number: int, kinds: set[str],
              wanted: Sequence[Hunk]) -> Candidate | None:
     pr: PullRequest = budget.call(client.get_pull, number)
-    theirs = file_hunks(budget.call(client.pull_files, number))
+    theirs = file_hunks(budget.call(client.pull_files, number))  # the two in turn: candidates are read at once
     ids = {h.id for h in theirs}
     shared = [h for h in wanted if h.id in ids]
     near = [h for h in wanted if h.id not in ids and near_match(h, theirs) is not None]
@@ -254,15 +310,16 @@ def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
     return lines
 
 
-def follow_words(search: SuccessorSearch) -> str | None:
+def follow_words(search: SuccessorSearch, yaml_hint: bool = True) -> str | None:
     """The orphaned PR's next action when a candidate shares at least half its hunks, with the
-    tracks.yaml change that adopts it; None when no candidate does."""
+    tracks.yaml change that adopts it (`yaml_hint`; the weekly issue shows that change as a block
+    of its own); None when no candidate does."""
     best = search.follow()
     if best is None:
         return None
     prs = ", ".join(str(best.number if n == search.pr else n) for n in search.track_prs)
-    return (f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, "
-            f"{_state_words_of(best)}) tracks.yaml: {search.track}: prs: [{prs}]")
+    words = f"#{search.pr} closed without merging -> follow #{best.number}? (shares {best.shared} of {best.total} hunks, {_state_words_of(best)})"
+    return words + (f" tracks.yaml: {search.track}: prs: [{prs}]" if yaml_hint else "")
 
 
 def _state_words_of(c: Candidate) -> str:

@@ -90,7 +90,8 @@ def gather(
     status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
     if findings is not None:
-        status_report = with_findings(status_report, findings)  # "follow #N?" for an orphan with a successor
+        # "follow #N?" for an orphan with a successor; the issue shows the tracks.yaml change as a block
+        status_report = with_findings(status_report, findings, yaml_hint=False)
     found = _found(findings)
     upstream_state = _recorded_state(ws, config, problems)
     verdicts = _convergence(ws, config, fork, fork_problem, problems)
@@ -168,7 +169,17 @@ def _found(findings: Findings | None) -> Mapping[str, Any] | None:
     return {"successors": {str(s.pr): render_successors(s) for s in findings.successors},
             "follow": {str(s.pr): _follow(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
+            "collisions_ahead": _ahead(findings.collisions) if findings.collisions is not None else None,
             "cost": findings.cost.text if findings.cost else ""}
+
+
+def _ahead(search) -> Mapping[str, Any]:
+    """Collisions ahead as the weekly issue says them: how many open PRs were checked of how many,
+    why the rest were not, and each collision (PR, title, the queued patch, what both change)."""
+    return {"checked": search.compared, "open_prs": search.open_prs, "complete": search.complete,
+            "why_not_all": search.problem,
+            "items": [{"number": c.upstream, "title": c.title, "patch": c.patch,
+                       "what": "; ".join(o.words for o in c.overlaps[:3])} for c in search.collisions]}
 
 
 def _follow(search) -> Mapping[str, Any]:

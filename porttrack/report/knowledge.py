@@ -8,12 +8,13 @@ malformed record) is simply left out of the `Knowledge` it returns.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from porttrack.workspace import queue as queue_mod
 from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
-from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions
+from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions, list_open
 from porttrack.tracks.config import Config
 from porttrack.converge.record import latest_verdicts
 from porttrack.converge.coverage import Coverage, track_coverage
@@ -113,24 +114,29 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     budget = Budget(client, search_limit())
     orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
-    successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
     queued = queued_hunks(ws)
-    if queued and fork is None:
-        fork, _problem = open_configured_fork(config)
-    collisions = find_collisions(client, budget, queued, frozenset(tracked_numbers(config)), fork) if queued else None
+    skip = frozenset(tracked_numbers(config))
+    # the open-PR listing goes out while the successors are searched; the file lists after them,
+    # so that they take only what the successors left of a tokenless hour
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        listed = pool.submit(list_open, client, budget, skip) if queued else None
+        successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
+        if queued and fork is None:
+            fork, _problem = open_configured_fork(config)
+        collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result()) if listed is not None else None
     return Findings(successors, collisions, budget.cost())
 
 
-def with_findings(report: StatusReport, findings: Findings) -> StatusReport:
+def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
     """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
-    its hunks gets "follow #N?" (with the tracks.yaml change) as its next action."""
+    its hunks gets "follow #N?" (with the tracks.yaml change, `yaml_hint`) as its next action."""
     tracks = []
     for track in report.tracks:
         action = track.next_action
         if action.kind == "orphaned":
             for pr in track.prs:
                 search = findings.successors_of(pr.number)
-                words = follow_words(search) if search is not None and search.track == track.id else None
+                words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
                 if words:
                     action = NextAction("orphaned", words, None)
                     break

@@ -238,7 +238,15 @@ def _globals(report: WeeklyReport) -> dict[str, Any]:
         "chart": chart,
         "legend": legend,
         "plural": lambda n, one, many=None: one if n == 1 else (many or one + "s"),
+        "waited": waiting_words,
     }
+
+
+def waiting_words(days: int) -> str:
+    """How long a merged PR has waited for its convergence check, as a colleague says it."""
+    if days <= 0:
+        return "not checked on the fork yet"
+    return f"waiting {days} day{'s' if days != 1 else ''} for verify-converged"
 
 
 _PALETTE = {("sm_121a", "cold"): ("#0969da", "dark blue"), ("sm_121a", "warm"): ("#54aeff", "light blue"),
