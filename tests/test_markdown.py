@@ -114,3 +114,13 @@ def test_marker_is_ours_and_found_only_on_the_first_line():
 
 def test_join_neutralises_what_is_not_already_safe():
     assert md.join([md.Md("**a**"), "*b*"]) == "**a**, \\*b\\*"
+
+
+def test_a_reference_that_names_its_repository_is_linked_whole_and_only_to_that_repository() -> None:
+    """"moved to vllm-project/vllm#46849" rendered as "vllm-project/vllm" glued to a "#46849" link;
+    "other/repo#12" was linked to upstream's #12, a PR that has nothing to do with it."""
+
+    html = cmark(str(md.ours("moved to vllm-project/vllm#46849; not other/repo#12; plain #48407", "vllm-project/vllm")))
+    assert '<a href="https://redirect.github.com/vllm-project/vllm/pull/46849">vllm-project/vllm#46849</a>' in html, html
+    assert '<a href="https://redirect.github.com/vllm-project/vllm/pull/48407">#48407</a>' in html, html
+    assert "pull/12" not in html and "other/repo" in html, html

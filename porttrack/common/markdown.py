@@ -162,10 +162,22 @@ def ours(value: object, repo: str | None = None, limit: int = 400) -> Md:
         lead, trail = (" " if piece[:1] == " " else ""), (" " if piece[-1:] == " " and piece.strip() else "")
         safe = lead + str(text(piece, limit)) + trail if piece.strip() else piece
         if repo:
-            # text() turned "#123" into "\#&#8203;123"; make exactly those into upstream links.
-            safe = re.sub(r"\\#" + re.escape(ZWSP) + r"(\d{1,9})\b", lambda m: pr_link(repo, int(m.group(1))), safe)
+            # text() turned "#123" into "\#&#8203;123"; make exactly those into upstream links. A
+            # reference written "owner/name#123" is linked whole when it names `repo`, and left as
+            # text when it names another repository (never a link to the wrong PR).
+            safe = re.sub(r"(?<![\w/.-])([A-Za-z0-9][\w.-]*/[\w.-]+)?\\#" + re.escape(ZWSP) + r"(\d{1,9})\b",
+                          lambda m: _reference(m, repo), safe)
         out.append(safe)
     return Md("".join(out))
+
+
+def _reference(m: re.Match, repo: str) -> str:
+    named, number = m.group(1), int(m.group(2))
+    if named is None:
+        return pr_link(repo, number)
+    if named.lower() != repo.lower():
+        return m.group(0)
+    return link(pr_url(repo, number), Md(f"{named}#{number}"))
 
 
 def join(items, separator: str = ", ") -> Md:
