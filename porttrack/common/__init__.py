@@ -5,4 +5,5 @@
   text       untrusted text made safe for a terminal; short SHAs
   markdown   untrusted text made safe for GitHub-flavoured Markdown
   clock      the one clock (UTC, parsed and printed one way)
+  commitgraph  git's commit-graph files read as bytes (no process; the git door asks it)
 """

@@ -106,36 +106,43 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
 
 
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
-    """path -> (mode, content) at `rev` for the paths that exist there: two git calls in all."""
+    """path -> (mode, content) at `rev` for the paths that exist there as files (what `git ls-tree`
+    lists as blobs): the trees of their folders, then the blobs, from the repository's one reader."""
     paths = sorted(set(paths))
     if not paths:
         return {}
-    listing = repo.run("ls-tree", "-z", "--full-tree", rev, "--", *paths, env=LITERAL).stdout
+    folders = {path: path.rpartition("/")[0] for path in paths}
+    trees = repo.objects(f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in sorted(set(folders.values())))
+    listed: dict[str, dict[str, tuple[str, str]]] = {}
     entries: dict[str, tuple[str, str]] = {}
-    for record in listing.split(b"\0"):
-        if not record:
+    for path, folder in folders.items():
+        tree = trees[f"{rev}:{folder}" if folder else f"{rev}^{{tree}}"]
+        if tree is None or tree[1] != "tree":
             continue
-        meta, _, name = record.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
-        if kind == "blob":
-            entries[name.decode("utf-8", "surrogateescape")] = (mode, sha)
+        if folder not in listed:
+            listed[folder] = _tree_entries(tree[2], len(tree[0]) // 2)
+        entry = listed[folder].get(path.rpartition("/")[2])
+        if entry is not None and entry[0] not in ("040000", "160000"):
+            entries[path] = entry
     blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
     return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
 
 
+def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
+    """name -> (mode as `git ls-tree` prints it, SHA) from a raw tree object."""
+    out = {}
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        mode = int(data[at:space], 8)
+        kind = mode & 0o170000
+        canon = (0o100755 if mode & 0o100 else 0o100644) if kind == 0o100000 else kind if kind in (0o120000, 0o040000) else 0o160000
+        out[data[space + 1:nul].decode("utf-8", "surrogateescape")] = (f"{canon:06o}", data[nul + 1:nul + 1 + hash_len].hex())
+        at = nul + 1 + hash_len
+    return out
+
+
 def cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
-    if not shas:
-        return {}
-    out = repo.run("cat-file", "--batch", input=("\n".join(shas) + "\n").encode()).stdout
-    blobs: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(out):
-        end = out.index(b"\n", pos)
-        head = out[pos:end].decode().split()
-        pos = end + 1
-        if len(head) < 3 or head[1] == "missing":
-            continue
-        size = int(head[2])
-        blobs[head[0]] = out[pos:pos + size]
-        pos += size + 1  # the content is followed by one LF
-    return blobs
+    """sha -> content, for the objects that exist (the repository's one reader)."""
+    return {sha: obj[2] for sha, obj in repo.objects(shas).items() if obj is not None}
