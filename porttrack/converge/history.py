@@ -108,24 +108,30 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
     """path -> (mode, content) at `rev` for the paths that exist there as files (what `git ls-tree`
     lists as blobs): the trees of their folders, then the blobs, from the repository's one reader."""
-    paths = sorted(set(paths))
-    if not paths:
-        return {}
-    folders = {path: path.rpartition("/")[0] for path in paths}
-    trees = repo.objects(f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in sorted(set(folders.values())))
+    entries = {path: e for path, e in tree_entries(repo, rev, paths).items() if e[0] not in ("040000", "160000")}
+    blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
+    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
+
+
+def tree_entries(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """path -> (mode, SHA) of the paths that exist at `rev` (files, folders, submodules), as
+    `git ls-tree -z --full-tree REV -- PATHS` lists them: read from the trees of their folders in
+    one batch of the repository's reader, no process of its own."""
+    folders = {path: path.rpartition("/")[0] for path in sorted(set(paths))}
+    spec = {d: f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in set(folders.values())}
+    trees = repo.objects(sorted(spec.values()))
     listed: dict[str, dict[str, tuple[str, str]]] = {}
-    entries: dict[str, tuple[str, str]] = {}
+    out = {}
     for path, folder in folders.items():
-        tree = trees[f"{rev}:{folder}" if folder else f"{rev}^{{tree}}"]
+        tree = trees[spec[folder]]
         if tree is None or tree[1] != "tree":
             continue
         if folder not in listed:
             listed[folder] = _tree_entries(tree[2], len(tree[0]) // 2)
         entry = listed[folder].get(path.rpartition("/")[2])
-        if entry is not None and entry[0] not in ("040000", "160000"):
-            entries[path] = entry
-    blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
-    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
+        if entry is not None:
+            out[path] = entry
+    return out
 
 
 def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
