@@ -326,6 +326,9 @@ class GitRepo:
             return []
         if any("\n" in s for s in specs):
             return [self.run("cat-file", "blob", s, env=env, check=False).stdout or None for s in specs]
+        if env is None and all(s.strip() == s and "\r" not in s and not s.startswith(":") for s in specs):
+            got = self.objects(specs)  # commits' files: the reader (an index is read once by it, so not those)
+            return [obj[2] if obj is not None and obj[1] == "blob" else None for obj in (got[s] for s in specs)]
         out = self.run("cat-file", "--batch", input=("\n".join(specs) + "\n").encode("utf-8", "surrogateescape"), env=env).stdout
         found: list[bytes | None] = []
         at = 0
