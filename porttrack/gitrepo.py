@@ -260,6 +260,26 @@ class GitRepo:
             out.update(zip(sendable, self._reader.read(sendable)))
         return out
 
+    def tree_entries(self, rev: str, paths: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """path -> (mode, SHA) of the paths that exist at `rev` (files, folders, submodules), as
+        `git ls-tree -z --full-tree REV -- PATHS` lists them: read from the trees of their folders in
+        one batch of the repository's reader, no process of its own."""
+        folders = {path: path.rpartition("/")[0] for path in sorted(set(paths))}
+        spec = {d: f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in set(folders.values())}
+        trees = self.objects(sorted(spec.values()))
+        listed: dict[str, dict[str, tuple[str, str]]] = {}
+        out = {}
+        for path, folder in folders.items():
+            tree = trees[spec[folder]]
+            if tree is None or tree[1] != "tree":
+                continue
+            if folder not in listed:
+                listed[folder] = _tree_entries(tree[2], len(tree[0]) // 2)
+            entry = listed[folder].get(path.rpartition("/")[2])
+            if entry is not None:
+                out[path] = entry
+        return out
+
     def commits(self, names: Iterable[str]) -> dict[str, "CommitInfo | None"]:
         """{name: its commit's SHA, tree and committer time, or None} in one `git cat-file --batch`
         (in place of a `rev-parse` and a `show -s --format=%T %ct` per name)."""
@@ -485,6 +505,21 @@ class GitRepo:
         parts = out.split(b"\0")[1:]
         return tuple((parts[i].decode().strip(), parts[i + 1].decode("utf-8", "replace"), parts[i + 2].lstrip(b"\n"))
                      for i in range(0, len(parts) - 2, 3))
+
+
+def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
+    """name -> (mode as `git ls-tree` prints it, SHA) from a raw tree object."""
+    out = {}
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        mode = int(data[at:space], 8)
+        kind = mode & 0o170000
+        canon = (0o100755 if mode & 0o100 else 0o100644) if kind == 0o100000 else kind if kind in (0o120000, 0o040000) else 0o160000
+        out[data[space + 1:nul].decode("utf-8", "surrogateescape")] = (f"{canon:06o}", data[nul + 1:nul + 1 + hash_len].hex())
+        at = nul + 1 + hash_len
+    return out
 
 
 class _Reader:

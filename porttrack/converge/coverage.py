@@ -31,7 +31,7 @@ from porttrack.tracks.config import Config
 from porttrack.common.errors import PorttrackError
 from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
-from porttrack.converge.history import cat_blobs, tree_entries
+from porttrack.converge.history import cat_blobs
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
 from porttrack.observe.prdiff import near_match
 from porttrack.diff.presence import hunk_state
@@ -296,7 +296,7 @@ def _write_cache(file: Path, key: str, base: str, diff: bytes, commits: Sequence
 def _presence(repo: GitRepo, tip: str, files: Sequence[FileDiff]) -> tuple[HunkPresence, ...]:
     """Each hunk's state at `tip`: the files' modes and contents from the trees and blobs, read in
     two batches of the repository's one reader."""
-    entries = tree_entries(repo, tip, sorted({fd.path for fd in files}))
+    entries = repo.tree_entries(tip, sorted({fd.path for fd in files}))
     files_at = {path: sha for path, (mode, sha) in entries.items() if mode not in ("040000", "160000")}
     blobs = cat_blobs(repo, sorted(set(files_at.values())))
     contents = {path: blobs[sha] for path, sha in files_at.items() if sha in blobs}

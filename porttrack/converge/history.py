@@ -108,45 +108,9 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
     """path -> (mode, content) at `rev` for the paths that exist there as files (what `git ls-tree`
     lists as blobs): the trees of their folders, then the blobs, from the repository's one reader."""
-    entries = {path: e for path, e in tree_entries(repo, rev, paths).items() if e[0] not in ("040000", "160000")}
+    entries = {path: e for path, e in repo.tree_entries(rev, paths).items() if e[0] not in ("040000", "160000")}
     blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
     return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
-
-
-def tree_entries(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """path -> (mode, SHA) of the paths that exist at `rev` (files, folders, submodules), as
-    `git ls-tree -z --full-tree REV -- PATHS` lists them: read from the trees of their folders in
-    one batch of the repository's reader, no process of its own."""
-    folders = {path: path.rpartition("/")[0] for path in sorted(set(paths))}
-    spec = {d: f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in set(folders.values())}
-    trees = repo.objects(sorted(spec.values()))
-    listed: dict[str, dict[str, tuple[str, str]]] = {}
-    out = {}
-    for path, folder in folders.items():
-        tree = trees[spec[folder]]
-        if tree is None or tree[1] != "tree":
-            continue
-        if folder not in listed:
-            listed[folder] = _tree_entries(tree[2], len(tree[0]) // 2)
-        entry = listed[folder].get(path.rpartition("/")[2])
-        if entry is not None:
-            out[path] = entry
-    return out
-
-
-def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
-    """name -> (mode as `git ls-tree` prints it, SHA) from a raw tree object."""
-    out = {}
-    at = 0
-    while at < len(data):
-        space = data.index(b" ", at)
-        nul = data.index(b"\0", space)
-        mode = int(data[at:space], 8)
-        kind = mode & 0o170000
-        canon = (0o100755 if mode & 0o100 else 0o100644) if kind == 0o100000 else kind if kind in (0o120000, 0o040000) else 0o160000
-        out[data[space + 1:nul].decode("utf-8", "surrogateescape")] = (f"{canon:06o}", data[nul + 1:nul + 1 + hash_len].hex())
-        at = nul + 1 + hash_len
-    return out
 
 
 def cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
