@@ -349,9 +349,7 @@ def _refuse_beyond_symlink(repo: GitRepo, tree: str, files: tuple[FileDiff, ...]
     if not parents:
         return
     made = {fd.new_path for fd in files if fd.new_mode == SYMLINK_MODE and fd.new_path in parents}
-    listing = repo.run("ls-tree", "-z", tree, "--", *sorted(parents)).stdout.split(b"\0")
-    links = [entry.split(b"\t", 1) for entry in listing if entry.startswith(b"120000 ")]
-    in_tree = {name.decode("utf-8", "surrogateescape"): meta.split()[2].decode() for meta, name in links}
+    in_tree = {path: sha for path, (mode, sha) in repo.tree_entries(tree, parents).items() if mode == "120000"}
     for link in sorted(made | (set(in_tree) & parents)):
         under = sorted(p for p in paths if p.startswith(link + "/"))
         target = "made by this patch" if link in made else (

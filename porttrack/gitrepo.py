@@ -27,11 +27,13 @@ import signal
 import subprocess
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from porttrack.common import trace
+from porttrack.common.commitgraph import CommitGraph, read_commit_graph
 from porttrack.common.errors import ConfigError, GitError
 from porttrack.workspace.files import sweep_dead_scratch
 
@@ -144,6 +146,7 @@ class GitRepo:
         self.path = Path(path)
         # learnt by `open` in the same process as the top level
         self._common_dir, self._git_dir = common_dir, git_dir
+        self._reader: _Reader | None = None
 
     @property
     def git_dir(self) -> Path:
@@ -219,58 +222,66 @@ class GitRepo:
 
     # -- questions ----------------------------------------------------------------------------
     def rev_parse(self, rev: str) -> str | None:
-        proc = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        """The commit `rev` names, or None (asked of the reader: see `objects`)."""
+        return self.resolve([rev])[rev]
 
     def has_commit(self, sha: str) -> bool:
         return bool(_SHA.match(sha or "")) and self.rev_parse(sha) is not None
 
     def commits_present(self, shas: Iterable[str]) -> set[str]:
-        """The SHAs among `shas` that name a commit here: one `git cat-file` for all of them (a
-        poll asks about every PR head twice; one `rev-parse` each cost 2N processes)."""
+        """The SHAs among `shas` that name a commit here (one batch for all of them)."""
         asked = sorted({sha for sha in shas if _SHA.match(sha or "")})
-        if not asked:
-            return set()
-        lines = "".join(f"{sha}^{{commit}}\n" for sha in asked).encode()
-        out = self.run("cat-file", "--batch-check=%(objecttype)", input=lines).stdout.decode().splitlines()
-        return {sha for sha, kind in zip(asked, out) if kind == "commit"}
+        found = self.resolve(asked)
+        return {sha for sha in asked if found[sha]}
 
     def resolve(self, names: Iterable[str]) -> dict[str, str | None]:
-        """{name: the commit it names, or None} for many names in one `git cat-file --batch-check`
-        (what `rev_parse` answers for one name, one process each). A name git cannot take on a
-        line of its own (empty, or holding a newline) is None without asking."""
+        """{name: the commit it names, or None} for many names in one batch of the reader (what
+        `git rev-parse --verify NAME^{commit}` answers for one). A name git cannot take on a line
+        of its own (empty, or holding a newline) is None without asking."""
         asked = list(dict.fromkeys(names))
-        out: dict[str, str | None] = {name: None for name in asked}
-        sendable = [name for name in asked if name and "\n" not in name and "\r" not in name and name.strip() == name]
-        if not sendable:
-            return out
-        lines = "".join(f"{name}^{{commit}}\n" for name in sendable).encode("utf-8", "surrogateescape")
-        answer = self.run("cat-file", "--batch-check=%(objectname) %(objecttype)", input=lines).stdout
-        for name, line in zip(sendable, answer.decode("utf-8", "surrogateescape").splitlines()):
-            sha, _, kind = line.rpartition(" ")
-            out[name] = sha if kind == "commit" and _SHA.match(sha) else None
+        objects = self.objects(f"{name}^{{commit}}" for name in asked)
+        out: dict[str, str | None] = {}
+        for name in asked:
+            obj = objects[f"{name}^{{commit}}"]
+            out[name] = obj[0] if obj is not None and obj[1] == "commit" else None
         return out
 
     def read_objects(self, specs: Iterable[str]) -> dict[str, tuple[str, bytes] | None]:
         """{spec: (type, content), or None when missing} for many objects (`rev:path`, SHAs,
-        `ref^{commit}`) in one `git cat-file --batch` (bytes-exact: blobs are returned as stored)."""
+        `ref^{commit}`) in one batch of the reader (bytes-exact: blobs are returned as stored)."""
+        return {spec: None if obj is None else (obj[1], obj[2]) for spec, obj in self.objects(specs).items()}
+
+    def objects(self, specs: Iterable[str]) -> dict[str, tuple[str, str, bytes] | None]:
+        """{spec: (SHA, type, content), or None when missing} from this repository's one reader, a
+        `git cat-file --batch` started at the first ask and kept open for the next (it ends with the
+        command): a command that resolves names, then reads trees and blobs, starts one process."""
         asked = list(dict.fromkeys(specs))
-        out: dict[str, tuple[str, bytes] | None] = {spec: None for spec in asked}
+        out: dict[str, tuple[str, str, bytes] | None] = {spec: None for spec in asked}
         sendable = [spec for spec in asked if spec and "\n" not in spec and "\r" not in spec and spec.strip() == spec]
-        if not sendable:
-            return out
-        data = self.run("cat-file", "--batch", input="".join(f"{spec}\n" for spec in sendable).encode("utf-8", "surrogateescape")).stdout
-        at = 0
-        for spec in sendable:
-            end = data.index(b"\n", at)
-            header = data[at:end].decode("utf-8", "surrogateescape")
-            at = end + 1
-            parts = header.rsplit(" ", 2)
-            if len(parts) != 3 or not parts[2].isdigit() or not _SHA.match(parts[0]):
-                continue  # "<spec> missing" / "ambiguous": no content follows
-            size = int(parts[2])
-            out[spec] = (parts[1], data[at:at + size])
-            at += size + 1  # the content, then a newline
+        if sendable:
+            if self._reader is None:
+                self._reader = _Reader(self)
+            out.update(zip(sendable, self._reader.read(sendable)))
+        return out
+
+    def tree_entries(self, rev: str, paths: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """path -> (mode, SHA) of the paths that exist at `rev` (files, folders, submodules), as
+        `git ls-tree -z --full-tree REV -- PATHS` lists them: read from the trees of their folders in
+        one batch of the repository's reader, no process of its own."""
+        folders = {path: path.rpartition("/")[0] for path in sorted(set(paths))}
+        spec = {d: f"{rev}:{d}" if d else f"{rev}^{{tree}}" for d in set(folders.values())}
+        trees = self.objects(sorted(spec.values()))
+        listed: dict[str, dict[str, tuple[str, str]]] = {}
+        out = {}
+        for path, folder in folders.items():
+            tree = trees[spec[folder]]
+            if tree is None or tree[1] != "tree":
+                continue
+            if folder not in listed:
+                listed[folder] = _tree_entries(tree[2], len(tree[0]) // 2)
+            entry = listed[folder].get(path.rpartition("/")[2])
+            if entry is not None:
+                out[path] = entry
         return out
 
     def commits(self, names: Iterable[str]) -> dict[str, "CommitInfo | None"]:
@@ -339,6 +350,9 @@ class GitRepo:
             return []
         if any("\n" in s for s in specs):
             return [self.run("cat-file", "blob", s, env=env, check=False).stdout or None for s in specs]
+        if env is None and all(s.strip() == s and "\r" not in s and not s.startswith(":") for s in specs):
+            got = self.objects(specs)  # commits' files: the reader (an index is read once by it, so not those)
+            return [obj[2] if obj is not None and obj[1] == "blob" else None for obj in (got[s] for s in specs)]
         out = self.run("cat-file", "--batch", input=("\n".join(specs) + "\n").encode("utf-8", "surrogateescape"), env=env).stdout
         found: list[bytes | None] = []
         at = 0
@@ -499,107 +513,108 @@ class GitRepo:
                      for i in range(0, len(parts) - 2, 3))
 
 
+def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
+    """name -> (mode as `git ls-tree` prints it, SHA) from a raw tree object."""
+    out = {}
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        mode = int(data[at:space], 8)
+        kind = mode & 0o170000
+        canon = (0o100755 if mode & 0o100 else 0o100644) if kind == 0o100000 else kind if kind in (0o120000, 0o040000) else 0o160000
+        out[data[space + 1:nul].decode("utf-8", "surrogateescape")] = (f"{canon:06o}", data[nul + 1:nul + 1 + hash_len].hex())
+        at = nul + 1 + hash_len
+    return out
+
+
+class _Reader:
+    """One `git cat-file --batch` for the life of a GitRepo: names in, objects out, one batch at a
+    time (written from a thread, so a batch larger than the pipe cannot deadlock). Closed, and
+    waited for, when the GitRepo goes or the interpreter exits."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", "cat-file", "--batch"]
+        trace.git(argv[5:], "started, kept open for this command's objects", trace.started())
+        try:
+            self.proc = subprocess.Popen(argv, cwd=repo.path, env=git_env(), stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise ConfigError("git is not installed or not on PATH") from None
+        weakref.finalize(repo, _Reader.close, self.proc)
+
+    def read(self, specs: list[str]) -> list[tuple[str, str, bytes] | None]:
+        since = trace.started()
+        try:
+            return self._read(specs)
+        finally:  # -v: the reader is one process kept open; each batch is a line of its own
+            trace.git(["cat-file", "--batch"], f"a batch of {len(specs)} names on the open reader", since)
+
+    def _read(self, specs: list[str]) -> list[tuple[str, str, bytes] | None]:
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        writer = threading.Thread(target=_Reader._send, args=(proc, "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")))
+        writer.start()
+        out: list[tuple[str, str, bytes] | None] = []
+        try:
+            for _ in specs:
+                header = proc.stdout.readline()
+                if not header.endswith(b"\n"):
+                    raise GitError(["cat-file", "--batch"], proc.poll() or -1, "the object reader ended early")
+                parts = header[:-1].decode("utf-8", "surrogateescape").rsplit(" ", 2)
+                if len(parts) != 3 or not parts[2].isdigit() or not _SHA.match(parts[0]):
+                    out.append(None)  # "<spec> missing" / "ambiguous": no content follows
+                    continue
+                body = proc.stdout.read(int(parts[2]) + 1)  # the content, then a newline
+                out.append((parts[0], parts[1], body[:-1]))
+        finally:
+            writer.join()
+        return out
+
+    @staticmethod
+    def _send(proc: subprocess.Popen, data: bytes) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(data)
+            proc.stdin.flush()
+
+    @staticmethod
+    def close(proc: subprocess.Popen) -> None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(OSError):
+            proc.stdout.close()
+
+
 @dataclass(frozen=True)
 class CommitInfo:
     sha: str
     tree: str
     committer_time: int  # seconds since the epoch
+    parents: tuple[str, ...] = ()
 
 
 def _commit_info(raw: bytes) -> CommitInfo | None:
     """SHA, tree and committer time from a raw commit object (as `cat-file --batch` prints it)."""
     import hashlib
 
-    tree, when = None, None
+    tree, when, parents = None, None, []
     for line in raw.split(b"\n\n", 1)[0].split(b"\n"):
         if line.startswith(b"tree "):
             tree = line[5:].decode()
+        elif line.startswith(b"parent "):
+            parents.append(line[7:].decode())
         elif line.startswith(b"committer "):
             when = int(line.rsplit(b" ", 2)[1])
     if tree is None or when is None:
         return None
     algo = "sha256" if len(tree) == 64 else "sha1"
     sha = hashlib.new(algo, b"commit %d\0" % len(raw) + raw).hexdigest()
-    return CommitInfo(sha, tree, when)
-
-
-@dataclass(frozen=True)
-class CommitGraph:
-    """What `git commit-graph write` left in `objects/info/` (a single file or a split chain)."""
-
-    files: int  # 0: none
-    commits: int
-    bloom: bool  # every file has changed-path Bloom filters (BIDX and BDAT chunks)
-    missing_tips: tuple[str, ...]  # asked-for commits the graph does not hold (stale)
-
-    @property
-    def state(self) -> str:
-        """missing | no-bloom | stale | ok"""
-        if not self.files:
-            return "missing"
-        if not self.bloom:
-            return "no-bloom"
-        return "stale" if self.missing_tips else "ok"
-
-
-def read_commit_graph(objects: Path, tips: Iterable[str] = ()) -> CommitGraph:
-    """Read the commit-graph file(s) under `objects/info/` (format: git's
-    Documentation/gitformat-commit-graph.txt): the chunk table says whether Bloom filters are there,
-    the OID fanout and lookup say which commits it holds. A file that cannot be read counts as none."""
-    info = objects / "info"
-    chain = info / "commit-graphs" / "commit-graph-chain"
-    try:
-        if chain.is_file():
-            paths = [info / "commit-graphs" / f"graph-{h}.graph" for h in chain.read_text().split()]
-        elif (info / "commit-graph").is_file():
-            paths = [info / "commit-graph"]
-        else:
-            paths = []
-        graphs = [_graph_file(p.read_bytes()) for p in paths]
-    except (OSError, ValueError):
-        return CommitGraph(0, 0, False, tuple(tips))
-    wanted = sorted(set(tips))
-    held = {tip for tip in wanted if any(g.holds(tip) for g in graphs)}
-    return CommitGraph(len(graphs), sum(g.commits for g in graphs), bool(graphs) and all(g.bloom for g in graphs),
-                       tuple(t for t in wanted if t not in held))
-
-
-@dataclass(frozen=True)
-class _GraphFile:
-    bloom: bool
-    commits: int
-    data: bytes
-    lookup: int  # offset of the OID lookup chunk (the commits' ids, sorted)
-    hash_len: int
-
-    def holds(self, sha: str) -> bool:
-        try:
-            want = bytes.fromhex(sha)
-        except ValueError:
-            return False
-        lo, hi = 0, self.commits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            oid = self.data[self.lookup + mid * self.hash_len:self.lookup + (mid + 1) * self.hash_len]
-            if oid == want:
-                return True
-            lo, hi = (mid + 1, hi) if oid < want else (lo, mid)
-        return False
-
-
-def _graph_file(data: bytes) -> _GraphFile:
-    if data[:4] != b"CGPH" or len(data) < 8:
-        raise ValueError("not a commit-graph file")
-    hash_len = {1: 20, 2: 32}.get(data[5])
-    if hash_len is None:
-        raise ValueError("unknown hash version")
-    chunks: dict[bytes, int] = {}
-    for k in range(data[6]):
-        at = 8 + 12 * k
-        chunks[data[at:at + 4]] = int.from_bytes(data[at + 4:at + 12], "big")
-    fanout, lookup = chunks[b"OIDF"], chunks[b"OIDL"]
-    commits = int.from_bytes(data[fanout + 255 * 4:fanout + 256 * 4], "big")
-    return _GraphFile(b"BIDX" in chunks and b"BDAT" in chunks, commits, data, lookup, hash_len)
+    return CommitInfo(sha, tree, when, tuple(parents))
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """How many git processes a command starts, counted by the wrapper `git` of testing/gitcount.py put
 first on PATH (the real CLI as a subprocess, real repositories, the emulator on loopback).
 
-Goal (issue 25): `status --offline` with a fork checkout starts at most 6 git processes, whatever
-the number of tracked PRs, queued patches and convergence records."""
+Goals (issue 25): `status --offline` with a fork checkout starts at most 6 git processes, whatever
+the number of tracked PRs, queued patches and convergence records; `verify-converged` decided by
+ancestry at most 5."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -15,6 +17,7 @@ from testing.gitfixtures import git
 from testing.workspace import make_workspace, track
 
 STATUS_OFFLINE_GOAL = 6
+VERIFY_ANCESTRY_GOAL = 5
 
 
 def _busy_workspace(tmp_path, world):
@@ -41,27 +44,66 @@ def _busy_workspace(tmp_path, world):
     return ws
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "53 processes on this workspace, every one from coverage.py (21A: per PR a rev-parse of the fork "
-    "branch, PR head and upstream ref, merge-base, diff, rev-list, cat-file --batch, ls-tree), ports.py's "
-    "fork-history log and converge_record.py's tip rev-parse; the batched door (GitRepo.resolve, "
-    "read_objects) is here, the call sites move in the later phase (benchmarks/results/git_speed_notes.md). "
-    "strict: when they do, this passes and the mark must go"))
-def test_status_offline_with_a_fork_starts_at_most_six_git_processes(tmp_path, world):
-    ws = _busy_workspace(tmp_path, world)
+def _counted(ws, tmp_path, *argv):
     counter = GitCounter(tmp_path / "gitcount")
     env = ws.env()
     env.update(counter.env(env))
-    plain = ws.run("status", "--offline", "--json")  # without the counter: what the counted run must equal
-    assert plain.returncode == 0, plain.stderr
-    counted = ws.run("status", "--offline", "--json", env=env)
-    assert counted.returncode == 0, counted.stderr
-    assert json.loads(counted.stdout) == json.loads(plain.stdout), "the wrapper changed nothing but the count"
+    proc = ws.run(*argv, env=env)
     summary = counter.summary()
     assert summary["processes"] > 0, "the wrapper saw no git call: it is not on the command's PATH"
-    print(f"status --offline with a fork: {describe(summary)}")
+    return proc, summary, counter
+
+
+def test_status_offline_with_a_fork_starts_at_most_six_git_processes(tmp_path, world):
+    """Warm (the PRs' diffs kept in .porttrack/prdiff/ by an earlier run, as every run after the
+    first finds them): at most 6, whatever the number of PRs. Cold (no cache): the fork's one
+    reader, history log and open, plus per PR a diff and its commits (and a merge base when open);
+    the answer is the same either way."""
+    ws = _busy_workspace(tmp_path, world)
+    shutil.rmtree(ws.root / ".porttrack" / "prdiff", ignore_errors=True)
+    cold, cold_count, _ = _counted(ws, tmp_path, "status", "--offline", "--json")
+    assert cold.returncode == 0, cold.stderr
+    assert sorted(p.name for p in (ws.root / ".porttrack" / "prdiff").iterdir()), "the cold run kept the PRs' diffs"
+    counted, summary, counter = _counted(ws, tmp_path, "status", "--offline", "--json")
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout) == json.loads(cold.stdout), "the kept diffs change nothing but the count"
+    plain = ws.run("status", "--offline", "--json")  # without the counter
+    assert json.loads(counted.stdout) == json.loads(plain.stdout), "the wrapper changed nothing but the count"
+    print(f"status --offline with a fork: cold {describe(cold_count)}; warm {describe(summary)}")
     assert summary["processes"] <= STATUS_OFFLINE_GOAL, (
         f"{describe(summary)}; goal <= {STATUS_OFFLINE_GOAL}:\n" + "\n".join(" ".join(c.argv) for c in counter.calls()))
+
+
+def test_a_kept_diff_is_used_only_under_its_own_shas(tmp_path, world):
+    """A cache file whose key names other SHAs (the PR moved, upstream moved) or that cannot be
+    read is computed again: the answer equals a run with no cache at all."""
+    ws = _busy_workspace(tmp_path, world)
+    cache = ws.root / ".porttrack" / "prdiff"
+    shutil.rmtree(cache, ignore_errors=True)
+    fresh = ws.run("status", "--offline", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    files = sorted(cache.iterdir())
+    assert files
+    for n, f in enumerate(files):  # a wrong diff under a stale key, and a torn file
+        data = json.loads(f.read_text())
+        if n % 2:
+            f.write_text(f.read_text()[:20])
+        else:
+            f.write_text(json.dumps({**data, "key": data["key"] + "0", "diff": ""}))
+    again = ws.run("status", "--offline", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(fresh.stdout)
+
+
+def test_verify_converged_decided_by_ancestry_starts_at_most_five_git_processes(tmp_path, world):
+    ws = _busy_workspace(tmp_path, world)  # #103 squash-merged, the fork rebased onto it
+    proc, summary, counter = _counted(ws, tmp_path, "verify-converged", "103", "--json")
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert (verdict["verdict"], verdict["method"]) == ("converged", "ancestry")
+    print(f"verify-converged by ancestry: {describe(summary)}")
+    assert summary["processes"] <= VERIFY_ANCESTRY_GOAL, (
+        f"{describe(summary)}; goal <= {VERIFY_ANCESTRY_GOAL}:\n" + "\n".join(" ".join(c.argv) for c in counter.calls()))
 
 
 def test_the_counter_counts_what_reaches_git_and_keeps_its_output_and_status(tmp_path):
@@ -121,6 +163,42 @@ def _repo_with_history(tmp_path, commits: int = 25):
     return GitRepo.open(repo)
 
 
+def _rev_parse_alone(repo, name):
+    """The oracle: a `git rev-parse` of its own (the door's rev_parse asks its reader now)."""
+    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], cwd=repo.path, capture_output=True, text=True)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def test_tree_entries_list_what_ls_tree_lists(tmp_path):
+    """GitRepo.tree_entries (trees read through the reader) against `git ls-tree -z --full-tree`
+    per path: files, executables, symlinks, folders, a submodule, missing paths and paths under a
+    file or a symlink, at several revisions."""
+    repo = _repo_with_history(tmp_path)
+    root = repo.path
+    (root / "bin").mkdir()
+    (root / "bin" / "run.sh").write_text("#!/bin/sh\n")
+    (root / "bin" / "run.sh").chmod(0o755)
+    (root / "link").symlink_to("dir")
+    (root / "dir" / "deep").mkdir()
+    (root / "dir" / "deep" / "x y.txt").write_text("spaces\n")
+    git(root, "add", "-A")
+    sub = git(root, "rev-parse", "HEAD")
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{sub},vendored")
+    git(root, "commit", "-q", "-m", "kinds")
+    paths = ["f0.txt", "f1.txt", "dir", "dir/same.txt", "dir/deep", "dir/deep/x y.txt", "bin/run.sh", "link", "link/same.txt",
+             "vendored", "none.txt", "f0.txt/below", "dir/none", "bin"]
+    compared = 0
+    for rev in ("HEAD", "HEAD~1", "HEAD~9", "v3"):
+        batched = repo.tree_entries(rev, paths)
+        for path in paths:
+            listing = git_bytes(root, "ls-tree", "-z", "--full-tree", rev, "--", path).split(b"\0")
+            alone = {name.decode(): (meta.split()[0].decode(), meta.split()[2].decode())
+                     for meta, name in (e.split(b"\t", 1) for e in listing if e)}
+            assert batched.get(path) == alone.get(path), (rev, path)
+            compared += 1
+    assert compared == 4 * len(paths)
+
+
 def test_resolve_answers_what_rev_parse_answers_one_name_at_a_time(tmp_path):
     repo = _repo_with_history(tmp_path)
     shas = git(repo.path, "rev-list", "--all").split()
@@ -137,7 +215,7 @@ def test_resolve_answers_what_rev_parse_answers_one_name_at_a_time(tmp_path):
         batched = repo.resolve(names)
         assert list(batched) == list(dict.fromkeys(names))
         for name in names:
-            alone = repo.rev_parse(name) if name and "\n" not in name and name.strip() == name else None
+            alone = _rev_parse_alone(repo, name) if name and "\n" not in name and name.strip() == name else None
             key = "differ" if batched[name] != alone else ("same commit" if alone else "both none")
             confusion[key] += 1
     print(f"resolve vs rev-parse, {sum(confusion.values())} names: {confusion}")
@@ -158,7 +236,7 @@ def test_read_objects_and_commits_match_cat_file_and_show_byte_for_byte(tmp_path
         assert batched[spec] == (kind, git_bytes(repo.path, "cat-file", kind, spec)), spec
     names = ["HEAD", "HEAD~5", "v3", "light17", "side/14", "nope", "HEAD:f1.txt"]
     for name, info in repo.commits(names).items():
-        alone = repo.rev_parse(name)
+        alone = _rev_parse_alone(repo, name)
         if alone is None:
             assert info is None, name
         else:

@@ -6,4 +6,5 @@
   markdown   untrusted text made safe for GitHub-flavoured Markdown
   clock      the one clock (UTC, parsed and printed one way)
   trace      -v/--verbose: each git command and GitHub request, timed, to stderr
+  commitgraph  git's commit-graph files read as bytes (no process; the git door asks it)
 """

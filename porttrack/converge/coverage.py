@@ -21,7 +21,9 @@ anything missing becomes `Coverage.problem`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Sequence
 
 from porttrack.workspace import state as state_mod
@@ -29,11 +31,12 @@ from porttrack.tracks.config import Config
 from porttrack.common.errors import PorttrackError
 from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
+from porttrack.converge.history import cat_blobs
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
 from porttrack.observe.prdiff import near_match
 from porttrack.diff.presence import hunk_state
 from porttrack.workspace.state import UpstreamState
-from porttrack.workspace.files import Workspace
+from porttrack.workspace.files import Workspace, atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -158,12 +161,14 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
         history = fork_history(repo, config)
     except PorttrackError:
         history = ()  # coverage of listed commits still works from the tip
-    found = (pr_coverage(repo, config, state, n, tid, commits, history) for tid, n, commits in wanted)
+    cache = ws.cache_dir / CACHE_FOLDER
+    found = (pr_coverage(repo, config, state, n, tid, commits, history, cache) for tid, n, commits in wanted)
     return tuple(c for c in found if c.found)
 
 
 def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
-                fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = ()) -> Coverage:
+                fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None) -> Coverage:
+    """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diff`)."""
     branch = config.fork.branch
     tip = repo.rev_parse(f"refs/heads/{branch}") or repo.rev_parse(branch)
     partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
@@ -172,12 +177,12 @@ def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int
     missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
     partial = _with(partial, fork_commits_missing=missing)
     try:
-        found = _pr_diff(repo, config, state, number)
+        found = _pr_diff(repo, config, state, number, cache)
         if isinstance(found, str):
             named = markers_for(history, number, ())
             return _with(partial, problem=found if (fork_commits or named) else None, ports=_ports(named))
-        base, revision, files = found
-        marked = markers_for(history, number, pr_commits(repo, base, revision) + (revision,))
+        base, revision, files, commits = found
+        marked = markers_for(history, number, commits + (revision,))
         through = next((m.upstream_commit for _, m in marked if m.kind == "port-note" and m.upstream_commit), None)
         hunks = _presence(repo, tip, files)
         hunks = _attribute(hunks, files, history, marked, fork_commits)
@@ -226,14 +231,21 @@ def _with(c: Coverage, **changes: Any) -> Coverage:
     return replace(c, **changes)
 
 
-def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int) -> tuple[str, str, tuple[FileDiff, ...]] | str:
-    """The PR's upstream diff from local objects, or why it cannot be had."""
+CACHE_FOLDER = "prdiff"  # under the workspace's .porttrack/: one file per PR, the latest key only
+CACHE_SCHEMA = 1
+
+
+def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
+             cache: Path | None = None) -> tuple[str, str, tuple[FileDiff, ...], tuple[str, ...]] | str:
+    """The PR's upstream diff and its own commits from local objects, or why they cannot be had.
+    Names are resolved by the repository's reader; the rest (merge base, diff, commits) depends
+    only on SHAs, so it is kept in `cache` under those SHAs and read back while they stay the same."""
     pr = state.prs.get(number)
     if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):
         mc = repo.rev_parse(pr.merge_commit_sha)
         parent = repo.rev_parse(f"{mc}^1")
         if mc and parent:
-            return parent, mc, parse_diff(repo.diff(parent, mc))
+            return _diff_of(repo, cache, number, f"merged {parent} {mc}", lambda: parent, mc)
     head = repo.rev_parse(pull_ref(number))
     if head is None and pr is not None and pr.head_sha and repo.has_commit(pr.head_sha):
         head = repo.rev_parse(pr.head_sha)
@@ -242,16 +254,53 @@ def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int) -
     default = next((r for r in (upstream_ref(config.upstream.default_branch), config.fork.upstream_base) if repo.rev_parse(r)), None)
     if default is None:
         return f"upstream's {config.upstream.default_branch} is not in the fork checkout"
-    base = repo.merge_base(head, default)
-    if base is None:
-        return f"#{number}'s head shares no history with {default}"
-    return base, head, parse_diff(repo.diff(base, head))
+    found = _diff_of(repo, cache, number, f"open {head} {repo.rev_parse(default)}", lambda: repo.merge_base(head, default), head)
+    return found if found is not None else f"#{number}'s head shares no history with {default}"
+
+
+def _diff_of(repo: GitRepo, cache: Path | None, number: int, key: str, find_base, head: str):
+    """(base, head, files, commits) from `cache` when its key is `key`, else computed and kept."""
+    file = cache / f"{number}.json" if cache is not None else None
+    kept = _read_cache(file, key) if file is not None else None
+    if kept is not None:
+        base, diff, commits = kept
+    else:
+        base = find_base()
+        if base is None:
+            return None
+        diff, commits = repo.diff(base, head), pr_commits(repo, base, head)
+        if file is not None:
+            _write_cache(file, key, base, diff, commits)
+    return base, head, parse_diff(diff), commits
+
+
+def _read_cache(file: Path, key: str) -> tuple[str, bytes, tuple[str, ...]] | None:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        if data["schema"] != CACHE_SCHEMA or data["key"] != key:
+            return None
+        return data["base"], data["diff"].encode("utf-8", "surrogateescape"), tuple(data["commits"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, half-written by an older version, or edited: computed again
+
+
+def _write_cache(file: Path, key: str, base: str, diff: bytes, commits: Sequence[str]) -> None:
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "base": base, "commits": list(commits),
+                                            "diff": diff.decode("utf-8", "surrogateescape")}))
+    except (OSError, PorttrackError):
+        pass  # a read-only workspace computes it every time; that is all it costs
 
 
 def _presence(repo: GitRepo, tip: str, files: Sequence[FileDiff]) -> tuple[HunkPresence, ...]:
-    paths = sorted({fd.path for fd in files})
-    contents = read_blobs(repo, tip, paths)
-    modes = _modes(repo, tip, paths)
+    """Each hunk's state at `tip`: the files' modes and contents from the trees and blobs, read in
+    two batches of the repository's one reader."""
+    entries = repo.tree_entries(tip, sorted({fd.path for fd in files}))
+    files_at = {path: sha for path, (mode, sha) in entries.items() if mode not in ("040000", "160000")}
+    blobs = cat_blobs(repo, sorted(set(files_at.values())))
+    contents = {path: blobs[sha] for path, sha in files_at.items() if sha in blobs}
+    modes = {path: mode for path, (mode, _) in entries.items()}
     out = []
     for fd in files:
         for h in fd.hunks:
@@ -262,42 +311,4 @@ def _presence(repo: GitRepo, tip: str, files: Sequence[FileDiff]) -> tuple[HunkP
     return tuple(out)
 
 
-def read_blobs(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, bytes]:
-    """Contents of `paths` at `rev` in one `git cat-file --batch` (missing paths are left out)."""
-    batchable = [p for p in paths if "\n" not in p]
-    out: dict[str, bytes] = {}
-    if batchable:
-        request = "".join(f"{rev}:{p}\n" for p in batchable).encode("utf-8", "surrogateescape")
-        data = repo.run("cat-file", "--batch", input=request).stdout
-        pos = 0
-        for path in batchable:
-            end = data.index(b"\n", pos)
-            line = data[pos:end]
-            pos = end + 1
-            if line.endswith((b" missing", b" ambiguous")):
-                continue  # git echoes the request: "<rev>:<path> missing"
-            _oid, kind, size = line.split(b" ")
-            if kind == b"blob":
-                out[path] = data[pos:pos + int(size)]
-            pos += int(size) + 1
-    for path in paths:
-        if path not in batchable:
-            blob = repo.show_file(rev, path)
-            if blob is not None:
-                out[path] = blob
-    return out
-
-
-def _modes(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, str]:
-    if not paths:
-        return {}
-    text = repo.run("ls-tree", "-z", rev, "--", *paths).stdout.decode("utf-8", "surrogateescape")
-    modes = {}
-    for entry in text.split("\0"):
-        if "\t" in entry:
-            meta, path = entry.split("\t", 1)
-            modes[path] = meta.split(" ")[0]
-    return modes
-
-
-__all__ = ["Coverage", "FoundBy", "HunkPresence", "PortFound", "SYMLINK_MODE", "pr_coverage", "read_blobs", "track_coverage"]
+__all__ = ["Coverage", "FoundBy", "HunkPresence", "PortFound", "SYMLINK_MODE", "pr_coverage", "track_coverage"]

@@ -291,11 +291,14 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     content is absent.
     """
     merge = pr.merge_commit
-    fork_sha = None if fork_ref.startswith("-") else repo.rev_parse(fork_ref)
+    # the merge (with its parents), the fork ref and the upstream base in one batch
+    known = repo.commits([merge, upstream_base, *(() if fork_ref.startswith("-") else (fork_ref,))])
+    fork_sha = None if fork_ref.startswith("-") or known[fork_ref] is None else known[fork_ref].sha
     if fork_sha is None:
         raise NotFound(f"fork ref {fork_ref!r} does not exist in the fork checkout {repo.path}")
-    parents = repo.text("rev-list", "--parents", "-n", "1", merge).split()[1:]
-    base_sha = repo.rev_parse(upstream_base)
+    merge_info = known[merge]
+    parents = list(merge_info.parents) if merge_info else repo.text("rev-list", "--parents", "-n", "1", merge).split()[1:]
+    base_sha = known[upstream_base].sha if known[upstream_base] else None
     if parents:
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
     else:  # a root commit: everything it has is its change

@@ -106,36 +106,13 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
 
 
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
-    """path -> (mode, content) at `rev` for the paths that exist there: two git calls in all."""
-    paths = sorted(set(paths))
-    if not paths:
-        return {}
-    listing = repo.run("ls-tree", "-z", "--full-tree", rev, "--", *paths, env=LITERAL).stdout
-    entries: dict[str, tuple[str, str]] = {}
-    for record in listing.split(b"\0"):
-        if not record:
-            continue
-        meta, _, name = record.partition(b"\t")
-        mode, kind, sha = meta.decode().split()
-        if kind == "blob":
-            entries[name.decode("utf-8", "surrogateescape")] = (mode, sha)
+    """path -> (mode, content) at `rev` for the paths that exist there as files (what `git ls-tree`
+    lists as blobs): the trees of their folders, then the blobs, from the repository's one reader."""
+    entries = {path: e for path, e in repo.tree_entries(rev, paths).items() if e[0] not in ("040000", "160000")}
     blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
     return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
 
 
 def cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
-    if not shas:
-        return {}
-    out = repo.run("cat-file", "--batch", input=("\n".join(shas) + "\n").encode()).stdout
-    blobs: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(out):
-        end = out.index(b"\n", pos)
-        head = out[pos:end].decode().split()
-        pos = end + 1
-        if len(head) < 3 or head[1] == "missing":
-            continue
-        size = int(head[2])
-        blobs[head[0]] = out[pos:pos + size]
-        pos += size + 1  # the content is followed by one LF
-    return blobs
+    """sha -> content, for the objects that exist (the repository's one reader)."""
+    return {sha: obj[2] for sha, obj in repo.objects(shas).items() if obj is not None}

@@ -78,7 +78,8 @@ def resolve_source(
     if head is None and not merged:
         raise PreconditionError(f"#{number}: refs/pull/{number}/head could not be fetched and its head is not in {repo.path}")
     if head is not None:
-        repo.update_ref(seen_ref(number, head), head)  # keeps the imported revision reachable
+        if repo.rev_parse(seen_ref(number, head)) != head:  # the reader answers; an import again writes nothing
+            repo.update_ref(seen_ref(number, head), head)  # keeps the imported revision reachable
         if pr.head_sha and head != pr.head_sha:
             notes.append(f"upstream head moved since it was recorded ({pr.head_sha[:12]} -> {head[:12]}): counted as a new revision")
     stack_heads, depends_on = _stack(state, pr, queue) if not merged else ((), ())
