@@ -213,3 +213,14 @@ def test_an_orphaned_pr_says_the_fork_carries_only_commits_it_has():
     checked = next_action(pr, {7: pr}, listed, Knowledge(coverage={7: "coverage 1/1"}, fork_commits_missing={7: (listed[1],)}))
     assert f"the fork carries {listed[0]}" in checked.text
     assert f"the fork carries {listed[0]}, {listed[1]}" not in checked.text and "does not have" in checked.text
+
+
+def test_history_reads_a_pr_path_literally_never_as_a_glob(tmp_path):
+    """PR paths are untrusted: `LITERAL` must make git read them as names. It was spelled
+    GITLITERAL_PATHSPECS, which git ignores, so `a[1].py` matched `a1.py` as a glob."""
+    from porttrack.converge.history import LITERAL
+
+    up, _ = world(tmp_path, {"a1.py": "one\n", "a[1].py": "bracket\n"}, {"a1.py": "one, changed\n"})
+    repo = GitRepo.open(clone_fork(up, tmp_path / "fork"))
+    assert repo.text("log", "--format=%s", "--", "a1.py", env=LITERAL).strip()  # the changed file has history
+    assert len(repo.text("log", "--format=%H", "--", "a[1].py", env=LITERAL).split()) == 1  # only its own first commit

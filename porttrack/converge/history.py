@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff
 
 # PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
-LITERAL = {"GITLITERAL_PATHSPECS": "1"}
+LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 # One later upstream commit touching a path: (sha, subject, (mode, bytes) of the path there or None).
 Later = tuple[str, str, "tuple[str, bytes] | None"]
