@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402
+from testing.weekly_budget import critical_path  # noqa: E402
 from testing.workspace import make_workspace, track  # noqa: E402
 
 UPSTREAM = "vllm-project/vllm"
@@ -58,17 +59,6 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subpro
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
     return elapsed, proc
-
-
-def critical_path(log) -> int:
-    """Round trips on the critical path, from the emulator's log: the longest chain of requests in
-    which each was sent after the one before it was answered (earliest-answer-first greedy, which
-    is optimal for chains of intervals)."""
-    chain, answered = 0, float("-inf")
-    for req in sorted(log, key=lambda r: r.time + r.duration):
-        if req.time >= answered:
-            chain, answered = chain + 1, req.time + req.duration
-    return chain
 
 
 def spread(xs: list[float], fmt: str = "{:.3f}") -> str:
