@@ -1,6 +1,6 @@
 """The vLLM job's interface, checked against the real `vllm` package (no GPU needed).
 
-    /work/vllm-venv/bin/python benchmarks/vllm_compat.py [--out benchmarks/results/vllm_compat.json]
+    VENV/bin/python benchmarks/vllm_compat.py [--out benchmarks/results/vllm_compat.json]
 
 Run it with the Python of an environment where `pip install vllm` (the current release) and this
 checkout (`pip install -e .`, so its `vllm.general_plugins` entry point is registered) are
