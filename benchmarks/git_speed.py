@@ -10,9 +10,13 @@ The history is `converge_bench.build_vllm_shape`: 20,000 upstream commits, a PR 
 a subprocess), --runs times after one warm-up; figures are median [min..max] wall seconds, and the
 git processes of one more, counted, run. The machine's load (`os.getloadavg`) is printed with each.
 
-  verify-converged  both PRs on each of the three fork branches
-  import            #46076 (open, 62 hunks) into an empty queue, vs its git floor: merge-base, diff,
-                    read-tree and `apply --cached --check` of the whole diff in a scratch index
+  verify-converged  both PRs on each of the three fork branches, first without a commit-graph (a
+                    bare clone), then with the one `init` writes (changed-path Bloom filters)
+  import            #46076 (open, 62 hunks; upstream/main before its merge, the fork branch one
+                    commit ahead) into an empty queue, vs its git floor: merge-base, diff,
+                    read-tree and `apply --cached --check` of the whole diff in a scratch index;
+                    once as configured by default (built on the fork branch) and once with
+                    `build_base: upstream/main` (quilt-style: a trial build over the queue)
   apply --staging   the imported patch, vs its plumbing floor (read-tree, apply --cached,
                     write-tree, commit-tree, update-ref)
   status --offline  with the fork checkout, 2 tracked PRs (one queued, one verified)
@@ -24,6 +28,7 @@ It prints figures (and writes them as JSON with --json); it is not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -133,9 +138,13 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
     ap.add_argument("--against", type=Path, help="another porttrack checkout (e.g. `git worktree add /tmp/before <commit>`): "
                     "every command runs under both, interleaved; figures for both")
+    ap.add_argument("--keep", type=Path, help="build in this (new) folder and leave it there, to profile a command by hand")
     args = ap.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="porttrack-git-speed-") as tmp, isolated_environ(Path(tmp) / "home"):
+    if args.keep:
+        args.keep.mkdir(parents=True)
+    with (contextlib.nullcontext(str(args.keep.resolve())) if args.keep else
+          tempfile.TemporaryDirectory(prefix="porttrack-git-speed-")) as tmp, isolated_environ(Path(tmp) / "home"):
         root = Path(tmp)
         t0 = time.perf_counter()
         built = build_vllm_shape(root, args.commits, args.fork_commits)
@@ -160,28 +169,48 @@ def main() -> int:
         env = ws.env(PYTHONDONTWRITEBYTECODE=None, GITHUB_API_URL=fake.base_url)
         print("verify-converged (whole command, subprocess):")
         bench.command("porttrack --version (start-up floor)", py + ["--version"], env, ws.root)
-        for ref, how in (("rebased", "ancestry"), ("picked", "patch-id"), ("old", "per-hunk")):
-            for pr in VLLM_PRS:
-                bench.command(f"verify-converged {pr} --fork-ref {ref} ({how})",
-                              py + ["verify-converged", str(pr), "--json", "--fork-ref", ref], env, ws.root, ok=(0, 1))
+        # First as a bare clone leaves it, then as `porttrack init` / `doctor --fix` leave the fork:
+        # with a commit-graph and its changed-path Bloom filters (GitRepo.write_commit_graph).
+        for graph in ("no commit-graph", "commit-graph"):
+            if graph == "commit-graph":
+                t0 = time.perf_counter()
+                sh(["git", "commit-graph", "write", "--reachable", "--changed-paths", "--no-progress"], fork)
+                print(f"  (commit-graph written in {time.perf_counter() - t0:.1f}s, as init does)")
+            for ref, how in (("rebased", "ancestry"), ("picked", "patch-id"), ("old", "per-hunk")):
+                for pr in VLLM_PRS:
+                    bench.command(f"verify-converged {pr} --fork-ref {ref} ({how}; {graph})",
+                                  py + ["verify-converged", str(pr), "--json", "--fork-ref", ref], env, ws.root, ok=(0, 1))
+            bench.floor(f"git merge-base --is-ancestor (ancestry floor; {graph})",
+                        lambda: sh(["git", "merge-base", "--is-ancestor", built["merges"][46076], "rebased"], fork))
         assert not fake.log, f"verify-converged asked GitHub: {[r.path for r in fake.log]}"
-        bench.floor("git merge-base --is-ancestor (ancestry floor)",
-                    lambda: sh(["git", "merge-base", "--is-ancestor", built["merges"][46076], "rebased"], fork))
 
-        # import #46076 into a fork that predates both merges
-        git(fork, "branch", "-f", "before", f"{built['merges'][46076]}^1")
-        git(fork, "checkout", "-q", "-f", "before")
+        # import #46076 as it was while open: upstream/main (the build base) at the merge's first
+        # parent, the fork branch one commit of its own ahead of it, #46076's head already fetched.
+        before_merge = git(fork, "rev-parse", f"{built['merges'][46076]}^1")
+        git(fork, "update-ref", "refs/remotes/upstream/main", before_merge)
+        git(fork, "checkout", "-q", "-f", "-B", "before", before_merge)
         git(fork, "clean", "-q", "-f", "-d")
-        iws = make_workspace(root / "iws", {"spec": track([46076]), "skip": track([48407])}, fork=fork, token=None,
-                             fork_options={"branch": "before", "build_base": "upstream/main"})
-        (iws.root / "state").mkdir()
-        (iws.root / "state" / "upstream.json").write_text(json.dumps(
-            recorded_prs({46076: built["merges"][46076], 48407: built["merges"][48407]}, built["heads"], open_prs=(46076,))))
+        (fork / "FORK.md").write_text("the fork's own work\n")
+        git(fork, "add", "FORK.md")
+        git(fork, "commit", "-q", "-m", "The fork's own commit")
+        recorded = json.dumps(recorded_prs({46076: built["merges"][46076], 48407: built["merges"][48407]}, built["heads"],
+                                           open_prs=(46076,)))
+        workspaces = {}
+        for how, options in (("default", {"branch": "before"}), ("quilt", {"branch": "before", "build_base": "upstream/main"})):
+            w = make_workspace(root / f"iws-{how}", {"spec": track([46076]), "skip": track([48407])}, fork=fork, token=None,
+                               fork_options=options)
+            (w.root / "state").mkdir()
+            (w.root / "state" / "upstream.json").write_text(recorded)
+            workspaces[how] = w
+        iws = workspaces["quilt"]
         ienv = iws.env(PYTHONDONTWRITEBYTECODE=None, GITHUB_API_URL=fake.base_url, GITHUB_TOKEN=DEFAULT_TOKEN)
         print("import #46076 (62 hunks, the PR asked of the GitHub emulator on loopback, its head already fetched once):")
         git(fork, "fetch", "-q", "upstream", "+refs/pull/46076/head:refs/porttrack/pull/46076/head")
-        bench.command("import 46076", py + ["import", "46076", "--json"], ienv, iws.root,
-                      before_each=lambda: shutil.rmtree(iws.root / "patches", ignore_errors=True))
+        for how, label in (("default", "import 46076"), ("quilt", "import 46076 (build_base upstream/main: a trial build)")):
+            w = workspaces[how]
+            bench.command(label, py + ["import", "46076", "--json"],
+                          w.env(PYTHONDONTWRITEBYTECODE=None, GITHUB_API_URL=fake.base_url, GITHUB_TOKEN=DEFAULT_TOKEN), w.root,
+                          before_each=lambda w=w: shutil.rmtree(w.root / "patches", ignore_errors=True))
         scratch = root / "floor-index"
         fenv = {**os.environ, "GIT_INDEX_FILE": str(scratch)}
 
@@ -195,7 +224,6 @@ def main() -> int:
         bench.floor("import floor (merge-base, diff, read-tree, apply --check)", import_floor)
 
         print("apply --staging of the imported patch:")
-        git(fork, "update-ref", "refs/remotes/upstream/main", f"{built['merges'][46076]}^1")
         staging = "refs/heads/porttrack/staging"
         left = sh(["git", "status", "--porcelain"], fork)
         if left:  # see the report of issue 25: import's 3-way probe left the PR's new files here
@@ -206,7 +234,7 @@ def main() -> int:
         patch = next((iws.root / "patches").glob("*.patch"))
 
         def apply_floor() -> None:
-            base = f"{built['merges'][46076]}^1"
+            base = before_merge
             sh(["git", "read-tree", base], fork, fenv)
             sh(["git", "apply", "--cached", str(patch)], fork, fenv)
             tree = sh(["git", "write-tree"], fork, fenv)
@@ -229,6 +257,8 @@ def main() -> int:
 
         ratios = {
             "import / floor": median("import 46076") / median("import floor (merge-base, diff, read-tree, apply --check)"),
+            "import (trial build) / floor": median("import 46076 (build_base upstream/main: a trial build)")
+            / median("import floor (merge-base, diff, read-tree, apply --check)"),
             "apply --staging / floor": median("apply --staging") / median("apply floor (read-tree, apply, write-tree, commit-tree, update-ref)"),
             "report weekly / status --offline": median("report weekly --offline --dry-run") / median("status --offline"),
         }
