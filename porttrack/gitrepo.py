@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from porttrack.common import trace
+from porttrack.common import gitconfig, trace
 from porttrack.common.commitgraph import CommitGraph, read_commit_graph
 from porttrack.common.errors import ConfigError, GitError
 from porttrack.workspace.files import sweep_dead_scratch
@@ -188,7 +188,7 @@ class GitRepo:
         timeout: float | None = None,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", *args]
+        argv = ["git", *gitconfig.ARGS, *args]
         since = trace.started()
         try:
             # A session of its own, so a timeout can kill git and its helpers (git-remote-http
@@ -418,7 +418,7 @@ class GitRepo:
             return
         since = trace.started()
         proc = subprocess.Popen(
-            ["git", *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            ["git", *gitconfig.ARGS, *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True,
         )
         timed_out = threading.Event()
@@ -534,8 +534,8 @@ class _Reader:
     waited for, when the GitRepo goes or the interpreter exits."""
 
     def __init__(self, repo: GitRepo) -> None:
-        argv = ["git", "-c", "core.pager=cat", "-c", "color.ui=false", "cat-file", "--batch"]
-        trace.git(argv[5:], "started, kept open for this command's objects", trace.started())
+        argv = ["git", *gitconfig.ARGS, "cat-file", "--batch"]
+        trace.git(argv[-2:], "started, kept open for this command's objects", trace.started())
         try:
             self.proc = subprocess.Popen(argv, cwd=repo.path, env=git_env(), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -7,4 +7,5 @@
   clock      the one clock (UTC, parsed and printed one way)
   trace      -v/--verbose: each git command and GitHub request, timed, to stderr
   commitgraph  git's commit-graph files read as bytes (no process; the git door asks it)
+  gitconfig  the git settings pinned for every git process (a user's config cannot change a verdict)
 """

@@ -1,0 +1,55 @@
+"""The git settings porttrack pins for every git process it starts (`git -c`, which outranks the
+user's, global and system config and `GIT_CONFIG_*`).
+
+The user's config otherwise stays in force: credentials, `url.*.insteadOf` mirrors, proxies,
+`safe.directory`, identities. Pinned are only the settings that change the text porttrack parses
+or the hunks it decides on, so that a maintainer's `~/.gitconfig` cannot change a verdict, a hunk
+id or a patch. Measured on one PR (tests/test_git_config.py), unpinned: diff.noprefix made import
+and verify-converged fail; diff.context, diff.interHunkContext, diff.orderFile and core.quotePath
+each wrote another patch. The rest are pinned because git documents them as changing the output
+parsed here (a histogram diff places hunks otherwise, a signature or a followed rename adds lines
+or commits), even where that one PR did not show it:
+
+  diff.noprefix, diff.mnemonicPrefix, diff.srcPrefix, diff.dstPrefix, diff.relative
+      the `a/` `b/` paths every diff parser here reads (noprefix=true made verify-converged fail)
+  diff.context, diff.interHunkContext, diff.algorithm, diff.indentHeuristic, diff.suppressBlankEmpty
+      where hunks start and end, and so their ids, their separability and the patch files
+  diff.orderFile
+      the order of files in a diff, and so of hunks in a patch (/dev/null: git's own order)
+  diff.submodule
+      a submodule's entry in a diff: its commit ids, never a log
+  log.follow, log.showSignature
+      which commits a one-path `git log` lists, and nothing but the asked format on its stdout
+  core.quotePath
+      how a diff header spells a path that is not plain ASCII
+  mailinfo.scissors
+      a commit message cut at a "-- >8 --" line when a patch is built
+  core.pager, color.ui
+      no pager, no colour codes in parsed output
+"""
+
+from __future__ import annotations
+
+PINNED = {
+    "core.pager": "cat",
+    "color.ui": "false",
+    "diff.noprefix": "false",
+    "diff.mnemonicPrefix": "false",
+    "diff.srcPrefix": "a/",
+    "diff.dstPrefix": "b/",
+    "diff.relative": "false",
+    "diff.context": "3",
+    "diff.interHunkContext": "0",
+    "diff.algorithm": "myers",
+    "diff.indentHeuristic": "true",
+    "diff.suppressBlankEmpty": "false",
+    "diff.orderFile": "/dev/null",
+    "diff.submodule": "short",
+    "log.follow": "false",
+    "log.showSignature": "false",
+    "core.quotePath": "true",
+    "mailinfo.scissors": "false",
+}
+
+# `git <ARGS> command ...`: the pins as command-line options, for the one git door to put first.
+ARGS: tuple[str, ...] = tuple(arg for key, value in PINNED.items() for arg in ("-c", f"{key}={value}"))

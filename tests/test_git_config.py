@@ -1,0 +1,116 @@
+"""A maintainer's own git config must not change what porttrack decides (porttrack.common.gitconfig).
+
+Each setting below is one a real `~/.gitconfig` may hold; each changes the text of `git diff` or
+`git log` that porttrack parses. The same commands run twice on the same repositories, with a clean
+config and with all of them, must print the same JSON. Before the pins (measured one setting at a
+time on this PR): `diff.noprefix=true` made every diff unreadable (import and verify-converged
+failed); `diff.context=8`, `diff.interHunkContext=12`, a `diff.orderFile` and `core.quotePath=false`
+each made import write another patch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from porttrack.common import gitconfig
+from testing.gitfixtures import git
+from testing.workspace import make_workspace, track
+
+HOSTILE = {
+    "diff.noprefix": "true",
+    "diff.mnemonicPrefix": "true",
+    "diff.relative": "true",
+    "diff.context": "8",
+    "diff.interHunkContext": "12",
+    "diff.algorithm": "histogram",
+    "diff.indentHeuristic": "false",
+    "diff.suppressBlankEmpty": "true",
+    "diff.submodule": "log",
+    "log.follow": "true",
+    "log.showSignature": "true",
+    "core.quotePath": "false",
+    "mailinfo.scissors": "true",
+    "color.ui": "always",
+}
+
+
+def _config_env(settings: dict[str, str]) -> dict[str, str]:
+    """`settings` as GIT_CONFIG_COUNT entries: above the user's global config, as strong as it gets
+    short of `git -c` (so what beats these beats any ~/.gitconfig)."""
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for n, (key, value) in enumerate(settings.items()):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env
+
+
+def _order_file(tmp_path) -> str:
+    path = tmp_path / "order"
+    path.write_text("z.py\nrenamed.py\n")  # the PR's files backwards
+    return str(path)
+
+
+def _json(proc) -> dict:
+    assert proc.returncode in (0, 1), proc.stderr
+    data = json.loads(proc.stdout)
+    data.pop("computed_at", None)
+    data.pop("timings", None)
+    return data
+
+
+def _twice(ws, tmp_path, *argv) -> tuple[dict, dict]:
+    clean = _json(ws.run(*argv))
+    hostile = _json(ws.run(*argv, env={**ws.env(), **_config_env({**HOSTILE, "diff.orderFile": _order_file(tmp_path)})}))
+    return clean, hostile
+
+
+@pytest.fixture
+def pr_world(tmp_path, world):
+    """PR 101: two hunks 10 lines apart in m.py (one hunk at diff.context=8), a renamed and edited
+    file, a file whose name is not ASCII, and z.py, last in git's order."""
+    m = "".join(f"line {j}\n" for j in range(40))
+    r = "".join(f"kept {j}\n" for j in range(30))
+    world.upstream.commit({"m.py": m, "r.py": r, "z.py": "z = 1\n", "ü.py": "u = 1\n"}, "project files")
+    git(world.fork, "pull", "-q", "--ff-only", "upstream", "main")
+    world.open_pr(101, {
+        "m.py": m.replace("line 5\n", "line 5 changed\n").replace("line 15\n", "line 15 changed\n"),
+        "r.py": None,
+        "renamed.py": r.replace("kept 3\n", "kept 3 edited\n"),
+        "ü.py": "u = 2\n",
+        "z.py": "z = 2\n",
+    }, "Spread a change")
+    ws = make_workspace(tmp_path / "ws", {"t": track([101])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    assert (polled := ws.run("status")).returncode == 0, polled.stderr
+    return ws
+
+
+def test_import_is_the_same_under_a_hostile_git_config(tmp_path, world, pr_world):
+    clean, hostile = _twice(pr_world, tmp_path, "import", "101", "--dry-run", "--json")
+    assert len(clean["hunks"]) == 6, [h["id"] for h in clean["hunks"]]  # 2 in m.py, rename + edit, ü.py, z.py
+    assert hostile == clean
+
+
+def test_verify_and_status_are_the_same_under_a_hostile_git_config(tmp_path, world, pr_world):
+    world.squash_merge(101)
+    world.upstream.commit({"renamed.py": None, "moved.py": "".join(f"kept {j}\n" for j in range(30)).replace("kept 3\n", "kept 3 edited\n")},
+                          "Move renamed.py again")  # log.follow would follow it
+    git(world.fork, "pull", "-q", "--ff-only", "upstream", "main")
+    assert pr_world.run("status").returncode == 0
+    clean, hostile = _twice(pr_world, tmp_path, "verify-converged", "101", "--dry-run", "--json")
+    assert clean["verdict"] == "converged", clean["reasons"]
+    assert hostile == clean
+    clean, hostile = _twice(pr_world, tmp_path, "status", "--offline", "--json")
+    assert hostile == clean
+
+
+def test_the_pins_are_git_options_that_git_accepts(tmp_path):
+    """Every pinned value is one this git takes (a typo would be ignored, or fail every command)."""
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    for key, value in gitconfig.PINNED.items():
+        if key in ("diff.srcPrefix", "diff.dstPrefix"):
+            continue  # git 2.45+; an older git ignores them, as it ignores any unknown key
+        shown = git(repo, *gitconfig.ARGS, "config", "--get", key)
+        assert shown == value, key
+    git(repo, *gitconfig.ARGS, "diff", "--stat")  # an unreadable diff.orderFile would stop git here
