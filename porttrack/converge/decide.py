@@ -104,6 +104,8 @@ from porttrack.converge.history import Later as _Later
 from porttrack.converge.history import later_upstream as _later_upstream
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import read_files as _read_files
+from porttrack.converge.history import STEP_WITH_RENAMES as _STEP
+from porttrack.converge.history import rename_in as _rename_in
 from porttrack.converge.history import renamed_to as _renamed_to
 from porttrack.common.errors import NotFound
 from porttrack.gitrepo import GitRepo
@@ -429,12 +431,16 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
         return None, False
     log = repo.text("log", "--no-merges", "--format=%H %s", f"{merge_base}..{fork_sha}", "--", *paths, env=_LITERAL)
     subjects = dict(line.partition(" ")[::2] for line in log.splitlines() if line)
-    change = patch_id_of_change(repo, parents[0], merge)
     pr_commits = repo.text("rev-list", "--no-merges", f"{parents[0]}..{parents[1]}").split() if len(parents) > 1 else []
+    # every patch-id in one diff-tree and one patch-id: the merged change (the merge against its
+    # first parent, as `patch_id_of_change` has it), the PR's commits and the fork's candidates
+    ids = patch_ids(repo, [f"{merge} {parents[0]}", *pr_commits, *subjects])
+    change = ids.get(merge)
     wanted = {change: "change"} if change else {}
-    for sha, pid in patch_ids(repo, pr_commits).items():
-        wanted.setdefault(pid, sha)
-    found = patch_ids(repo, subjects)
+    for sha in pr_commits:
+        if sha in ids:
+            wanted.setdefault(ids[sha], sha)
+    found = {sha: ids[sha] for sha in subjects if sha in ids}
     matched = sorted(
         (PatchIdMatch(sha, subject, wanted[found[sha]]) for sha, subject in subjects.items() if found.get(sha) in wanted),
         key=lambda m: m.matches != "change",
@@ -445,7 +451,9 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
 
 
 def patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
-    """commit -> `git patch-id --stable` of its change against its first parent (merges: none)."""
+    """commit -> `git patch-id --stable` of its change against its first parent (merges: none).
+    An item "<commit> <other>" (diff-tree's stdin form) means the commit's change against
+    `other`, keyed by the commit."""
     shas = list(shas)
     if not shas:
         return {}
@@ -486,20 +494,22 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
     later: dict[str, Sequence[_Later] | None] = {}
     known: set[str] = set()  # commits stepped back through from the fork ref: in it by construction
+    moves: dict[tuple[str, str], str | None] = {}  # (commit, path) -> where that commit renamed it
     rest = open_paths
     if base_sha and merge_in_fork and open_paths:
         open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
         for fd, h, look in looks:
             if look.state is None:
                 open_hunks.setdefault(fd.path, []).append((h, fd))
-        later, rest = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
+        later, rest, moves = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
         known = {c[0] for commits in later.values() if commits for c in commits}
     base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
     if rest and base_sha:
         later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
     at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
-    # the commits stepped back through from the fork ref are in it by construction
-    memo: dict = dict.fromkeys(known, True)
+    # the commits stepped back through from the fork ref are in it by construction, and their
+    # steps said where they moved the path
+    memo: dict = {**dict.fromkeys(known, True), **moves}
     results = []
     for fd, h, look in looks:
         if look.state == "present":
@@ -517,14 +527,18 @@ _MAX_STEPS = 20  # newest-first steps back through a path's history before the f
 
 
 def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, paths: Sequence[str],
-                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]]) -> tuple[dict[str, Sequence[_Later] | None], list[str]]:
+                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]],
+                     ) -> tuple[dict[str, Sequence[_Later] | None], list[str], dict[tuple[str, str], str | None]]:
     """For a fork ref that contains the merge, and a path no fork-only commit (`<base>..<fork>`)
     touched: the commits since the merge that touched it are upstream's, so step back from the
     newest (`log -1` each) until the parent has every open hunk's post-image -- usually one step,
     as cheap as before issue 21. Oldest first, as `_later_upstream` gives them; the paths the
-    fork itself touched, or that need more steps, are left to that full walk (the second list)."""
+    fork itself touched, or that need more steps, are left to that full walk (the second list).
+    Each step also lists the commit's whole change with rename detection (`_STEP`): the third
+    result, (commit, path) -> where it moved the path, is what `_renamed_to` would ask again."""
     out: dict[str, Sequence[_Later] | None] = {}
     rest = []
+    moves: dict[tuple[str, str], str | None] = {}
     for path in paths:
         if repo.text("log", "-1", "--no-renames", "--format=%H", f"{base_sha}..{fork_sha}", "--", path, env=_LITERAL):
             rest.append(path)
@@ -532,10 +546,12 @@ def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, pa
         commits: list[_Later] = []
         tip = fork_sha
         for _ in range(_MAX_STEPS):
-            line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{merge}..{tip}", "--", path, env=_LITERAL)
-            if not line:
+            step = repo.run("log", "-1", "--format=%H %s", *_STEP, f"{merge}..{tip}", "--", path, env=_LITERAL).stdout
+            if not step.strip():
                 break
-            sha, _, subject = line.partition(" ")
+            head, _, changes = step.partition(b"\0")  # "<sha> <subject>\0" then "\n" and the -z name-status
+            sha, _, subject = head.decode("utf-8", "surrogateescape").partition(" ")
+            moves[(sha, path)] = _rename_in(changes.removeprefix(b"\n"), path)
             commits.append((sha, subject, _read_files(repo, sha, [path]).get(path)))
             before = _read_files(repo, f"{sha}^", [path]).get(path)
             if all(_present(h, fd, before) for h, fd in open_hunks[path]):
@@ -545,7 +561,7 @@ def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, pa
             rest.append(path)
             continue
         out[path] = commits[::-1]
-    return out, rest
+    return out, rest, moves
 
 
 def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:

@@ -62,9 +62,19 @@ def map_line(regions: Sequence[tuple[int, int, int, int]], x: int) -> tuple[int,
     return x + shift, x + shift
 
 
+# Options of a `log` step that also lists, with git's rename detection against the first parent,
+# everything the commit changed (not only the pathspec): what `renamed_to` would ask diff-tree.
+STEP_WITH_RENAMES = ("--full-diff", "--diff-merges=first-parent", "-M", "--name-status", "-z")
+
+
 def renamed_to(repo: GitRepo, sha: str, path: str) -> str | None:
     """Where commit `sha` moved `path` (git's rename detection against its first parent), if it did."""
-    out = repo.run("diff-tree", "-r", "-M", "--no-commit-id", "--name-status", "-z", f"{sha}^", sha).stdout.split(b"\0")
+    return rename_in(repo.run("diff-tree", "-r", "-M", "--no-commit-id", "--name-status", "-z", f"{sha}^", sha).stdout, path)
+
+
+def rename_in(name_status: bytes, path: str) -> str | None:
+    """Where a `--name-status -z` listing (with rename detection) moved `path`, if it did."""
+    out = name_status.split(b"\0")
     i = 0
     while i < len(out) - 1:
         status = out[i].decode()
