@@ -54,8 +54,8 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "GIT_HTTP_LOW_SPEED_LIMIT": os.environ.get("GIT_HTTP_LOW_SPEED_LIMIT", "1000"),
         "GIT_HTTP_LOW_SPEED_TIME": os.environ.get("GIT_HTTP_LOW_SPEED_TIME", "60"),
     }
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
+    for name in gitconfig.UNSET:
+        env.pop(name, None)
     if extra:
         env.update(extra)
     return env

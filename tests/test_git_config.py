@@ -5,7 +5,8 @@ Each setting below is one a real `~/.gitconfig` may hold; each changes the text 
 config and with all of them, must print the same JSON. Before the pins (measured one setting at a
 time on this PR): `diff.noprefix=true` made every diff unreadable (import and verify-converged
 failed); `diff.context=8`, `diff.interHunkContext=12`, a `diff.orderFile` and `core.quotePath=false`
-each made import write another patch."""
+each made import write another patch; `GIT_DIFF_OPTS=--unified=9` in the environment turns even
+`git diff -U0` into a 9-line context diff."""
 
 from __future__ import annotations
 
@@ -59,9 +60,13 @@ def _json(proc) -> dict:
     return data
 
 
+# what a shell may export that git obeys over config and options alike
+HOSTILE_ENV = {"GIT_DIFF_OPTS": "--unified=9", "GIT_EXTERNAL_DIFF": "false"}
+
+
 def _twice(ws, tmp_path, *argv) -> tuple[dict, dict]:
     clean = _json(ws.run(*argv))
-    hostile = _json(ws.run(*argv, env={**ws.env(), **_config_env({**HOSTILE, "diff.orderFile": _order_file(tmp_path)})}))
+    hostile = _json(ws.run(*argv, env={**ws.env(), **HOSTILE_ENV, **_config_env({**HOSTILE, "diff.orderFile": _order_file(tmp_path)})}))
     return clean, hostile
 
 

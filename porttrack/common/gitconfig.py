@@ -53,3 +53,12 @@ PINNED = {
 
 # `git <ARGS> command ...`: the pins as command-line options, for the one git door to put first.
 ARGS: tuple[str, ...] = tuple(arg for key, value in PINNED.items() for arg in ("-c", f"{key}={value}"))
+
+# Environment variables of the user's shell that git would obey over both config and options:
+# dropped from every git process porttrack starts (its scratch indexes set GIT_INDEX_FILE
+# themselves, after this). GIT_DIFF_OPTS=--unified=9 turns even `git diff -U0` into a 9-line
+# context diff (measured, git 2.39), which would move every hunk porttrack maps.
+UNSET = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+    "GIT_DIFF_OPTS", "GIT_EXTERNAL_DIFF",
+)
