@@ -107,7 +107,6 @@ def upstream_ref(branch: str) -> str:
 @dataclass(frozen=True)
 class HeadChange:
     """How a PR head moved between two observations."""
-
     kind: str  # "unchanged" | "appended" | "force-pushed" | "unknown"
     commits: int | None = None  # appended: how many new commits; force-pushed: commits in the new head not in the old
     method: str = "git"  # "git" (local ancestry) or "compare" (GitHub's compare endpoint)
@@ -118,14 +117,12 @@ NO_FORK_CHECKOUT = (
     "(to make one: `porttrack init --fork-checkout DIR` for an existing clone, or `porttrack init` to clone it; "
     "by hand: git clone --filter=blob:none <fork URL> DIR && git -C DIR remote add upstream <upstream URL>)"
 )
-# The same, as a reason inside one line of a listing or report ("coverage unknown: ...").
-NO_FORK_CHECKOUT_BRIEF = "no fork checkout (set fork.checkout, --fork or PORTTRACK_FORK)"
+NO_FORK_CHECKOUT_BRIEF = "no fork checkout (set fork.checkout, --fork or PORTTRACK_FORK)"  # in one line of a listing
 
 
 def clone(url: str, dest: Path, *, blobless: bool = True) -> "GitRepo":
-    """Clone `url` into `dest` (a new folder). Blobless (`--filter=blob:none`): every commit and
-    tree, file contents fetched when first needed, so a vLLM-sized fork is quick. The URL is
-    passed after `--`, so a value starting with `-` cannot be read as an option."""
+    """Clone `url` into `dest` (a new folder), blobless: every commit and tree, file contents when first
+    needed, so a vLLM-sized fork is quick. `url` after `--`: a leading `-` is no option."""
     dest = Path(dest)
     args = ["clone", "--quiet", "--no-tags", *(["--filter=blob:none"] if blobless else []), "--", url, str(dest)]
     GitRepo(dest.parent).run(*args, timeout=network_timeout(), cwd=dest.parent if dest.parent.is_dir() else Path.cwd())
@@ -144,8 +141,7 @@ class GitRepo:
 
     def __init__(self, path: Path, common_dir: Path | None = None, git_dir: Path | None = None):
         self.path = Path(path)
-        # learnt by `open` in the same process as the top level
-        self._common_dir, self._git_dir = common_dir, git_dir
+        self._common_dir, self._git_dir = common_dir, git_dir  # learnt by `open` with the top level
         self._reader: _Reader | None = None
 
     @property
@@ -301,10 +297,14 @@ class GitRepo:
         ancestry, `log -- PATH` — are several times faster with one)."""
         return read_commit_graph(self.common_dir / "objects", tips)
 
-    def write_commit_graph(self) -> None:
-        """`git commit-graph write --reachable --changed-paths` (~1.3 s on vLLM's 20k commits, once;
-        later writes add only what is new)."""
+    def write_commit_graph(self) -> None:  # ~1.3 s on vLLM's 20k commits, once; later writes add what is new
         self.run("commit-graph", "write", "--reachable", "--changed-paths", "--no-progress")
+
+    @property
+    def shallow(self) -> bool:
+        """A shallow clone (`clone --depth`): history below the cut is absent, so a walk finding no path
+        between two commits proves nothing. Read from git's `shallow` file."""
+        return (self.common_dir / "shallow").is_file()
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         proc = self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)

@@ -94,7 +94,12 @@ def _fork_checks(conf: Any) -> list[Finding]:
                if not Path(path).exists() else f"point fork.checkout (or --fork) at a clone of {conf.fork.repo}")
         return [Finding("fork checkout", "fail", _first_line(exc).split(";")[0], fix),
                 *(Finding(n, "not-run", "needs the fork checkout") for n in _NEEDS_FORK)]
-    found = [Finding("fork checkout", "ok", f"{repo.path}")]
+    if repo.shallow:  # a warning: every answer found in the history holds; only "not found" may be the cut
+        found = [Finding("fork checkout", "warn", f"{repo.path} is a shallow clone: verify-converged refuses to call a merge "
+                         f"absent from the fork, since the missing history may hold it",
+                         f"git -C {repo.path} fetch --unshallow REMOTE   (the upstream remote and the fork's own)")]
+    else:
+        found = [Finding("fork checkout", "ok", f"{repo.path}")]
     remote = conf.upstream.remote
     url = repo.run("remote", "get-url", remote, check=False)
     want = conf.upstream.url or f"https://github.com/{conf.upstream.repo}.git"  # a mirror: the one tracks.yaml names

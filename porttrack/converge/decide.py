@@ -107,7 +107,7 @@ from porttrack.converge.history import read_files as _read_files
 from porttrack.converge.history import STEP_WITH_RENAMES as _STEP
 from porttrack.converge.history import rename_in as _rename_in
 from porttrack.converge.history import renamed_to as _renamed_to
-from porttrack.common.errors import NotFound
+from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
@@ -307,6 +307,12 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
     merge_base = repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
+    if not in_fork and repo.shallow:
+        # A "yes" found in the history there is true; a "no" may be the cut: refuse to claim it.
+        raise CannotEvaluate(
+            f"the fork checkout {repo.path} is a shallow clone: merge commit {merge[:12]} was not found in the history of "
+            f"{fork_ref}, which may only mean that history is cut off, so neither ancestry nor patch-id can be decided; "
+            f"deepen it first: git -C {repo.path} fetch --unshallow REMOTE, for the upstream remote and the fork's own")
     # Only needed when the fork ref lacks the merge (null in the JSON: not checked).
     in_base = None if in_fork else (repo.is_ancestor(merge, base_sha) if base_sha else False)
     reasons: list[str] = []
