@@ -142,6 +142,7 @@ class GitRepo:
     def __init__(self, path: Path, common_dir: Path | None = None, git_dir: Path | None = None):
         self.path = Path(path)
         self._common_dir, self._git_dir = common_dir, git_dir  # learnt by `open` with the top level
+        self.offline = False  # True: no git process may reach a remote (gitconfig.OFFLINE)
         self._reader: _Reader | None = None
 
     @property
@@ -184,7 +185,7 @@ class GitRepo:
         timeout: float | None = None,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        argv = ["git", *gitconfig.ARGS, *args]
+        argv = ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if self.offline else ()), *args]
         since = trace.started()
         try:
             # A session of its own, so a timeout can kill git and its helpers (git-remote-http
@@ -418,7 +419,7 @@ class GitRepo:
             return
         since = trace.started()
         proc = subprocess.Popen(
-            ["git", *gitconfig.ARGS, *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if self.offline else ()), *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True,
         )
         timed_out = threading.Event()
@@ -534,7 +535,7 @@ class _Reader:
     waited for, when the GitRepo goes or the interpreter exits."""
 
     def __init__(self, repo: GitRepo) -> None:
-        argv = ["git", *gitconfig.ARGS, "cat-file", "--batch"]
+        argv = ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if repo.offline else ()), "cat-file", "--batch"]
         trace.git(argv[-2:], "started, kept open for this command's objects", trace.started())
         try:
             self.proc = subprocess.Popen(argv, cwd=repo.path, env=git_env(), stdin=subprocess.PIPE,
@@ -560,7 +561,8 @@ class _Reader:
             for _ in specs:
                 header = proc.stdout.readline()
                 if not header.endswith(b"\n"):
-                    raise GitError(["cat-file", "--batch"], proc.poll() or -1, "the object reader ended early")
+                    raise GitError(["cat-file", "--batch"], proc.poll() or -1, "the object reader ended early (in a partial "
+                                   "clone: contents it could not fetch, or may not offline, from the promisor remote)")
                 parts = header[:-1].decode("utf-8", "surrogateescape").rsplit(" ", 2)
                 if len(parts) != 3 or not parts[2].isdigit() or not _SHA.match(parts[0]):
                     out.append(None)  # "<spec> missing" / "ambiguous": no content follows

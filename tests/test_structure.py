@@ -17,6 +17,10 @@ LONG_MODULES: dict[str, str] = {
     "porttrack/github/client.py": "the one door to GitHub: every request porttrack sends, with its deadline, retries, "
                            "conditional cache and the endpoints it calls; its records (github_records), policy "
                            "(github_policy) and GraphQL batching (github_graphql) already live apart",
+    "porttrack/gitrepo.py": "the one door to git: every process porttrack starts in a repository (commands, fetch, "
+                            "clone, worktrees, scratch indexes) and the one object reader they share; the "
+                            "commit-graph reader (common/commitgraph) and the pinned settings (common/gitconfig) "
+                            "already live apart",
 }
 
 

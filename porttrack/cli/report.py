@@ -63,6 +63,8 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
 
     previous = rep.previous_report(ws, week, moment, since_arg=since, issues=issues)
     fork, fork_problem = ctx.fork_or_problem
+    if offline and fork is not None:
+        fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
     upstream = None if offline else ctx.github(config.upstream.repo)
     weekly_report = rep.gather(ws, config, now=moment, since=previous, client=upstream, fork=fork, fork_problem=fork_problem,
                                dry_run=dry_run)

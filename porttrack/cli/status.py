@@ -39,6 +39,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
     config = ctx.config
     fork, fork_problem = ctx.fork_or_problem  # status works without one: GitHub's compare is used instead
+    if offline and fork is not None:
+        fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
     # git's progress: one line redrawn in place on a terminal, each phase's last line otherwise
     progress = None if as_json else Progress("upstream")
     try:

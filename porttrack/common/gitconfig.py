@@ -54,6 +54,14 @@ PINNED = {
 # `git <ARGS> command ...`: the pins as command-line options, for the one git door to put first.
 ARGS: tuple[str, ...] = tuple(arg for key, value in PINNED.items() for arg in ("-c", f"{key}={value}"))
 
+# For a command that promised to stay offline (`status --offline`, `report weekly --offline`): no
+# transport at all, so that a partial clone (`init` makes the fork checkout blobless) cannot fetch a
+# missing file's contents from GitHub behind the user's back. A git child (the on-demand fetch)
+# inherits `git -c`, so it fails at once, locally; the read that needed it says so.
+# protocol.<name>.allow outranks protocol.allow (a ~/.gitconfig may say `protocol.file.allow=always`).
+OFFLINE = tuple(arg for name in ("", "file.", "git.", "ssh.", "http.", "https.", "ext.")
+                for arg in ("-c", f"protocol.{name}allow=never"))
+
 # Environment variables of the user's shell that git would obey over both config and options:
 # dropped from every git process porttrack starts (its scratch indexes set GIT_INDEX_FILE
 # themselves, after this). GIT_DIFF_OPTS=--unified=9 turns even `git diff -U0` into a 9-line

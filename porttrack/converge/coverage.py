@@ -28,10 +28,10 @@ from typing import Any, Sequence
 
 from porttrack.workspace import state as state_mod
 from porttrack.tracks.config import Config
-from porttrack.common.errors import PorttrackError
+from porttrack.common.errors import CannotEvaluate, PorttrackError
 from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
-from porttrack.converge.history import cat_blobs
+from porttrack.converge.history import cat_blobs, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
 from porttrack.observe.prdiff import near_match
 from porttrack.diff.presence import hunk_state
@@ -299,7 +299,10 @@ def _presence(repo: GitRepo, tip: str, files: Sequence[FileDiff]) -> tuple[HunkP
     entries = repo.tree_entries(tip, sorted({fd.path for fd in files}))
     files_at = {path: sha for path, (mode, sha) in entries.items() if mode not in ("040000", "160000")}
     blobs = cat_blobs(repo, sorted(set(files_at.values())))
-    contents = {path: blobs[sha] for path, sha in files_at.items() if sha in blobs}
+    unread = sorted(path for path, sha in files_at.items() if sha not in blobs)
+    if unread:  # named by the tree, so it exists: never taken for an absent file
+        raise CannotEvaluate(unreadable(repo, tip, unread))
+    contents = {path: blobs[sha] for path, sha in files_at.items()}
     modes = {path: mode for path, (mode, _) in entries.items()}
     out = []
     for fd in files:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from porttrack.common.errors import CannotEvaluate
 from porttrack.diff import hunks as hunks_mod
 from porttrack.gitrepo import GitRepo
 
@@ -108,6 +109,10 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
                 commits[-1] = (*commits[-1][:2], fields[1], fields[3])
         found[path] = commits
     blobs = cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))
+    unread = sorted({path for path, commits in found.items() for _, _, mode, blob in commits
+                     if mode and set(mode) != {"0"} and blob not in blobs})
+    if unread:  # a blob a commit names is never taken for a deletion
+        raise CannotEvaluate(unreadable(repo, f"{merge}..{base_sha}", unread))
     out: dict[str, list[Later]] = {}
     for path, commits in found.items():
         out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
@@ -120,7 +125,18 @@ def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple
     lists as blobs): the trees of their folders, then the blobs, from the repository's one reader."""
     entries = {path: e for path, e in repo.tree_entries(rev, paths).items() if e[0] not in ("040000", "160000")}
     blobs = cat_blobs(repo, sorted({sha for _, sha in entries.values()}))
-    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items() if sha in blobs}
+    unread = sorted(path for path, (_, sha) in entries.items() if sha not in blobs)
+    if unread:  # named by the tree, so it exists: never taken for an absent file
+        raise CannotEvaluate(unreadable(repo, rev, unread))
+    return {path: (mode, blobs[sha]) for path, (mode, sha) in entries.items()}
+
+
+def unreadable(repo: GitRepo, rev: str, paths: Sequence[str]) -> str:
+    """Why files a tree names could not be read: their contents are not in the repository (a
+    partial clone fetches them on demand, and that fetch failed or, offline, was not allowed)."""
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"{shown} at {str(rev)[:12]}: the contents are not in {repo.path} (a partial clone fetches file contents "
+            f"on demand: that fetch failed or, offline, was not allowed); run it again with network access")
 
 
 def cat_blobs(repo: GitRepo, shas: Sequence[str]) -> dict[str, bytes]:
