@@ -4,7 +4,7 @@ Each setting below is one a real `~/.gitconfig` may hold; each changes the text 
 `git log` that porttrack parses. The same commands run twice on the same repositories, with a clean
 config and with all of them, must print the same JSON. Before the pins (measured one setting at a
 time on this PR): `diff.noprefix=true` made every diff unreadable (import and verify-converged
-failed); `diff.context=8`, `diff.interHunkContext=12`, a `diff.orderFile` and `core.quotePath=false`
+failed, and so did `color.diff=always`, which outranks `color.ui=false`); `diff.context=8`, `diff.interHunkContext=12`, a `diff.orderFile` and `core.quotePath=false`
 each made import write another patch; `GIT_DIFF_OPTS=--unified=9` in the environment turns even
 `git diff -U0` into a 9-line context diff."""
 
@@ -33,6 +33,9 @@ HOSTILE = {
     "core.quotePath": "false",
     "mailinfo.scissors": "true",
     "color.ui": "always",
+    "color.diff": "always",
+    "i18n.logOutputEncoding": "ISO-8859-1",
+    "apply.whitespace": "fix",
 }
 
 
@@ -79,12 +82,12 @@ def pr_world(tmp_path, world):
     world.upstream.commit({"m.py": m, "r.py": r, "z.py": "z = 1\n", "ü.py": "u = 1\n"}, "project files")
     git(world.fork, "pull", "-q", "--ff-only", "upstream", "main")
     world.open_pr(101, {
-        "m.py": m.replace("line 5\n", "line 5 changed\n").replace("line 15\n", "line 15 changed\n"),
+        "m.py": m.replace("line 5\n", "line 5 changed\n").replace("line 15\n", "line 15 changed  \n"),  # trailing blanks
         "r.py": None,
         "renamed.py": r.replace("kept 3\n", "kept 3 edited\n"),
         "ü.py": "u = 2\n",
         "z.py": "z = 2\n",
-    }, "Spread a change")
+    }, "Spread a change", message="Spread a change — to ü.py too")
     ws = make_workspace(tmp_path / "ws", {"t": track([101])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
     assert (polled := ws.run("status")).returncode == 0, polled.stderr
     return ws

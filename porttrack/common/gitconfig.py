@@ -5,7 +5,7 @@ The user's config otherwise stays in force: credentials, `url.*.insteadOf` mirro
 `safe.directory`, identities. Pinned are only the settings that change the text porttrack parses
 or the hunks it decides on, so that a maintainer's `~/.gitconfig` cannot change a verdict, a hunk
 id or a patch. Measured on one PR (tests/test_git_config.py), unpinned: diff.noprefix made import
-and verify-converged fail; diff.context, diff.interHunkContext, diff.orderFile and core.quotePath
+and verify-converged fail, so did color.diff=always (it outranks color.ui); diff.context, diff.interHunkContext, diff.orderFile and core.quotePath
 each wrote another patch. The rest are pinned because git documents them as changing the output
 parsed here (a histogram diff places hunks otherwise, a signature or a followed rename adds lines
 or commits), even where that one PR did not show it:
@@ -24,8 +24,12 @@ or commits), even where that one PR did not show it:
       how a diff header spells a path that is not plain ASCII
   mailinfo.scissors
       a commit message cut at a "-- >8 --" line when a patch is built
-  core.pager, color.ui
-      no pager, no colour codes in parsed output
+  core.pager, color.ui, color.diff, color.status, color.branch
+      no pager, no colour codes in parsed output (color.diff=always outranks color.ui=false)
+  i18n.logOutputEncoding
+      commit messages as UTF-8, whatever the user reads them in
+  apply.whitespace
+      `git apply` takes a patch's whitespace as it is (=fix would rewrite the lines it applies)
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from __future__ import annotations
 PINNED = {
     "core.pager": "cat",
     "color.ui": "false",
+    "color.diff": "false",
+    "color.status": "false",
+    "color.branch": "false",
+    "i18n.logOutputEncoding": "UTF-8",
+    "apply.whitespace": "nowarn",
     "diff.noprefix": "false",
     "diff.mnemonicPrefix": "false",
     "diff.srcPrefix": "a/",
