@@ -1,7 +1,8 @@
 """`porttrack import` of a 60-hunk PR: how many git processes it starts (issue 25: at most 10), and
 the one real `git apply` of every candidate group that replaced the per-probe checks
 (`porttrack.take.separability.apply_all`) against git answering the old way, over seeded random
-diffs and forks.
+diffs and forks; and whole import plans made both ways over random PRs and forks (not one verdict,
+note or mail byte may change; PORTTRACK_IMPORT_SCENARIOS=N for more than 30).
 
 Counted by the wrapper `git` of testing/gitcount.py put first on PATH (the real CLI as a
 subprocess, real repositories, the emulator on loopback), as tests/test_git_speed.py counts."""
@@ -192,3 +193,67 @@ def test_one_real_apply_says_what_check_check_v_the_copy_and_stat_said(tmp_path)
     assert table["applies: old True, new True"] >= 50 and table["applies: old False, new False"] >= 30
     assert table["moved: old True, new True"] >= 20 and table["moved: old False, new False"] >= 10
     assert min(table[f"stat byte-identical with a {kind}"] for kind in ("rename", "binary", "mode", "new file", "long path")) >= 5
+
+
+# -- whole plans: the one real apply against the old checks ------------------------------------------
+
+def _plan_scenario(rng: random.Random, world, number: int, root):
+    """Upstream Python modules; a PR of random edits (changes, inserts, deletes, a new helper and
+    its uses); the fork's own commit: lines added above (offsets), the same lines changed
+    (conflicts or 3-way), upstream's change already made (present). Returns the workspace."""
+    names = [f"pkg/m{n}.py" for n in range(rng.randrange(2, 6))] + ["docs/notes.txt"]
+    base = {name: "".join(f"v{n}_{k} = {rng.randrange(1000)}\n" if k % 7 else f"def v{n}_f{k}(x):\n    return x\n"
+                          for k in range(rng.randrange(20, 90))) for n, name in enumerate(names)}
+    world.upstream.commit(base, "files")
+    git(world.fork, "pull", "-q", "--ff-only", "upstream", "main")
+    pr = {name: _edit(rng, text, rng.randrange(1, 8)).replace("changed", "helper_up() and changed", 1)
+          for name, text in base.items() if rng.random() < 0.8}
+    if rng.random() < 0.3:
+        pr["pkg/new.py"] = "def helper_up():\n    return 1\n"
+    world.open_pr(number, pr or {"pkg/new.py": "X = 1\n"}, f"random {number}")
+    for name in names:
+        r, path = rng.random(), world.fork / name
+        if r < 0.25:
+            path.write_text("# the fork's\n" * rng.randrange(1, 4) + path.read_text())
+        elif r < 0.4:
+            path.write_text(_edit(rng, path.read_text(), 2))
+        elif r < 0.5 and name in pr:
+            path.write_text(pr[name])
+    _commit(world.fork, "the fork's own")
+    options = {"fork_options": {"build_base": "upstream/main"}} if rng.random() < 0.4 else {}
+    return make_workspace(root, {"t": track([number])}, api_url=world.fake.base_url, fork=world.fork, token=world.token, **options)
+
+
+def test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks(tmp_path, fake, monkeypatch):
+    """Random imports planned twice on the same fork: as `import` plans them, and with the one real
+    apply made to fail without running (so every check runs as before it: `apply --check` of all
+    groups, per-group probes, `--check -v` together, a copy applied for the source check, `apply
+    --stat` for the mail). Every field of the plan — verdicts, where each hunk goes, notes, the
+    regenerated diff, the source check, the mail byte for byte — must be the same."""
+    from dataclasses import replace
+
+    from porttrack.take import importer
+    from porttrack.take.separability import AllAtOnce
+    from porttrack.tracks.file import load_config
+    from porttrack.workspace.files import Workspace
+    from testing.world import World
+
+    old_way = lambda probe, patch: AllAtOnce(patch, False, "", False)  # noqa: E731
+    rng = random.Random(2526)
+    table: Counter[str] = Counter()
+    for n in range(int(__import__("os").environ.get("PORTTRACK_IMPORT_SCENARIOS", "30"))):
+        world = World(tmp_path / f"s{n}", fake)
+        ws = _plan_scenario(rng, world, 700 + n, tmp_path / f"s{n}" / "ws")
+        assert (status := ws.run("status")).returncode == 0, status.stderr
+        config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
+        plans = []
+        for apply_all_now in (importer.apply_all, old_way):
+            monkeypatch.setattr(importer, "apply_all", apply_all_now)
+            plans.append(replace(importer.plan_import(workspace, config, 700 + n, repo=repo), timings={}))
+        monkeypatch.undo()
+        assert plans[0] == plans[1], f"scenario {n}"
+        kinds = "+".join(sorted({h.applies for h in plans[0].hunks}))
+        table[f"same plan; {kinds}{'; regenerated' if plans[0].regenerated else ''}"] += 1
+    print("plans, one real apply vs the old checks:", dict(sorted(table.items())))
+    seen = "".join(table)
+    assert all(kind in seen for kind in ("clean", "3-way", "present", "conflict", "regenerated")), table
