@@ -22,14 +22,20 @@ def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: 
     return name_uses(files, pre, post)
 
 
-def check_taken(probe: ScratchIndex, diff: bytes) -> SourceCheck:
+def check_taken(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None) -> SourceCheck:
     """`check_sources` of `diff` applied on `probe`'s index (the fork tip, plus the patches a
-    stacked PR sits on), in a copy of it: the index itself is left as it was."""
-    probe.copy("index", "checked")
-    if probe.apply(diff, index="checked").returncode != 0 and not probe.threeway(diff, into="checked").clean:
-        return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),))
+    stacked PR sits on), in a copy of it: the index itself is left as it was. `applied`: an index
+    file of `probe` that already holds `diff` applied plainly on that index (the separability
+    probe's), read as it is. `tip`: the commit the index holds unchanged (nothing stacked below),
+    so the files before are read from it by the repository's open reader, no process of their own."""
+    into = applied or "checked"
+    if applied is None:
+        probe.copy("index", into)
+        if probe.apply(diff, index=into).returncode != 0 and not probe.threeway(diff, into=into).clean:
+            return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),))
     paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
     python = [p for p in paths if is_python(p)]
-    before = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python)))}
-    after = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python, "checked")))}
+    old = probe.repo.blobs([f"{tip}:{p}" for p in python]) if tip is not None else probe.read(python)
+    before = {**dict.fromkeys(paths, b""), **dict(zip(python, old))}
+    after = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python, into)))}
     return check_sources(before, after)

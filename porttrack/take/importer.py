@@ -33,9 +33,11 @@ What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
    branches are never touched): plain apply, else the change already there (reverse
    apply: *already in the fork*), else a 3-way merge judged by its exit status and the unmerged
    entries it leaves (`apply --check --3way` exits 0 on conflicts, library notes §2.4), else
-   *not separable: conflicts with fork at FILE*. All candidate groups are checked at once; when
-   that fails, the groups of files git did not name are confirmed with one more check and only
-   the named files' groups are probed one by one.
+   *not separable: conflicts with fork at FILE* (`porttrack.take.separability`). All candidate
+   groups are applied at once, for real, into a copy of the probe's index: when that goes in, the
+   one `git apply` is also the together check, the patched files `checks.check_taken` reads and the
+   mail's diffstat; when it fails, the groups of files git did not name are confirmed with one
+   more check and only the named files' groups are probed one by one.
 
 The patch is one `git format-patch` mail (`porttrack.take.mail`) with provenance trailers.
 
@@ -61,7 +63,6 @@ it is stored with upstream's context and a note says so; `apply` will report the
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -71,9 +72,9 @@ from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
 from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
-from porttrack.common.errors import ConflictError, GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
+from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.github.client import GitHubClient
-from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.gitrepo import GitRepo
 from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.pycheck import SourceCheck, as_edges, describe
 from porttrack.take.checks import check_taken, name_dependencies
@@ -99,6 +100,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
+from porttrack.take.separability import TAKEN, apply_all, check_together, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -406,9 +408,10 @@ def plan_pr(
         # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
         with repo.scratch_index("import") as probe:
-            for n in _probe_base(probe, fork_tip, below):
+            for n in probe_base(probe, fork_tip, below):
                 notes.append(f"{depends_on[n]} (which this PR is stacked on) does not apply to the fork tip; probed without it")
-            verdicts = _probe_groups(probe, files, groups, candidates)
+            first = apply_all(probe, patch_of(files, set().union(*(groups[n] for n in candidates))))
+            verdicts = probe_groups(probe, files, groups, candidates, first)
             for n, (how, where) in verdicts.items():
                 for hid in groups[n]:
                     applies[hid] = how
@@ -418,10 +421,12 @@ def plan_pr(
                         reasons[hid] = Reason(NOT_SEPARABLE, where)
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-            exact_on_tip = bool(taken_ids) and _check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids))
-            checked = check_taken(probe, diff) if taken_ids else None
+            exact_on_tip = bool(taken_ids) and check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids), first)
+            checked = check_taken(probe, diff, applied=TAKEN if first.holds(diff) else None,
+                                  tip=None if below else fork_tip) if taken_ids else None
+            stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
     else:
-        taken_ids, diff, exact_on_tip, checked = set(), b"", False, None
+        taken_ids, diff, exact_on_tip, checked, stat = set(), b"", False, None, None
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -453,7 +458,7 @@ def plan_pr(
     mail, regenerated = b"", None
     if taken_ids:
         below = queue.series() if series_below is None else tuple(series_below)
-        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip, stat)
         plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
@@ -516,98 +521,12 @@ def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Separability: probing against the fork's tip in a scratch index
-
-
-_FAILED_AT = re.compile(
-    r"^error: (?:patch failed: (?P<a>.+):\d+|(?P<b>.+): (?:does not exist in index|already exists in index|"
-    r"patch does not apply|does not match index|wrong type|does not exist))$"
-)
-
-
-def _probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[int]:
-    """The fork tip in the scratch index, then the queued patches this PR is stacked on, as `apply`
-    would put them (plainly, else by 3-way); returns the positions of those that did not apply."""
-    probe.read_tree(tip)
-    failed = []
-    for n, patch in enumerate(below):
-        if probe.apply(patch).returncode == 0:
-            continue  # a failed `git apply` changes nothing: it is atomic
-        if probe.threeway(patch, into="index3").clean:
-            probe.copy("index3", "index")
-        else:
-            failed.append(n)
-    return failed
-
-
-def _plain(probe: ScratchIndex, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
-    proc = probe.apply(patch, "--check", *(["--reverse"] if reverse else []), *(["-v"] if verbose else []))
-    return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
-
-
-def _probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int]) -> dict[int, tuple[str, str]]:
-    """(clean | 3-way | present | conflict, file) per candidate group: all at once, then the
-    groups of the files git did not complain about, then one by one; so a PR that applies cleanly
-    costs one `git apply --check`, and one with a conflict two plus a few per group of its file."""
-    chosen = set().union(*(groups[n] for n in candidates))
-    ok, stderr = _plain(probe, _patch_of(files, chosen))
-    if ok:
-        return {n: ("clean", "") for n in candidates}
-    verdicts: dict[int, tuple[str, str]] = {}
-    # git checks every file entry and names each one that fails: the groups of the other files
-    # are confirmed with one more check, and only the failing files' groups are probed one by one.
-    failed = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
-    owner = {h.id: fd for fd in files for h in fd.hunks}
-    suspect = [n for n in candidates if any({owner[h].path, owner[h].old_path} & failed for h in groups[n])]
-    rest = [n for n in candidates if n not in suspect]
-    if failed and rest and _plain(probe, _patch_of(files, set().union(*(groups[n] for n in rest))))[0]:
-        verdicts.update({n: ("clean", "") for n in rest})
-    else:
-        suspect = list(candidates)
-    for n in suspect:
-        verdicts[n] = _probe_one(probe, files, groups[n])
-    return verdicts
-
-
-def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[str]) -> tuple[str, str]:
-    patch = _patch_of(files, group)
-    ok, stderr = _plain(probe, patch)
-    if ok:
-        return "clean", ""
-    paths = [fd.path for fd in files if any(h.id in group for h in fd.hunks)]
-    if _plain(probe, patch, reverse=True)[0]:
-        return "present", ", ".join(paths)
-    merged = probe.threeway(patch)
-    conflicted = list(merged.unmerged)
-    if merged.clean:
-        return "3-way", ""
-    failed = [m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m]
-    return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
-
-
-def _check_together(probe: ScratchIndex, diff: bytes, needs_threeway: bool) -> bool:
-    """The taken groups applied one by one; make sure they also apply together. True when they go
-    in exactly as they are: no merge, no hunk moved (`apply` would call that *clean*)."""
-    ok, said = _plain(probe, diff, verbose=True)
-    if ok:
-        return not apply_mod.moved_hunks(said)
-    if needs_threeway and probe.threeway(diff).clean:
-        return False
-    raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
-                        "take fewer with --hunk or --exclude (a bug report with the PR would help)")
-
-
-def _patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> bytes:
-    return build_patch([(fd, [h for h in fd.hunks if h.id in ids]) for fd in files])
-
-
-# --------------------------------------------------------------------------------------------
 # The fork's context: the mail as `apply`, `git am` and `quilt push -a` will meet it
 
 
 def _in_fork_context(
     ws: Workspace, repo: GitRepo, config: Config, plan: ImportPlan, pr: RecordedPR, diff: bytes,
-    below: Sequence[Patch], exact_on_tip: bool,
+    below: Sequence[Patch], exact_on_tip: bool, stat: str | None = None,
 ) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
     """The mail to store, its `regenerated` record, and notes.
 
@@ -620,8 +539,9 @@ def _in_fork_context(
     `exact_on_tip`: the probe saw the diff go onto the fork tip exactly (no offset, no merge). With
     nothing queued before it and the build base at that tip, `apply`'s plain step is that same
     `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
-    whole tree: most of an import's cost on a big fork) would only say "clean" again."""
-    mail = format_mail(plan.provenance(), pr, repo, diff)
+    whole tree: most of an import's cost on a big fork) would only say "clean" again. `stat`: the
+    diffstat of `diff`, when the probe's apply printed it."""
+    mail = format_mail(plan.provenance(), pr, repo, diff, stat=stat)
     base_ref = config.fork.build_from()
     base = repo.rev_parse(base_ref)
     if base is None:

@@ -36,8 +36,10 @@ class Provenance:
     total: int  # hunks in the PR's diff
 
 
-def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, regenerated: Regenerated | None = None) -> bytes:
-    """One `git format-patch` mail: headers from the PR, provenance trailers, diffstat, diff."""
+def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, regenerated: Regenerated | None = None,
+                stat: str | None = None) -> bytes:
+    """One `git format-patch` mail: headers from the PR, provenance trailers, diffstat, diff.
+    `stat`: `git apply --stat` of `diff` when the caller has it already (None: asked of git)."""
     rev = facts.revision
     sha = rev.through or rev.head
     login = re.sub(r"[^A-Za-z0-9-]", "", pr.author or "")[:39] or "unknown"
@@ -56,7 +58,8 @@ def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, r
     if regenerated is not None:
         body.append(f"The diff is the fork's: upstream's went onto {regenerated.base[:12]} by {regenerated.how}, "
                     "so its context was regenerated; Porttrack-Hunks lists upstream's hunk ids.")
-    stat = repo.run("apply", "--stat", "-", input=diff).stdout.decode("utf-8", "replace") if diff else ""
+    if stat is None:
+        stat = repo.run("apply", "--stat", "-", input=diff).stdout.decode("utf-8", "replace") if diff else ""
     head = (
         f"From {sha} Mon Sep 17 00:00:00 2001\n"
         f"From: {login} <{login}@users.noreply.github.com>\n"
