@@ -256,7 +256,7 @@ class GitRepo:
         out: dict[str, tuple[str, str, bytes] | None] = {spec: None for spec in asked}
         sendable = [spec for spec in asked if spec and "\n" not in spec and "\r" not in spec and spec.strip() == spec]
         if sendable:
-            if self._reader is None:
+            if self._reader is None or self._reader.proc.poll() is not None:  # none yet, or gone with an error
                 self._reader = _Reader(self)
             out.update(zip(sendable, self._reader.read(sendable)))
         return out
@@ -554,7 +554,8 @@ class _Reader:
     def _read(self, specs: list[str]) -> list[tuple[str, str, bytes] | None]:
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
-        writer = threading.Thread(target=_Reader._send, args=(proc, "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")))
+        writer = threading.Thread(target=_Reader._send, args=(proc, "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")),
+                                  daemon=True)
         writer.start()
         out: list[tuple[str, str, bytes] | None] = []
         try:
@@ -569,6 +570,11 @@ class _Reader:
                     continue
                 body = proc.stdout.read(int(parts[2]) + 1)  # the content, then a newline
                 out.append((parts[0], parts[1], body[:-1]))
+        except BaseException:
+            # Mid-batch (Ctrl-C, a reader that died): nobody reads the rest, so the writer could
+            # wait on a full pipe for ever, and the interpreter on it; the reader goes with it.
+            proc.kill()
+            raise
         finally:
             writer.join()
         return out

@@ -169,6 +169,8 @@ def test_the_goal_is_not_met_by_skipping_the_fork(tmp_path, world, argv):
 # -- the batched lookups of the git door, against git answering one name at a time ------------------
 
 import random  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 import subprocess  # noqa: E402
 
 from porttrack.gitrepo import GitRepo  # noqa: E402
@@ -341,3 +343,39 @@ def test_init_writes_the_commit_graph_and_doctor_says_when_it_is_missing_or_stal
     (fork.common_dir / "objects" / "info" / "commit-graph").unlink()
     code, found = _doctor_graph(ws, env)
     assert found["status"] == "warn" and found["detail"].startswith("none"), found
+
+
+_INTERRUPTED_READ = """
+import signal, sys, time
+from pathlib import Path
+from porttrack.gitrepo import GitRepo
+
+def interrupt(*_):
+    raise KeyboardInterrupt
+repo = GitRepo.open(Path(sys.argv[1]))
+repo.objects(["HEAD"])  # the reader is open
+names = [f"refs/heads/no-such-branch-{n}" for n in range(300000)]
+signal.signal(signal.SIGALRM, interrupt)
+signal.setitimer(signal.ITIMER_REAL, 0.5)  # Ctrl-C in the middle of the batch (it takes ~2 s)
+t0 = time.monotonic()
+try:
+    repo.objects(names)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t0:.2f}s", flush=True)
+    print(repo.rev_parse("HEAD") is not None, flush=True)  # a new reader answers after it
+"""
+
+
+def test_an_interrupt_in_the_middle_of_a_batch_ends_at_once(tmp_path):
+    """Ctrl-C while the reader streams a batch: nobody reads the rest of its answer, so the thread
+    feeding it names waits on a full pipe. Before, the read waited for that thread for ever (and
+    the interpreter, at exit, too): `porttrack apply` hung after SIGINT. Now the reader is killed
+    with the batch, the command ends, and a later read in the same process starts a new one."""
+    repo = _repo_with_history(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_READ, str(repo.path)], capture_output=True, text=True, timeout=30,
+                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    lines = proc.stdout.split("\n")
+    assert proc.returncode == 0 and lines[0].startswith("interrupted after"), (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert float(lines[0].split()[-1].rstrip("s")) < 5
+    assert lines[1] == "True"
