@@ -191,7 +191,8 @@ class GitRepo:
             # A session of its own, so a timeout can kill git and its helpers (git-remote-http
             # holds our pipes open; killing git alone would leave us waiting on them).
             child = subprocess.Popen(
-                argv, cwd=cwd or self.path, env=git_env(env), start_new_session=timeout is not None,
+                argv, cwd=cwd or self.path, env=git_env({**gitconfig.OFFLINE_ENV, **(env or {})} if self.offline else env),
+                start_new_session=timeout is not None,
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
@@ -419,7 +420,8 @@ class GitRepo:
             return
         since = trace.started()
         proc = subprocess.Popen(
-            ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if self.offline else ()), *args], cwd=self.path, env=git_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if self.offline else ()), *args], cwd=self.path,
+            env=git_env(gitconfig.OFFLINE_ENV if self.offline else None), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True,
         )
         timed_out = threading.Event()
@@ -507,7 +509,7 @@ class GitRepo:
         """(sha, message, patch) of each non-merge commit of `rev_range`, newest first, in one
         `git log -p`. NUL separates the parts: git prints no NUL in a text diff (a file holding one
         is binary, shown as "Binary files differ"), and a commit message cannot carry one."""
-        out = self.run("log", "--no-merges", f"--max-count={limit}", "--no-color", "--no-ext-diff", "--full-index",
+        out = self.run("log", "--no-merges", f"--max-count={limit}", "--no-color", "--no-ext-diff", "--no-textconv", "--full-index",
                        "--format=%x00%H%x00%B%x00", "-p", rev_range, "--").stdout
         parts = out.split(b"\0")[1:]
         return tuple((parts[i].decode().strip(), parts[i + 1].decode("utf-8", "replace"), parts[i + 2].lstrip(b"\n"))
@@ -538,7 +540,7 @@ class _Reader:
         argv = ["git", *gitconfig.ARGS, *(gitconfig.OFFLINE if repo.offline else ()), "cat-file", "--batch"]
         trace.git(argv[-2:], "started, kept open for this command's objects", trace.started())
         try:
-            self.proc = subprocess.Popen(argv, cwd=repo.path, env=git_env(), stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen(argv, cwd=repo.path, env=git_env(gitconfig.OFFLINE_ENV if repo.offline else None), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except FileNotFoundError:
             raise ConfigError("git is not installed or not on PATH") from None
@@ -572,8 +574,10 @@ class _Reader:
                 out.append((parts[0], parts[1], body[:-1]))
         except BaseException:
             # Mid-batch (Ctrl-C, a reader that died): nobody reads the rest, so the writer could
-            # wait on a full pipe for ever, and the interpreter on it; the reader goes with it.
+            # wait on a full pipe for ever, and the interpreter on it; the reader goes with it
+            # (waited for, so the next read sees it gone and starts another).
             proc.kill()
+            proc.wait()
             raise
         finally:
             writer.join()

@@ -36,6 +36,9 @@ HOSTILE = {
     "color.diff": "always",
     "i18n.logOutputEncoding": "ISO-8859-1",
     "apply.whitespace": "fix",
+    "apply.ignoreWhitespace": "change",
+    "i18n.commitEncoding": "ISO-8859-1",
+    "diff.renames": "false",
 }
 
 
@@ -64,12 +67,28 @@ def _json(proc) -> dict:
 
 
 # what a shell may export that git obeys over config and options alike
-HOSTILE_ENV = {"GIT_DIFF_OPTS": "--unified=9", "GIT_EXTERNAL_DIFF": "false"}
+HOSTILE_ENV = {"GIT_DIFF_OPTS": "--unified=9", "GIT_EXTERNAL_DIFF": "false", "GIT_ICASE_PATHSPECS": "1"}
+
+
+def _hooks(tmp_path) -> str:
+    """A hooks folder whose every hook fails (core.hooksPath): git's post-checkout and
+    reference-transaction hooks would fail porttrack's worktrees and refs."""
+    folder = tmp_path / "hooks"
+    folder.mkdir(exist_ok=True)
+    for name in ("post-checkout", "reference-transaction", "pre-commit", "commit-msg", "post-commit"):
+        (folder / name).write_text("#!/bin/sh\necho hook ran >&2\nexit 3\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+def _hostile_env(ws, tmp_path) -> dict[str, str]:
+    settings = {**HOSTILE, "diff.orderFile": _order_file(tmp_path), "core.hooksPath": _hooks(tmp_path)}
+    return {**ws.env(), **HOSTILE_ENV, **_config_env(settings)}
 
 
 def _twice(ws, tmp_path, *argv) -> tuple[dict, dict]:
     clean = _json(ws.run(*argv))
-    hostile = _json(ws.run(*argv, env={**ws.env(), **HOSTILE_ENV, **_config_env({**HOSTILE, "diff.orderFile": _order_file(tmp_path)})}))
+    hostile = _json(ws.run(*argv, env=_hostile_env(ws, tmp_path)))
     return clean, hostile
 
 
@@ -93,10 +112,20 @@ def pr_world(tmp_path, world):
     return ws
 
 
-def test_import_is_the_same_under_a_hostile_git_config(tmp_path, world, pr_world):
+def test_import_and_apply_are_the_same_under_a_hostile_git_config(tmp_path, world, pr_world):
     clean, hostile = _twice(pr_world, tmp_path, "import", "101", "--dry-run", "--json")
     assert len(clean["hunks"]) == 6, [h["id"] for h in clean["hunks"]]  # 2 in m.py, rename + edit, ü.py, z.py
     assert hostile == clean
+    assert pr_world.run("import", "101").returncode == 0
+    built = {}
+    for how, env in (("clean", pr_world.env()), ("hostile", _hostile_env(pr_world, tmp_path))):
+        proc = pr_world.run("apply", "--staging", "--json", env=env)
+        assert proc.returncode == 0, (how, proc.stderr)
+        tip = git(world.fork, "rev-parse", "refs/heads/porttrack/staging")
+        raw = git(world.fork, "cat-file", "commit", tip)
+        built[how] = (git(world.fork, "rev-parse", f"{tip}^{{tree}}"), [line for line in raw.splitlines() if line.startswith(("author ", "encoding "))])
+        git(world.fork, "update-ref", "-d", "refs/heads/porttrack/staging")
+    assert built["hostile"] == built["clean"]
 
 
 def test_verify_and_status_are_the_same_under_a_hostile_git_config(tmp_path, world, pr_world):

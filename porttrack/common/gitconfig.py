@@ -26,10 +26,17 @@ or commits), even where that one PR did not show it:
       a commit message cut at a "-- >8 --" line when a patch is built
   core.pager, color.ui, color.diff, color.status, color.branch
       no pager, no colour codes in parsed output (color.diff=always outranks color.ui=false)
-  i18n.logOutputEncoding
-      commit messages as UTF-8, whatever the user reads them in
-  apply.whitespace
-      `git apply` takes a patch's whitespace as it is (=fix would rewrite the lines it applies)
+  i18n.logOutputEncoding, i18n.commitEncoding
+      commit messages as UTF-8, whatever the user reads or writes them in (commitEncoding=latin1
+      made the staging commit's author Latin-1 beside a UTF-8 subject, and its SHA the user's)
+  apply.whitespace, apply.ignoreWhitespace
+      `git apply` takes a patch's whitespace as it is (=fix would rewrite the lines it applies;
+      ignoreWhitespace=change applied a patch whose context the fork had re-spaced)
+  diff.renames
+      git's default, so `log -p` of the fork's history lists a rename as one (false split it)
+  core.hooksPath
+      no user hook runs inside porttrack's git (a post-checkout hook's exit status failed its
+      temporary worktrees; a reference-transaction hook could refuse its refs)
 """
 
 from __future__ import annotations
@@ -41,7 +48,11 @@ PINNED = {
     "color.status": "false",
     "color.branch": "false",
     "i18n.logOutputEncoding": "UTF-8",
+    "i18n.commitEncoding": "UTF-8",
     "apply.whitespace": "nowarn",
+    "apply.ignoreWhitespace": "no",
+    "diff.renames": "true",
+    "core.hooksPath": "/dev/null",
     "diff.noprefix": "false",
     "diff.mnemonicPrefix": "false",
     "diff.srcPrefix": "a/",
@@ -70,6 +81,8 @@ ARGS: tuple[str, ...] = tuple(arg for key, value in PINNED.items() for arg in ("
 # protocol.<name>.allow outranks protocol.allow (a ~/.gitconfig may say `protocol.file.allow=always`).
 OFFLINE = tuple(arg for name in ("", "file.", "git.", "ssh.", "http.", "https.", "ext.")
                 for arg in ("-c", f"protocol.{name}allow=never"))
+# ...and in the environment, which outranks config and reaches remote helpers too: no transport.
+OFFLINE_ENV = {"GIT_ALLOW_PROTOCOL": ""}
 
 # Environment variables of the user's shell that git would obey over both config and options:
 # dropped from every git process porttrack starts (its scratch indexes set GIT_INDEX_FILE
@@ -78,4 +91,9 @@ OFFLINE = tuple(arg for name in ("", "file.", "git.", "ssh.", "http.", "https.",
 UNSET = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_NAMESPACE",
     "GIT_DIFF_OPTS", "GIT_EXTERNAL_DIFF",
+    # pathspec magic for every path (GIT_ICASE_PATHSPECS widened a path-limited diff; with the
+    # literal pathspecs porttrack asks for, every such `log` died)
+    "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS",
+    # the allowed transports: it outranks every protocol.*.allow (OFFLINE sets it empty)
+    "GIT_ALLOW_PROTOCOL",
 )
