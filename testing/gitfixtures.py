@@ -416,6 +416,18 @@ class Upstream:
         pr.state, pr.merge_commit = "merged", sha
         return sha
 
+    def rebase_merge(self, number: int) -> str:
+        """GitHub's "Rebase and merge": each PR commit replayed onto the base, author and message
+        kept, a new committer date; `merge_commit_sha` is the last of them (the base's new tip)."""
+        pr = self._open(number)
+        self._checkout(pr.base)
+        base = git(self.work, "merge-base", pr.base, pr.head)
+        for sha in git(self.work, "rev-list", "--reverse", "--no-merges", f"{base}..{pr.head}").split():
+            git(self.work, "cherry-pick", "--allow-empty", sha, env={"GIT_COMMITTER_DATE": _clock.tick()})
+        sha = self._publish(pr.base, git(self.work, "rev-parse", "HEAD"))
+        pr.state, pr.merge_commit = "merged", sha
+        return sha
+
     def close(self, number: int) -> None:
         """Close without merging: no git change (GitHub keeps refs/pull/N/head)."""
         self._open(number).state = "closed"

@@ -89,6 +89,12 @@ class World:
                            merged_by=self.maintainer)
         return sha
 
+    def rebase_merge(self, number: int) -> str:
+        sha = self.upstream.rebase_merge(number)
+        self.fake.put_pull(self.upstream_repo, number, merged=True, merge_commit_sha=sha,
+                           merged_by=self.maintainer)
+        return sha
+
     def merge(self, number: int, message: str | None = None) -> str:
         sha = self.upstream.merge(number, message)
         self.fake.put_pull(self.upstream_repo, number, merged=True, merge_commit_sha=sha,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from porttrack.common.errors import ExitCode
 from testing.gitfixtures import git
 from testing.workspace import make_workspace, track
@@ -33,8 +35,9 @@ def _shallow_fork(tmp_path, world, depth: int):
     return ws, shallow
 
 
-def test_a_merge_cut_off_by_a_shallow_clone_is_not_called_absent(tmp_path, world):
-    ws, shallow = _shallow_fork(tmp_path, world, depth=3)
+@pytest.mark.parametrize("depth", [3, 7], ids=["merge-beyond-the-cut", "cut-right-below-the-merge"])
+def test_a_merge_cut_off_by_a_shallow_clone_is_not_called_absent(tmp_path, world, depth):
+    ws, shallow = _shallow_fork(tmp_path, world, depth=depth)
     assert (shallow / ".git" / "shallow").is_file()
     proc = ws.run("verify-converged", "101", "--json")
     assert proc.returncode == ExitCode.CANNOT_EVALUATE, (proc.returncode, proc.stdout, proc.stderr)

@@ -22,6 +22,7 @@ anything missing becomes `Coverage.problem`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,7 +32,7 @@ from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
 from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
-from porttrack.converge.history import cat_blobs, unreadable
+from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
 from porttrack.observe.prdiff import near_match
 from porttrack.diff.presence import hunk_state
@@ -244,6 +245,10 @@ def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
     if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):
         mc = repo.rev_parse(pr.merge_commit_sha)
         parent = repo.rev_parse(f"{mc}^1")
+        head = pr.head_sha if pr.head_sha and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", pr.head_sha) else None
+        rebased = rebase_merged(repo, mc, head) if mc and parent else None
+        if rebased is not None:  # the PR's change starts below its replayed commits
+            parent = rebased[0]
         if mc and parent:
             return _diff_of(repo, cache, number, f"merged {parent} {mc}", lambda: parent, mc)
     head = repo.rev_parse(pull_ref(number))

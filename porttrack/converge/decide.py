@@ -94,7 +94,7 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
@@ -103,6 +103,8 @@ from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge.history import Later as _Later
 from porttrack.converge.history import later_upstream as _later_upstream
 from porttrack.converge.history import locations as _locations
+from porttrack.converge.history import patch_id_of_change, patch_ids
+from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
 from porttrack.converge.history import STEP_WITH_RENAMES as _STEP
 from porttrack.converge.history import rename_in as _rename_in
@@ -131,13 +133,15 @@ class MergedPR:
     merged_at: str | None
     source: str  # "github" | "recorded"
     note: str | None = None
+    head_sha: str | None = None  # the PR's head: tells a rebase merge from a squash (history.rebase_merged)
 
 
 @dataclass(frozen=True)
 class Commits:
     merge_commit: str
-    merge_parent: str | None
-    merge_kind: str  # "squash" (one parent) | "merge"
+    merge_parent: str | None  # what the change is taken against: the first parent; for a rebase merge, the
+    # parent of the first replayed commit
+    merge_kind: str  # "squash" (one parent) | "merge" | "rebase" (the last of the PR's replayed commits)
     fork_ref: str
     fork_sha: str
     upstream_base: str
@@ -300,6 +304,12 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         raise NotFound(f"fork ref {fork_ref!r} does not exist in the fork checkout {repo.path}")
     merge_info = known[merge]
     parents = list(merge_info.parents) if merge_info else repo.text("rev-list", "--parents", "-n", "1", merge).split()[1:]
+    kind = "merge" if len(parents) > 1 else "squash"
+    if repo.shallow and parents and repo.commits([parents[0]])[parents[0]] is None:
+        raise _shallow(repo, merge, fork_ref)  # the cut is right below the merge
+    rebased = _rebase_merged(repo, merge, pr.head_sha) if len(parents) == 1 else None
+    if rebased is not None:  # the change starts below the PR's replayed commits, not at the merge's parent
+        kind, parents = "rebase", [rebased[0]]
     base_sha = known[upstream_base].sha if known[upstream_base] else None
     if parents:
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
@@ -307,12 +317,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
     merge_base = repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
-    if not in_fork and repo.shallow:
-        # A "yes" found in the history there is true; a "no" may be the cut: refuse to claim it.
-        raise CannotEvaluate(
-            f"the fork checkout {repo.path} is a shallow clone: merge commit {merge[:12]} was not found in the history of "
-            f"{fork_ref}, which may only mean that history is cut off, so neither ancestry nor patch-id can be decided; "
-            f"deepen it first: git -C {repo.path} fetch --unshallow REMOTE, for the upstream remote and the fork's own")
+    if not in_fork and repo.shallow:  # a "yes" found in the history there is true; a "no" may be the cut
+        raise _shallow(repo, merge, fork_ref)
     # Only needed when the fork ref lacks the merge (null in the JSON: not checked).
     in_base = None if in_fork else (repo.is_ancestor(merge, base_sha) if base_sha else False)
     reasons: list[str] = []
@@ -322,7 +328,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     def finish(method: str, results: list[HunkResult], patch_id: PatchIdResult | None = None) -> Verdict:
         if not results:
             reasons.append("the merged change is empty: nothing to carry")
-        commits = Commits(merge, parents[0] if parents else None, "merge" if len(parents) > 1 else "squash",
+        commits = Commits(merge, parents[0] if parents else None, kind,
                           fork_ref, fork_sha, upstream_base, base_sha, merge_base)
         return Verdict(
             pr=pr.number, title=pr.title, track=track, verdict=_verdict_of(results), method=method,
@@ -348,7 +354,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         reasons.append(f"upstream base {base_where} does not exist in the fork checkout")
 
     paths = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p is not None})
-    patch_id, decided = _patch_id_step(repo, merge, parents, merge_base, fork_sha, paths)
+    pr_commits = list(rebased[1]) if rebased else None
+    patch_id, decided = _patch_id_step(repo, merge, parents, merge_base, fork_sha, paths, pr_commits)
     if patch_id is not None and decided:
         m = patch_id.matched[0]
         if m.matches == "change":
@@ -364,6 +371,13 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     results = _by_content(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
     return finish("content", results, patch_id)
+
+
+def _shallow(repo: GitRepo, merge: str, fork_ref: str) -> CannotEvaluate:
+    return CannotEvaluate(
+        f"the fork checkout {repo.path} is a shallow clone: merge commit {merge[:12]} or its history was not found from "
+        f"{fork_ref}, which may only mean that history is cut off, so neither ancestry nor patch-id can be decided; "
+        f"deepen it first: git -C {repo.path} fetch --unshallow REMOTE, for the upstream remote and the fork's own")
 
 
 def _verdict_of(results: Sequence[HunkResult]) -> str:
@@ -429,19 +443,23 @@ def _undone_by(repo: GitRepo, since: str, fork_sha: str, base_sha: str | None, p
 # -- patch-id
 
 def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: str | None,
-                   fork_sha: str, paths: list[str]) -> tuple[PatchIdResult | None, bool]:
+                   fork_sha: str, paths: list[str], pr_commits: list[str] | None = None) -> tuple[PatchIdResult | None, bool]:
     """Patch-ids of fork commits since the merge base that touch the PR's paths, against the
-    merged change (and, for a true merge, each PR commit). Decides when the whole change matched
-    or every PR commit did."""
+    merged change (and, for a true merge or a rebase merge, each PR commit). Decides when the
+    whole change matched or every PR commit did."""
     if merge_base is None or not parents or not paths:
         return None, False
     log = repo.text("log", "--no-merges", "--format=%H %s", f"{merge_base}..{fork_sha}", "--", *paths, env=_LITERAL)
-    subjects = dict(line.partition(" ")[::2] for line in log.splitlines() if line)
-    pr_commits = repo.text("rev-list", "--no-merges", f"{parents[0]}..{parents[1]}").split() if len(parents) > 1 else []
+    subjects = dict(line.partition(" ")[::2] for line in log.split("\n") if line)  # not splitlines: a subject may hold U+2028
+    if pr_commits is None:  # a rebase merge's are its upstream copies, given
+        pr_commits = repo.text("rev-list", "--no-merges", f"{parents[0]}..{parents[1]}").split() if len(parents) > 1 else []
     # every patch-id in one diff-tree and one patch-id: the merged change (the merge against its
-    # first parent, as `patch_id_of_change` has it), the PR's commits and the fork's candidates
-    ids = patch_ids(repo, [f"{merge} {parents[0]}", *pr_commits, *subjects])
-    change = ids.get(merge)
+    # first parent, as `patch_id_of_change` has it), the PR's commits and the fork's candidates;
+    # patch-id names each by its commit, so a rebase merge's change (merge against the start of the
+    # replayed commits, while the merge is also its own last commit) is asked on its own
+    together = merge not in pr_commits
+    ids = patch_ids(repo, [*([f"{merge} {parents[0]}"] if together else []), *pr_commits, *subjects])
+    change = ids.get(merge) if together else patch_id_of_change(repo, parents[0], merge)
     wanted = {change: "change"} if change else {}
     for sha in pr_commits:
         if sha in ids:
@@ -454,24 +472,6 @@ def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: st
     matches = {m.matches for m in matched}
     decided = "change" in matches or (bool(pr_commits) and set(pr_commits) <= matches)
     return PatchIdResult(change, len(subjects), tuple(matched)), decided
-
-
-def patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
-    """commit -> `git patch-id --stable` of its change against its first parent (merges: none).
-    An item "<commit> <other>" (diff-tree's stdin form) means the commit's change against
-    `other`, keyed by the commit."""
-    shas = list(shas)
-    if not shas:
-        return {}
-    diffs = repo.run("diff-tree", "--stdin", "-p", "--root", "--binary", "--full-index", input=("\n".join(shas) + "\n").encode()).stdout
-    out = repo.run("patch-id", "--stable", input=diffs).stdout.decode()
-    return {commit: pid for pid, commit in (line.split() for line in out.splitlines() if line.strip())}
-
-
-def patch_id_of_change(repo: GitRepo, old: str, new: str) -> str | None:
-    diff = repo.run("diff-tree", "-p", "--binary", "--full-index", old, new).stdout
-    out = repo.run("patch-id", "--stable", input=diff).stdout.decode().split()
-    return out[0] if out else None
 
 
 # -- content and churn

@@ -1,10 +1,10 @@
 """What `verify-converged` reads from the history (`porttrack.converge.decide` decides with it):
-files and blobs at a commit, where a hunk's lines are at the fork ref, and upstream's later
-commits on a path. Every read goes through the one git door (`GitRepo.run`)."""
+files and blobs at a commit, where a hunk's lines are at the fork ref, upstream's later commits on
+a path, patch-ids, and whether a merge was GitHub's "rebase and merge". Every read goes through the one git door (`GitRepo.run`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from porttrack.common.errors import CannotEvaluate
 from porttrack.diff import hunks as hunks_mod
@@ -108,9 +108,9 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
                 fields = line[1:].split("\t", 1)[0].split()
                 commits[-1] = (*commits[-1][:2], fields[1], fields[3])
         found[path] = commits
-    blobs = cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))
+    blobs = cat_blobs(repo, sorted({blob for commits in found.values() for _, _, mode, blob in commits if mode and set(mode) != {"0"}}))  # a submodule's is a commit: not here
     unread = sorted({path for path, commits in found.items() for _, _, mode, blob in commits
-                     if mode and set(mode) != {"0"} and blob not in blobs})
+                     if mode and set(mode) != {"0"} and mode not in ("040000", "160000") and blob not in blobs})
     if unread:  # a blob a commit names is never taken for a deletion
         raise CannotEvaluate(unreadable(repo, f"{merge}..{base_sha}", unread))
     out: dict[str, list[Later]] = {}
@@ -118,6 +118,58 @@ def later_upstream(repo: GitRepo, merge: str, base_sha: str, paths: Sequence[str
         out[path] = [(sha, subject, (mode, blobs[blob]) if blob in blobs and set(mode) != {"0"} else None)
                      for sha, subject, mode, blob in commits if mode]  # (no raw line: nothing to read)
     return out
+
+
+def patch_ids(repo: GitRepo, shas: Iterable[str]) -> dict[str, str]:
+    """commit -> `git patch-id --stable` of its change against its first parent (merges: none).
+    An item "<commit> <other>" (diff-tree's stdin form) means the commit's change against
+    `other`, keyed by the commit."""
+    shas = list(shas)
+    if not shas:
+        return {}
+    diffs = repo.run("diff-tree", "--stdin", "-p", "--root", "--binary", "--full-index", input=("\n".join(shas) + "\n").encode()).stdout
+    out = repo.run("patch-id", "--stable", input=diffs).stdout.decode()
+    return {commit: pid for pid, commit in (line.split() for line in out.splitlines() if line.strip())}
+
+
+def patch_id_of_change(repo: GitRepo, old: str, new: str) -> str | None:
+    diff = repo.run("diff-tree", "-p", "--binary", "--full-index", old, new).stdout
+    out = repo.run("patch-id", "--stable", input=diff).stdout.decode().split()
+    return out[0] if out else None
+
+
+def rebase_merged(repo: GitRepo, merge: str, head: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """For a merge commit with one parent: was the PR merged by GitHub's "Rebase and merge"? That
+    replays each PR commit onto the base, keeping its author (with the date) and message, and
+    `merge_commit_sha` is the last copy -- so the merge against its parent is only the PR's last
+    commit, not its change. When `merge` has the PR head's author and message, the PR's own
+    commits (`head`, not in `merge`'s history) are matched, newest first, with `merge`'s
+    first-parent chain: (the commit the change starts from, the upstream copies oldest first).
+    None: not a rebase merge (a squash commit has its own message), or `head` is not local.
+    A rebase merge whose copies do not match the PR's commits cannot be read: CannotEvaluate."""
+    if not head or head == merge:
+        return None
+    objects = repo.read_objects([merge, head])
+    if objects.get(merge) is None or objects.get(head) is None or _identity(objects[merge][1]) != _identity(objects[head][1]):
+        return None
+    own = repo.text("rev-list", "--no-merges", "--topo-order", head, "--not", merge).split()  # newest first
+    if len(own) < 2:
+        return None  # one commit: its copy against its parent is the whole change, as for a squash
+    chain = repo.text("rev-list", "--first-parent", f"--max-count={len(own) + 1}", merge).split()
+    found = repo.read_objects([*own, *chain])
+    if len(chain) <= len(own) or any(found.get(a) is None or found.get(b) is None or _identity(found[a][1]) != _identity(found[b][1])
+                                     for a, b in zip(own, chain)):
+        raise CannotEvaluate(f"merge commit {merge[:12]} carries the PR head's author and message, as a rebase merge does, but the "
+                             f"{len(own)} commits before it on upstream's branch are not copies of the PR's {len(own)} commits: "
+                             f"where its change starts cannot be told")
+    return chain[len(own)], tuple(reversed(chain[:len(own)]))
+
+
+def _identity(commit: bytes) -> tuple[bytes, bytes]:
+    """A commit's author line (name, email, date) and message: what a rebase keeps."""
+    header, _, message = commit.partition(b"\n\n")
+    author = next((line for line in header.split(b"\n") if line.startswith(b"author ")), b"")
+    return author, message
 
 
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
