@@ -37,7 +37,7 @@ from testing.gitfixtures import isolated_environ  # noqa: E402
 
 
 def ask_porttrack(s: Scenario) -> tuple[str, list[tuple[str, str]], dict[str, int]]:
-    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded"),
+    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded", head_sha=s.head or None),
                fork_ref=s.fork_ref, upstream_base=s.upstream_base)
     return v.verdict, [(h.path, h.state) for h in v.hunks], summary(v.hunks)
 

@@ -32,7 +32,12 @@ whitespace hunk first) or edits one of its added lines; the fork renaming a PR f
 (`fork_moves`); an unrelated upstream commit in a PR file and its revert before the churn; an
 upstream commit after the churn that restores one hunk's original text.
 
-Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (own parser: a hunk is one `@@` block
+A PR of two commits that a true merge would have merged is, half the time (a third generator),
+merged by rebase instead: both commits replayed onto main, the merge commit the last copy, the
+change `merge~2..merge` (`change_base`), the PR head fetched into the fork as `status` does.
+
+Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (for a rebase merge: `<change_base>
+<merge>`; own parser: a hunk is one `@@` block
 with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
 --------------------------------------------------------------------------------------------
 In a scratch index (`GIT_INDEX_FILE=<tmp> git read-tree <fork ref>`), `git apply --cached --check`
@@ -84,7 +89,7 @@ import subprocess
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from testing.gitfixtures import Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock
@@ -222,7 +227,7 @@ SLACK = 3  # lines a pinned hunk may sit away from where the history maps it (tw
 
 
 def apply_state(index: ScratchIndex, rev: str, hunk: PatchHunk, *, merge: str | None = None,
-                origin: str | None = None) -> str:
+                origin: str | None = None, parent: str | None = None) -> str:
     """"applied", "not-applied", "both" or "neither" for `hunk` at `rev` (see the docstring).
 
     With `merge` (the merged change is `merge^1..merge`; `origin` is the hunk's path there when
@@ -230,14 +235,15 @@ def apply_state(index: ScratchIndex, rev: str, hunk: PatchHunk, *, merge: str | 
     where `git diff -U0 merge^1:<origin> <rev>:<path>` maps the hunk's old start line, its
     post-image where `git diff -U0 merge:<origin> <rev>:<path>` maps its new start, within
     `SLACK` lines. The same text elsewhere in the file (a second copy of a block, a `}`) is not
-    the hunk."""
+    the hunk. `parent`: where the merged change starts when that is not `merge^1` (a rebase merge:
+    below the PR's replayed commits)."""
     index.load(rev)
     if merge is None:
         forward = index.applies(hunk.patch, reverse=False)
         reverse = index.applies(hunk.patch, reverse=True)
     else:
         src = origin or hunk.path
-        fwd = _pinned(hunk, index.repo, f"{merge}^1", src, rev, old=True)
+        fwd = _pinned(hunk, index.repo, parent or f"{merge}^1", src, rev, old=True)
         back = _pinned(hunk, index.repo, merge, src, rev, old=False)
         forward = index.applies(fwd.patch, reverse=False, slack=SLACK)
         reverse = index.applies(back.patch, reverse=True, slack=SLACK)
@@ -308,7 +314,7 @@ class Scenario:
     pr: int
     title: str
     merge: str
-    merge_kind: str  # squash | merge
+    merge_kind: str  # squash | merge | rebase
     fork_ref: str
     upstream_base: str
     cut: str  # where the fork was cut: before-pr | pr-parent | merge | after-churn-K
@@ -319,6 +325,8 @@ class Scenario:
     churn_in_fork: tuple[tuple[str, frozenset[str], str | None], ...]
     story: tuple[str, ...]  # what the generator did, for a reader of a failure
     fork_moves: tuple[tuple[str, str], ...] = ()  # PR paths the fork itself renamed, and where to
+    change_base: str = ""  # a rebase merge's: below the PR's replayed commits ("": merge^1)
+    head: str = ""  # the PR's head (in the fork checkout, as `status` fetches it)
 
 
 class _Model:
@@ -381,8 +389,10 @@ def build_scenario(seed: int, root: Path) -> Scenario:
     """Build the upstream, the merged PR, the churn and the fork for `seed` under `root`."""
     reset_clock()
     rng = random.Random(seed)
-    # issue 21's kinds draw from a second generator, so the draws above stay as they were
+    # issue 21's kinds draw from a second generator, so the draws above stay as they were; the
+    # rebase merges (of the two-commit PRs a true merge would have merged) from a third
     xr = random.Random(seed * 7919 + 21)
+    rr = random.Random(seed * 7919 + 25)
     story: list[str] = []
     root = Path(root)
     files = {f"src/mod_{k}.py": _initial_file(rng, k) for k in range(rng.randint(2, 4))}
@@ -396,14 +406,18 @@ def build_scenario(seed: int, root: Path) -> Scenario:
         model.files[path] = _mutate(rng, model, model.files[path], f"pre{i}", 1)
         up.commit({path: _text(model.files[path])}, f"upstream change {i} before the PR")
         story.append(f"pre-PR upstream commit edits {path}")
-    merge, merge_kind, pr_paths = _merge_pr(rng, up, model, story)
-    diff = git_bytes(up.path, "diff", "--no-ext-diff", "--no-textconv", "-M", f"{merge}^1", merge)
+    merge, merge_kind, pr_paths = _merge_pr(rng, up, model, story, rr)
+    change_base = git(up.path, "rev-parse", f"{merge}~2") if merge_kind == "rebase" else ""
+    diff = git_bytes(up.path, "diff", "--no-ext-diff", "--no-textconv", "-M", change_base or f"{merge}^1", merge)
     hunks = split_diff(diff)
     churn = _churn(rng, up, model, hunks, pr_paths, story)
-    return _fork(rng, seed, root, up, merge, merge_kind, hunks, churn, story, extras)
+    s = _fork(rng, seed, root, up, merge, merge_kind, hunks, churn, story, extras, change_base)
+    git(s.fork, "fetch", "-q", "upstream", f"+refs/pull/{PR_NUMBER}/head:refs/porttrack/pull/{PR_NUMBER}/head")
+    return replace(s, change_base=change_base, head=up.head(PR_NUMBER))
 
 
-def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str]) -> tuple[str, str, set[str]]:
+def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str],
+              rr: random.Random | None = None) -> tuple[str, str, set[str]]:
     paths = sorted(model.files)
     touched = rng.sample(paths, rng.randint(1, min(3, len(paths))))
     change: dict[str, str | None] = {}
@@ -430,6 +444,9 @@ def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str])
         model.files[p] = _mutate(rng, model, model.files[p], "pr2", 1)
         up.append(PR_NUMBER, {p: _text(model.files[p])})
         story.append(f"second PR commit edits {p}")
+        if rr is not None and rr.random() < 0.5:
+            kind = "rebase"
+            story.append("... merged by rebase instead: both PR commits replayed onto main")
     if spare and rng.random() < 0.4:
         p = rng.choice(spare)
         # main moves on an unrelated file while the PR is open: the merge's first parent is not
@@ -439,7 +456,7 @@ def _merge_pr(rng: random.Random, up: Upstream, model: _Model, story: list[str])
         model.files[p] = new
         up.commit({p: _text(new)}, "unrelated main commit while the PR is open")
         story.append(f"unrelated main commit edits {p} before the merge")
-    merge = up.squash_merge(PR_NUMBER) if kind == "squash" else up.merge(PR_NUMBER)
+    merge = {"squash": up.squash_merge, "merge": up.merge, "rebase": up.rebase_merge}[kind](PR_NUMBER)
     model.files = _read_tree(up.path, merge)
     return merge, kind, set(change)
 
@@ -678,7 +695,8 @@ def _image(h: PatchHunk, marker: str) -> list[str]:
 
 
 def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, merge_kind: str,
-          hunks: Sequence[PatchHunk], churn: Sequence[_Churn], story: list[str], extras: "_Extras") -> Scenario:
+          hunks: Sequence[PatchHunk], churn: Sequence[_Churn], story: list[str], extras: "_Extras",
+          change_base: str = "") -> Scenario:
     fork = clone_fork(up, root / "fork")
     line = git(up.path, "rev-list", "--first-parent", "--reverse", "main").splitlines()
     at_merge = line.index(merge)
@@ -695,7 +713,7 @@ def _fork(rng: random.Random, seed: int, root: Path, up: Upstream, merge: str, m
     if has_merge:
         _maybe_revert(rng, fork, hunks, ported, story)
     else:
-        _hand_port(rng, fork, merge, merge_kind, hunks, ported, story)
+        _hand_port(rng, fork, merge, merge_kind, hunks, ported, story, change_base)
     extras.undo_after_port(fork, hunks, ported, story)
     picked = _maybe_pick_churn(rng, fork, churn, cut, story)
     moves = extras.fork_rename(fork, hunks, story)
@@ -729,13 +747,14 @@ def _maybe_revert(rng: random.Random, fork: Path, hunks: Sequence[PatchHunk], po
 
 
 def _hand_port(rng: random.Random, fork: Path, merge: str, merge_kind: str, hunks: Sequence[PatchHunk],
-               ported: list[str], story: list[str]) -> None:
+               ported: list[str], story: list[str], change_base: str = "") -> None:
     mode = rng.choices(("none", "cherry-pick", "subset"), (0.15, 0.15, 0.7))[0]
     if mode == "none":
         story.append("fork ports nothing")
         return
     if mode == "cherry-pick":
-        args = ["cherry-pick", *(["-m", "1"] if merge_kind == "merge" else []), merge]
+        args = ["cherry-pick", *(["-m", "1"] if merge_kind == "merge" else []),
+                f"{change_base}..{merge}" if merge_kind == "rebase" else merge]
         git(fork, *args, check=False)
         if _clean_pick(fork):
             ported[:] = ["exact"] * len(hunks)
@@ -826,13 +845,13 @@ def oracle_states(s: Scenario) -> list[str]:
 
 
 def _oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
-    applies = apply_state(index, s.fork_ref, h, merge=s.merge)
+    applies = apply_state(index, s.fork_ref, h, merge=s.merge, parent=s.change_base or None)
     moved = moved_to(s, h)
     if applies != "applied" and moved:
         # the fork took upstream's rename, or made its own: judge the hunk where the file is now,
         # so a pre-image the rename carried along is still not-applied, and an intact post-image
         # is churned (present at the new path: present or present-after-churn are both right)
-        applies = apply_state(index, s.fork_ref, h.at(moved), merge=s.merge, origin=h.path)
+        applies = apply_state(index, s.fork_ref, h.at(moved), merge=s.merge, origin=h.path, parent=s.change_base or None)
         if applies == "applied":
             return "churned"
     if applies == "not-applied" and h.creates_file and churned_by(index, s, h):
@@ -880,8 +899,8 @@ def churned_by(index: ScratchIndex, s: Scenario, h: PatchHunk) -> list[str]:
     (an earlier churn), C counts too: that only widens "ambiguous", never a strict state."""
     out = []
     for sha, origins, _ in s.churn_in_fork:
-        if h.path in origins and (apply_state(index, f"{sha}^", h, merge=s.merge) != "applied"
-                                  or apply_state(index, sha, h, merge=s.merge) != "applied"):
+        if h.path in origins and (apply_state(index, f"{sha}^", h, merge=s.merge, parent=s.change_base or None) != "applied"
+                                  or apply_state(index, sha, h, merge=s.merge, parent=s.change_base or None) != "applied"):
             out.append(sha)
     return out
 
