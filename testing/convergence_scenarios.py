@@ -258,7 +258,7 @@ _HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 def _pinned(hunk: PatchHunk, repo: Path, src_rev: str, src_path: str, rev: str, *, old: bool) -> PatchHunk:
-    """`hunk` with its old (or new) start line moved to where the history maps it at `rev`. A
+    """`hunk` with its start lines moved to where the history maps its old (or new) start at `rev`. A
     start of 1 stays (git anchors such a hunk at the top of the file); so does a hunk whose file
     is missing on either side."""
     m = _HEADER.match(hunk.body)
@@ -271,8 +271,12 @@ def _pinned(hunk: PatchHunk, repo: Path, src_rev: str, src_path: str, rev: str, 
     if diff.returncode != 0:  # a path missing on one side
         return hunk
     mapped = max(2, _map_line(_regions(diff.stdout), start))
-    group = 1 if old else 3
-    body = hunk.body[:m.start(group)] + str(mapped).encode() + hunk.body[m.end(group):]
+    # Both sides' starts: `git apply` looks for a hunk where its *new* start says (earlier hunks of
+    # a file shift it), so a single hunk pinned on one side only was looked for as many lines away
+    # as the hunks before it in its file added or removed -- more than SLACK made a present hunk
+    # "neither" (found with the rebase-merge scenarios: two 2-line deletions above a hunk).
+    body = (hunk.body[:m.start(1)] + str(mapped).encode() + hunk.body[m.end(1):m.start(3)] + str(mapped).encode()
+            + hunk.body[m.end(3):])
     return PatchHunk(hunk.path, hunk.position, hunk.header, body)
 
 
