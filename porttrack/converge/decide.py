@@ -14,8 +14,12 @@ Every hunk ends in one of four states, and only the first two count toward conve
   deleted it);
 - **unknown** -- none of those could be shown; `detail` says why.
 
-1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge or the squash
-   commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
+The merged change is the merge commit against its first parent -- except after GitHub's "Rebase
+and merge", whose `merge_commit_sha` is only the last of the PR's replayed commits: then (told by
+the PR head's author and message, `history.rebase_merged`) it starts below the replayed commits.
+
+1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge, the squash
+   commit or the last replayed commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
    the merge base the later steps start from. Ancestry says the change arrived, not that it is
    still there (the fork may have reverted or edited lines since): every hunk is then decided as
    in step 3, at the fork tip, and keeps this step as its method. Only commits on upstream's
@@ -65,7 +69,8 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
       "reasons": ["...", ...],                          # human sentences, in order
       "computed_at": "2026-08-25T10:00:00Z",
       "source": {"pr_state": "github" | "recorded", "note": str | null},
-      "commits": {"merge_commit": sha, "merge_parent": sha | null, "merge_kind": "squash" | "merge",
+      "commits": {"merge_commit": sha, "merge_parent": sha | null,       # what the change is taken against
+                  "merge_kind": "squash" | "merge" | "rebase",            # "rebase": additive, this round
                   "fork_ref": "main", "fork_sha": sha,
                   "upstream_base": "upstream/main", "upstream_base_sha": sha | null,
                   "merge_base": sha | null},
