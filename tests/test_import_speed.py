@@ -248,9 +248,11 @@ def test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks(tmp_path
         config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
         plans = []
         for apply_all_now in (importer.apply_all, old_way):
-            monkeypatch.setattr(importer, "apply_all", apply_all_now)
-            plans.append(replace(importer.plan_import(workspace, config, 700 + n, repo=repo), timings={}))
-        monkeypatch.undo()
+            # a context of its own: `monkeypatch.undo()` would also undo the autouse git isolation
+            # (HOME, git config, identities), and the next scenario would commit as the machine's user
+            with monkeypatch.context() as patched:
+                patched.setattr(importer, "apply_all", apply_all_now)
+                plans.append(replace(importer.plan_import(workspace, config, 700 + n, repo=repo), timings={}))
         assert plans[0] == plans[1], f"scenario {n}"
         kinds = "+".join(sorted({h.applies for h in plans[0].hunks}))
         table[f"same plan; {kinds}{'; regenerated' if plans[0].regenerated else ''}"] += 1
