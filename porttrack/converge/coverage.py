@@ -22,7 +22,6 @@ anything missing becomes `Coverage.problem`.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -245,8 +244,7 @@ def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
     if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):
         mc = repo.rev_parse(pr.merge_commit_sha)
         parent = repo.rev_parse(f"{mc}^1")
-        head = pr.head_sha if pr.head_sha and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", pr.head_sha) else None
-        rebased = rebase_merged(repo, mc, head) if mc and parent else None
+        rebased = rebase_merged(repo, mc, pr.head_sha) if mc and parent else None
         if rebased is not None:  # the PR's change starts below its replayed commits
             parent = rebased[0]
         if mc and parent:

@@ -1,9 +1,11 @@
 """What `verify-converged` reads from the history (`porttrack.converge.decide` decides with it):
 files and blobs at a commit, where a hunk's lines are at the fork ref, upstream's later commits on
-a path, patch-ids, and whether a merge was GitHub's "rebase and merge". Every read goes through the one git door (`GitRepo.run`)."""
+a path, patch-ids, and whether a merge was GitHub's "rebase and merge". Every read goes through
+the one git door (`GitRepo.run`)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from porttrack.common.errors import CannotEvaluate
@@ -12,6 +14,8 @@ from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff
+
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 # PR file paths are untrusted text: never let git read them as pathspec magic (":(glob)...").
 LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
@@ -145,9 +149,10 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None) -> tuple[str, tup
     commit, not its change. When `merge` has the PR head's author and message, the PR's own
     commits (`head`, not in `merge`'s history) are matched, newest first, with `merge`'s
     first-parent chain: (the commit the change starts from, the upstream copies oldest first).
-    None: not a rebase merge (a squash commit has its own message), or `head` is not local.
-    A rebase merge whose copies do not match the PR's commits cannot be read: CannotEvaluate."""
-    if not head or head == merge:
+    None: not a rebase merge (a squash commit has its own message), or `head` is not local or not
+    a full hex SHA (it comes from the recorded state or GitHub: untrusted). A rebase merge whose
+    copies do not match the PR's commits cannot be read: CannotEvaluate."""
+    if not isinstance(head, str) or not _FULL_SHA.fullmatch(head) or head == merge:
         return None
     objects = repo.read_objects([merge, head])
     if objects.get(merge) is None or objects.get(head) is None or _identity(objects[merge][1]) != _identity(objects[head][1]):

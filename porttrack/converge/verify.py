@@ -158,7 +158,7 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
         sha = _checked_sha(known.merge_commit_sha, ws.upstream_state_file.name)
         return MergedPR(number, known.title, sha, known.merged_at, "recorded",
                         f"merges are final: the merge commit as recorded at {known.observed_at} ({recorded.source}); GitHub not asked",
-                        _head_or_none(known.head_sha))
+                        known.head_sha)
     try:
         pull, _ = github().get_pull(number)
     except (UpstreamUnreachable, GitHubAuthError) as exc:  # its exit code (5 or 3), with what was recorded
@@ -166,12 +166,7 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
     if pull.state != "merged" or not pull.merge_commit_sha:
         raise PreconditionError(_not_merged(number, pull.state, pull.closed_at, "on GitHub"))
     return MergedPR(number, pull.title, _checked_sha(pull.merge_commit_sha, "GitHub"), pull.merged_at, "github",
-                    head_sha=_head_or_none(pull.head_sha))
-
-
-def _head_or_none(sha: str | None) -> str | None:
-    """The PR head, only as a full hex SHA (it is asked of git); otherwise not used."""
-    return sha if isinstance(sha, str) and _FULL_SHA.fullmatch(sha) else None
+                    head_sha=pull.head_sha)
 
 
 def _last_seen(ws: Workspace, number: int, known: Any) -> str:
