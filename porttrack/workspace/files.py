@@ -189,6 +189,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+    checkpoint(f"wrote:{path.name}")  # the boundary after this file, before the command's next step
 
 
 def write_temp(path: Path, data: bytes) -> str:
