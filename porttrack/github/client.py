@@ -350,9 +350,8 @@ class GitHubClient:
         if "retry-after" in hdrs:
             after = header_seconds(hdrs, "retry-after")  # `1e20` or `inf` is a wait we never take
             wait = 60.0 if after is None else max(0.0, after)
-        elif hdrs.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in hdrs:
-            reset = header_seconds(hdrs, "x-ratelimit-reset")
-            wait = None if reset is None else max(0.0, reset - time.time()) + 1.0
+        elif hdrs.get("x-ratelimit-remaining") == "0" and header_seconds(hdrs, "x-ratelimit-reset") is not None:
+            wait = max(0.0, (header_seconds(hdrs, "x-ratelimit-reset") or 0.0) - time.time()) + 1.0
         elif status == 429 or "rate limit" in (text or "").lower():
             wait = 60.0
         if wait is None:
