@@ -18,7 +18,6 @@ next action "verify convergence".
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, 
 from porttrack.common.errors import GitError, InputError
 from porttrack.gitrepo import GitRepo
 from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock, write_json
+from porttrack.workspace.files import Workspace, lock, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/convergence-record/v1"
 
@@ -91,7 +90,7 @@ def _load_history(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         if data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("history"), list):
             raise ValueError(f"expected schema {RECORD_SCHEMA} with a history list")
     except (ValueError, AttributeError) as exc:

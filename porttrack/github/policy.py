@@ -20,7 +20,7 @@ from porttrack.common import secrets
 from porttrack.common.errors import ConfigError, PorttrackError, UpstreamUnreachable
 from porttrack.github.records import MalformedResponse, require_object
 from porttrack.common.text import for_terminal
-from porttrack.workspace.files import atomic_write_text
+from porttrack.workspace.files import atomic_write_text, read_json
 
 # The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits
 # together; time between requests, such as a gate's poll interval, does not count).
@@ -41,7 +41,7 @@ class EtagCache:
         cache = cls(path)
         if path and path.is_file():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = read_json(path)
                 if isinstance(data, dict) and data.get("schema") == "porttrack/etag-cache/v1":
                     cache.entries = dict(data.get("entries") or {})
             except (OSError, ValueError):

@@ -118,17 +118,26 @@ def _from_cache(file: Path, key: str, path: Path) -> Config | None:
         cached = json.loads(file.read_bytes())
         if cached.get("schema") != CACHE_SCHEMA or cached.get("key") != key:
             return None
+        # the config as written, byte for byte: a hand-edited cache is validated afresh, never
+        # thawed into a Config that tracks.yaml's validation did not produce
+        if cached.get("sum") != _config_sum(cached["config"]):
+            return None
         config = _thaw(cached["config"], path)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # unreadable, or not ours
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # unreadable, or not ours
         return None
     return config if isinstance(config, _ConfigMethods) else None
+
+
+def _config_sum(frozen: Any) -> str:
+    return hashlib.sha256(json.dumps(frozen).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _to_cache(file: Path, key: str, config: Config) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         # Not dump_json: its sorted keys would lose the file's order of targets, models and tracks.
-        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "config": _freeze(config)}))
+        frozen = _freeze(config)
+        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "sum": _config_sum(frozen), "config": frozen}))
     except OSError:
         pass  # a read-only workspace validates every time; that is all it costs
 

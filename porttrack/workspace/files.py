@@ -289,6 +289,35 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, dump_json(obj))
 
 
+# What porttrack writes nests a dozen levels at most; a file nested deeper was not written by it.
+# The bound keeps what a person, a merge or an attacker committed from reaching code that walks it
+# recursively, and json's own RecursionError (100,000 `[`) is a malformed file like any other.
+MAX_JSON_DEPTH = 64
+
+
+def read_json(path: Path, **options: Any) -> Any:
+    """The JSON in a file porttrack wrote and someone may have damaged since. Raises ValueError
+    (malformed, not UTF-8, nested deeper than MAX_JSON_DEPTH) or OSError, which every caller
+    already turns into its own clear refusal; never RecursionError."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), **options)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+    check_depth(data)
+    return data
+
+
+def check_depth(data: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """ValueError when `data` nests lists and objects deeper than `limit` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > limit:
+                raise ValueError(f"nested deeper than {limit} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -411,7 +440,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def load_runs(path: Path, schema: str) -> list[dict[str, Any]]:
     """The runs recorded in `path` (oldest first); none when the file does not exist yet."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         return []
     except ValueError as exc:
