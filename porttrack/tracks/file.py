@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,17 @@ def load_config(path: Path, fork_override: str | None = None, cache_dir: Path | 
     path = Path(path)
     shown = _display_name(path)
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO by that name must not hang the command; only a regular file is read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"{shown}: not a regular file (a folder, FIFO, device or a link to one); "
+                                  f"{path.name} must be a regular file")
             data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{shown}: is a folder, not a file") from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
     key = _cache_key(data) if cache_dir is not None else None

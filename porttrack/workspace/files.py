@@ -110,17 +110,44 @@ class Workspace:
         chosen = explicit or os.environ.get(WORKSPACE_ENV)
         if chosen:
             root = Path(chosen).expanduser().resolve()
-            if not (root / TRACKS_FILE).is_file():
+            if not _plain_tracks_file(root):
                 raise ConfigError(f"{root / TRACKS_FILE}: no such file (the workspace must hold {TRACKS_FILE})")
             return check_folders(cls(root))
         here = (start or Path.cwd()).resolve()
         for candidate in (here, *here.parents):
-            if (candidate / TRACKS_FILE).is_file():
+            if _plain_tracks_file(candidate):
                 return check_folders(cls(candidate))
         raise ConfigError(
             f"no {TRACKS_FILE} in {here} or any folder above it; run porttrack inside a workspace "
             f"or pass --workspace / set {WORKSPACE_ENV}"
         )
+
+
+def _plain_tracks_file(folder: Path) -> bool:
+    """Whether `folder` holds tracks.yaml as a regular file (or a link to one). Anything else by
+    that name (a folder, a FIFO, a link to /dev/zero or to nothing) is said as what it is: it is
+    the workspace's file gone wrong, not a reason to look further up or to say "no such file"."""
+    path = folder / TRACKS_FILE
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(f"{path}: a symlink to {os.readlink(path)!r}, which does not exist") from None
+        return False
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return True
+    link = f" (a symlink to {os.readlink(path)!r})" if path.is_symlink() else ""
+    raise ConfigError(f"{path}: is {_kind(mode)}{link}, not a file; {TRACKS_FILE} must be a regular file")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def check_folders(ws: Workspace) -> Workspace:
