@@ -95,7 +95,7 @@ class Issue:
         require_object(data, "issue")
         try:
             labels = data.get("labels") or ()
-            if not isinstance(labels, list):
+            if not isinstance(labels, (list, tuple)):
                 raise ValueError(f"labels is {type(labels).__name__}, not a list")
             return cls(
                 number=number(data),
