@@ -445,15 +445,14 @@ class GitHubClient:
         answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10},
                           shape=list_of_numbered)
         items = answer.data or []
-        return int(items[0]["number"]) if items else None
+        return items[0]["number"] if items else None  # list_of_numbered checked it is an int
 
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
             answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: require_object(d, "comparison"))
         except (NotFound, Rejected):
             return None  # e.g. the old head was garbage-collected after a force-push
-        data = answer.data or {}
-        return Comparison(str(data.get("status")), int(data.get("ahead_by") or 0), int(data.get("behind_by") or 0))
+        return Comparison.from_json(answer.data or {})
 
     def list_all(self, path: str, params: Mapping[str, Any] | None = None, limit: int = 1000) -> list[Any]:
         """Follow pagination (per_page=100) up to `limit` items."""
@@ -485,8 +484,7 @@ class GitHubClient:
             {"ref": ref, "inputs": dict(inputs), "return_run_details": True},
         )
         data = answer.data if isinstance(answer.data, dict) else {}
-        run_id = data.get("workflow_run_id") or data.get("id")
-        return int(run_id) if run_id else None
+        return int_or_none(data.get("workflow_run_id")) or int_or_none(data.get("id"))  # anything else: found by marker
 
     def find_dispatched_run(self, workflow_file: str, marker: str, created_since: str | None = None) -> WorkflowRun | None:
         """The newest run of `workflow_file` whose title carries `marker` (the workflow's

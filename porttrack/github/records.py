@@ -78,6 +78,17 @@ class Comparison:
     ahead_by: int
     behind_by: int
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Comparison":
+        require_object(data, "comparison")
+        try:
+            if data.get("status") not in ("ahead", "behind", "diverged", "identical"):
+                raise ValueError(f"status is {data.get('status')!r:.40}")
+            counts = {key: data.get(key) or 0 for key in ("ahead_by", "behind_by")}
+            return cls(data["status"], number(counts, "ahead_by"), number(counts, "behind_by"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"comparison payload is missing or mistyped: {exc}") from None
+
 
 @dataclass(frozen=True)
 class Issue:
