@@ -187,3 +187,23 @@ def test_a_gzip_bomb_answer_is_refused_within_500_mb(tmp_path, world):
     assert "larger than 32 MiB" in stderr and "refused" in stderr, stderr
     assert int(peak_kib) <= 500 * 1024, f"peak {int(peak_kib) / 1024:.0f} MiB"
     assert state_bytes(rig) == before
+
+
+@pytest.mark.parametrize("answer", [
+    {"status": "ahead", "ahead_by": "many", "behind_by": 0},
+    {"status": "ahead", "ahead_by": {"n": 1}, "behind_by": 0},
+    {"status": 7, "ahead_by": 1, "behind_by": 0},
+    {"status": "ahead", "ahead_by": 1.5, "behind_by": -(10 ** 30)},
+    [],
+])
+def test_a_mistyped_comparison_of_two_heads_is_refused(tmp_path, world, answer):
+    """A new head is compared with the last one to tell appended commits from a force-push."""
+    rig = Rig(tmp_path, world)
+    world.force_push(PR, {"a.py": "a_1 = 'changed'\n"})
+    # a fetch that fails: the change of head is then classified by GitHub's compare
+    subprocess.run(["git", "-C", str(rig.fork), "remote", "set-url", "upstream", str(tmp_path / "gone.git")], check=True)
+    before = state_bytes(rig)
+    rig.fake.inject("status", path=r"/compare/", times=60, status=200, json=answer)
+    out = rig.cli("status")
+    assert rig.fake.requests("GET", r"/compare/"), "the compare was never asked"
+    check_outcome(rig, out, before, json.dumps(answer))
