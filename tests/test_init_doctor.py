@@ -322,7 +322,7 @@ def test_an_init_killed_while_cloning_is_finished_by_one_rerun(newcomer: Newcome
     killed = subprocess.run([sys.executable, "-m", "porttrack", "init", "ws", "--upstream", "vllm-project/vllm",
                              "--fork", "randomvariable/vllm", "--upstream-url", newcomer.upstream_url,
                              "--fork-url", newcomer.fork_url], cwd=newcomer.root, capture_output=True, text=True,
-                            timeout=120, env={**os.environ, **env})
+                            timeout=120, env={**os.environ, **env}, start_new_session=True)  # `kill 0` never reaches pytest
     assert killed.returncode == -9, (killed.returncode, killed.stderr)
     fork = newcomer.root / "vllm"
     assert not fork.exists(), "a half-made clone sits where the checkout belongs"
