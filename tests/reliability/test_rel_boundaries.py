@@ -48,7 +48,8 @@ def boundaries(rig: Rig, argv: tuple[str, ...], codes: tuple[int, ...] = (0,)) -
 def coherent(rig: Rig) -> None:
     """What one file says of another holds: every retirement a convergence record claims is in
     the manifest, and the patch's retirement names an entry that claims it."""
-    manifest = {p["name"]: p for p in json.loads((rig.root / "patches" / "manifest.json").read_text())["patches"]}
+    manifest_file = rig.root / "patches" / "manifest.json"
+    manifest = {p["name"]: p for p in json.loads(manifest_file.read_text())["patches"]} if manifest_file.exists() else {}
     for path in sorted((rig.root / "state" / "convergence").glob("*.json")):
         rel = path.relative_to(rig.root).as_posix()
         history = json.loads(path.read_text(encoding="utf-8"))["history"]
@@ -61,6 +62,17 @@ def coherent(rig: Rig) -> None:
             patch = manifest[ref]
             assert patch["state"] == "converged", f"{rel} says {ref} was retired; the manifest has it {patch['state']}"
             assert set(patch["history"][-1]["evidence"]) <= entries, (patch["history"][-1], entries)
+    # every transition rests on evidence that exists: a record of the log, or an entry of a record
+    for patch in manifest.values():
+        for step in patch["history"]:
+            for ref in step["evidence"]:
+                if "#" in ref:
+                    path, index = ref.split("#")
+                    history = json.loads((rig.root / path).read_text(encoding="utf-8"))["history"]
+                    assert int(index) < len(history), f"{patch['name']} -> {step['to']} rests on {ref}, which does not exist"
+                else:
+                    assert (rig.root / "patches" / "evidence" / f"{ref}.json").is_file(), \
+                        f"{patch['name']} -> {step['to']} rests on evidence {ref}, which does not exist"
 
 
 def walk(rig: Rig, argv: tuple[str, ...], *, rerun_codes: tuple[int, ...] = (0,),
@@ -143,3 +155,37 @@ def test_promote_at_every_boundary(tmp_path, world, cases):
         assert state_of(rig, 101) == "default-enabled"
 
     assert walk(rig, ("promote", "101"), rerun_codes=(0, 6), final=final, cases=cases) >= 4
+
+
+# apply and report posting are walked in the full run (PORTTRACK_FULL=1; test_rel_crash kills them
+# at their telling checkpoints in every run): ~2 minutes more on two shared cores
+
+
+@pytest.mark.slow
+def test_apply_at_every_boundary(tmp_path, world, cases):
+    rig = Rig(tmp_path, world)
+    rig.ok("import", "101")
+    rig.ok("apply")
+    rig.ok("import", "102")
+    new = rig.ok("apply", "--dry-run", "--json").json()["new"]  # builds are reproducible
+
+    def final(rig: Rig) -> None:
+        assert fork_state(rig.fork)["refs"]["refs/heads/porttrack/staging"] == new
+
+    assert walk(rig, ("apply",), final=final, may={"refs/heads/porttrack/staging": {new}}, cases=cases) >= 6
+
+
+@pytest.mark.slow
+def test_report_weekly_post_at_every_boundary(tmp_path, world, cases):
+    rig = Rig(tmp_path, world)
+    now = "2027-01-04T08:00:00Z"
+    week = H.report_week(now)
+
+    def final(rig: Rig) -> None:
+        assert len(rig.weekly_issues(week)) == 1, "exactly one issue for the week"
+        records = json.loads((rig.root / "state" / "reports.json").read_text())["reports"]
+        assert [r["week"] for r in records if r["issue"]] == [week]
+
+    argv = ("report", "weekly", "--post", "--offline", "--now", now)
+    # the walk restores the workspace, not the emulator: an issue a killed run created stays, as it would on GitHub
+    assert walk(rig, argv, final=final, cases=cases) >= 4
