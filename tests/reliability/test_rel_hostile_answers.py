@@ -207,3 +207,41 @@ def test_a_mistyped_comparison_of_two_heads_is_refused(tmp_path, world, answer):
     out = rig.cli("status")
     assert rig.fake.requests("GET", r"/compare/"), "the compare was never asked"
     check_outcome(rig, out, before, json.dumps(answer))
+
+
+def test_seeded_hostile_issue_listings_when_posting_the_weekly_issue(tmp_path, world, cases):
+    """The weekly post finds the week's issue in the fork's issue listing; a listing whose items are
+    mistyped is refused (nothing posted, nothing recorded), or read for what it says."""
+    rig = Rig(tmp_path, world)
+    now = "2027-01-04T08:00:00Z"
+    assert rig.cli("report", "weekly", "--post", "--offline", "--now", now).returncode == 0
+    listing = requests.get(f"{rig.fake.base_url}/repos/randomvariable/vllm/issues", params={"state": "all"},
+                           headers={"Authorization": f"token {rig.world.token}"}, timeout=10).json()
+    assert listing
+    rig.save("posted")
+    rng = random.Random(f"{SEED}:issues")
+    refused = 0
+    fields = ["number", "title", "body", "state", "state_reason", "labels", "created_at", "html_url", "user", "pull_request"]
+    for n in range(40):
+        bad = copy.deepcopy(listing)
+        item = rng.choice(bad)
+        what = []
+        for _ in range(rng.randint(1, 2)):
+            key, value = rng.choice(fields), rng.choice(HOSTILE_VALUES + [[{"name": 5}], [[]], "porttrack"])
+            item[key] = value
+            what.append(f"{key}={value!r:.30}")
+        with cases.case(f"listing {n}: {' '.join(what)}"):
+            rig.restore("posted")
+            issues_before = len(rig.fake.issues("randomvariable/vllm"))
+            records = (rig.root / "state" / "reports.json").read_bytes()
+            rig.fake.inject("status", path=r"/repos/randomvariable/vllm/issues$", method="GET", times=60, status=200, json=bad)
+            out = rig.cli("report", "weekly", "--post", "--offline", "--now", now)
+            with rig.fake._lock:
+                rig.fake._faults.clear()
+            assert out.returncode != 70 and "Traceback" not in out.stderr, f"rc {out.returncode}: {out.stderr[-1200:]}"
+            if out.returncode != 0:
+                refused += 1
+                assert len(rig.fake.issues("randomvariable/vllm")) == issues_before, "refused, yet an issue was created"
+                assert (rig.root / "state" / "reports.json").read_bytes() == records
+    cases.done()
+    assert refused >= 15, f"only {refused} of 40 mutated listings were refused: the generator is too mild"
