@@ -44,7 +44,7 @@ def moment(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, malformed, or nested past json's limit
         return ""
     if not isinstance(data, dict):
         return ""

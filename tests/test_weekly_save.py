@@ -135,3 +135,17 @@ def test_a_kill_at_every_step_of_the_second_save_is_repaired_by_one_rerun(tmp_pa
     assert rerun.returncode == 0, rerun.stderr
     assert branch_tree(origin) == files_of(kept)
     assert git(origin, "rev-list", "--count", BRANCH) == "2"
+
+
+def test_restore_over_a_state_branch_file_nested_past_jsons_limit_keeps_the_committed_state(tmp_path, workspace):
+    """A damaged record on the state branch is the oldest, not a traceback that stops the job."""
+    origin, checkout = workspace
+    kept = week_files(tmp_path, 1)
+    (kept / "state" / "upstream.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert save(checkout, kept).returncode == 0
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(origin), str(fresh))
+    done = subprocess.run([str(SCRIPT), "restore"], cwd=fresh, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "kept the committed state/upstream.json" in done.stdout
+    assert json.loads((fresh / "state" / "upstream.json").read_text())["by"] == "a person"
