@@ -44,7 +44,7 @@ def moment(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, malformed, or nested past json's limit
         return ""
     if not isinstance(data, dict):
         return ""
@@ -116,7 +116,10 @@ save() {
     else
         GIT_INDEX_FILE=$index git read-tree --empty
     fi
-    GIT_INDEX_FILE=$index git rm -r -q --cached --ignore-unmatch -- state "$KEPT_DIR"
+    # -f: this checkout's HEAD is main, which may have its own state/ committed; without it git
+    # refuses to drop an index entry that differs from both HEAD and the work tree, and from the
+    # second week on (the state branch now differs from main) every save failed.
+    GIT_INDEX_FILE=$index git rm -r -q -f --cached --ignore-unmatch -- state "$KEPT_DIR"
     while IFS= read -r -d '' file; do
         blob=$(git hash-object -w -- "$src/$file")
         GIT_INDEX_FILE=$index git update-index --add --cacheinfo "100644,$blob,$file"

@@ -169,6 +169,11 @@ class GitRepo:
         proc = cls(path).run("rev-parse", "--is-bare-repository", "--absolute-git-dir", "--path-format=absolute",
                              "--git-common-dir", "--show-toplevel", check=False)
         lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if proc.returncode != 0 and b"dubious ownership" in proc.stderr:
+            # git's safe.directory check (CVE-2022-24765): the folder is a repository, owned by
+            # another user; git refuses to read it rather than run that user's hooks and config
+            raise ConfigError(f"fork checkout {path}: git refuses to use it: it is owned by another user (git's "
+                              f"safe.directory check). If you trust it: git config --global --add safe.directory {path}")
         if proc.returncode != 0 or not lines:
             raise ConfigError(f"fork checkout {path}: not a git repository")
         if lines[0] == "true" or len(lines) < 4:

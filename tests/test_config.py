@@ -380,7 +380,7 @@ def test_huge_file_is_refused(tmp_path: Path) -> None:
 def test_missing_file_and_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "tracks.yaml")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
         load_config(tmp_path)
 
 

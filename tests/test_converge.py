@@ -369,8 +369,10 @@ def test_a_malformed_merge_commit_sha_never_reaches_git(tmp_path, world):
 
     out = verify(ws)
 
-    assert out.returncode == 6
-    assert "malformed merge commit SHA" in out.stderr
+    # refused where the answer comes in (github.records checks every field it relies on), as
+    # GitHub failing (5), before verify's own check of the SHA (6) is reached
+    assert out.returncode == 5
+    assert "merge_commit_sha is '--upload-pack=touch pwned', not a commit id" in out.stderr
     assert not (world.fork / "pwned").exists() and not (ws.root / "pwned").exists()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,7 +160,7 @@ def test_init_uses_an_existing_checkout_and_adds_the_upstream_remote(newcomer: N
     made = newcomer.init("--fork-checkout", "../mine")
     assert made.returncode == 0, made.stderr
     assert git(mine, "remote", "get-url", "upstream") == newcomer.upstream_url
-    assert "checkout: ../mine" in (newcomer.ws / "tracks.yaml").read_text()
+    assert "checkout: ../mine " in (newcomer.ws / "tracks.yaml").read_text()
 
 
 # -- doctor: one test per precondition, each with its own fix line -------------------------------
@@ -289,3 +290,166 @@ def test_init_resumes_after_a_failed_clone(newcomer: Newcomer) -> None:
     assert again.returncode == 0, again.stderr
     assert "keep" not in again.stderr or "tracks.yaml" in again.stderr
     assert newcomer.run("doctor").returncode == 0
+
+
+# -- issue 33: an interrupted init, hostile --checkout values, tracks.yaml that is no file, a
+# checkout owned by another user, a password in upstream.url -------------------------------------
+
+_KILL_IN_CLONE = """#!/bin/sh
+# the real git; during `clone`, once the clone has written its .git, SIGKILL porttrack (the parent)
+# and this clone: an init killed half-way through cloning, as by the OOM killer or a closed laptop
+sub="" skip=""
+for arg in "$@"; do
+    if [ -n "$skip" ]; then skip=""; continue; fi
+    case "$arg" in -c|-C) skip=1 ;; -*) ;; *) sub=$arg; break ;; esac
+done
+if [ "$sub" != clone ]; then exec "$REAL_GIT" "$@"; fi
+for dest in "$@"; do :; done
+"$REAL_GIT" "$@" &
+while [ ! -e "$dest/.git/config" ] && kill -0 $! 2>/dev/null; do :; done
+kill -KILL $PPID
+kill -KILL 0
+"""
+
+
+def test_an_init_killed_while_cloning_is_finished_by_one_rerun(newcomer: Newcomer, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "killing-bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(_KILL_IN_CLONE)
+    (bin_dir / "git").chmod(0o755)
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    env = {**newcomer.env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "REAL_GIT": real_git}
+    killed = subprocess.run([sys.executable, "-m", "porttrack", "init", "ws", "--upstream", "vllm-project/vllm",
+                             "--fork", "randomvariable/vllm", "--upstream-url", newcomer.upstream_url,
+                             "--fork-url", newcomer.fork_url], cwd=newcomer.root, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, **env}, start_new_session=True)  # `kill 0` never reaches pytest
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    fork = newcomer.root / "vllm"
+    assert not fork.exists(), "a half-made clone sits where the checkout belongs"
+    # doctor does not call it fine
+    assert newcomer.run("doctor").returncode != 0
+    again = newcomer.init()
+    assert again.returncode == 0, again.stderr
+    assert git(fork, "rev-parse", "HEAD") == git(newcomer.world.fork, "rev-parse", "HEAD")
+    assert (fork / "a.py").is_file()
+    assert not list(newcomer.root.glob(".vllm.porttrack-clone*"))
+    assert newcomer.run("doctor").returncode == 0
+
+
+def _interrupted_clone(newcomer: Newcomer) -> Path:
+    """What `git clone` leaves when killed after writing its config and before its first fetch
+    (as earlier porttrack versions left it in place): a .git with origin, no HEAD, no files."""
+    fork = newcomer.root / "vllm"
+    git(newcomer.root, "init", "-q", "-b", "main", str(fork))
+    git(fork, "remote", "add", "origin", newcomer.fork_url)
+    git(fork, "config", "remote.origin.promisor", "true")
+    git(fork, "config", "remote.origin.partialclonefilter", "blob:none")
+    return fork
+
+
+def test_a_checkout_left_with_no_head_is_not_fine_and_the_rerun_finishes_it(newcomer: Newcomer) -> None:
+    made = newcomer.init()
+    assert made.returncode == 0
+    fork = newcomer.root / "vllm"
+    subprocess.run(["rm", "-rf", str(fork)], check=True)
+    _interrupted_clone(newcomer)
+    doctor = newcomer.run("doctor", "--json")
+    assert doctor.returncode != 0
+    found = _finding(doctor, "fork checkout")
+    assert found["status"] == "fail" and "no commit checked out" in found["detail"], found
+    assert "fetch origin" in found["fix"]
+    again = newcomer.init()
+    assert again.returncode == 0, again.stderr
+    assert "finish-clone" in again.stderr
+    assert git(fork, "rev-parse", "HEAD") == git(newcomer.world.fork, "rev-parse", "HEAD")
+    assert (fork / "a.py").is_file()
+    assert newcomer.run("doctor").returncode == 0
+    assert "nothing to do" in newcomer.init().stderr
+
+
+def test_an_empty_repository_without_origin_is_named_an_interrupted_clone(newcomer: Newcomer) -> None:
+    git(newcomer.root, "init", "-q", str(newcomer.root / "vllm"))
+    refused = newcomer.init()
+    assert refused.returncode == 6
+    assert "interrupted early" in refused.stderr and "remove it" in refused.stderr
+
+
+def test_checkout_values_read_back_exactly_from_tracks_yaml() -> None:
+    """Seeded random folder names (quotes, `: `, `#`, YAML's words and indicators, unicode) in the
+    skeleton tracks.yaml: each reads back as exactly the string given, and nothing else changes."""
+    import random
+
+    import yaml
+
+    from porttrack.bootstrap import init as init_mod
+
+    rng = random.Random(33)
+    alphabet = list("abcXYZ019 ._-/~'\"#:&*!|>%@`{}[],?=+\\") + ["é", "☃", ": ", " #", "- "]
+    fixed = ["no", "yes", "null", "~", "0777", "1e3", "a: b", "# c", "'q", '"', "dir with space", "-x", "[a]", "*ref", "&a", "!!str x"]
+    for value in fixed + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16))) for _ in range(400)]:
+        for profile in ("vllm-gpu", "neutral"):
+            options = init_mod.checked(init_mod.Options(upstream="vllm-project/vllm", fork="me/vllm", checkout=value, profile=profile))
+            doc = yaml.safe_load(init_mod.tracks_skeleton(options))
+            assert doc["fork"]["checkout"] == value, value
+            assert set(doc["fork"]) >= {"repo", "checkout", "branch"} and doc["fork"]["repo"] == "me/vllm", value
+
+
+@pytest.mark.parametrize("value", ["a\nupstream: {repo: evil/evil}", "tab\there", "cr\r"])
+def test_a_checkout_value_with_a_control_character_is_refused(newcomer: Newcomer, value: str) -> None:
+    refused = newcomer.init("--checkout", value)
+    assert refused.returncode == 2 and "control character" in refused.stderr
+    assert not newcomer.ws.exists() or not (newcomer.ws / "tracks.yaml").exists()
+
+
+def test_init_with_a_quote_and_a_colon_in_the_checkout_makes_a_working_workspace(newcomer: Newcomer) -> None:
+    made = newcomer.init("--checkout", "../it's: here #1")
+    assert made.returncode == 0, made.stderr
+    assert (newcomer.root / "it's: here #1" / "a.py").is_file()
+    assert newcomer.run("doctor").returncode == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dev-zero", "dangling"])
+def test_a_tracks_yaml_that_is_not_a_file_is_said_as_what_it_is(ready: Newcomer, kind: str) -> None:
+    tracks = ready.ws / "tracks.yaml"
+    tracks.unlink()
+    words = {"fifo": "FIFO", "folder": "folder", "dev-zero": "character device", "dangling": "does not exist"}[kind]
+    if kind == "fifo":
+        os.mkfifo(tracks)
+    elif kind == "folder":
+        tracks.mkdir()
+    elif kind == "dev-zero":
+        tracks.symlink_to("/dev/zero")
+    else:
+        tracks.symlink_to(ready.ws / "gone.yaml")
+    for argv in (("status", "--offline"), ("doctor", "--json"), ("queue",)):
+        out = ready.run(*argv)
+        assert out.returncode == (1 if argv[0] == "doctor" else 2), (argv, out.returncode, out.stderr)  # doctor: a failed check
+        shown = out.stdout + out.stderr
+        assert words in shown and "no such file" not in shown, (argv, shown)
+
+
+def test_a_checkout_owned_by_another_user_is_said_to_be_gits_safe_directory_refusal(ready: Newcomer) -> None:
+    fork = ready.root / "vllm"
+    env: dict[str, str] = {}
+    if os.geteuid() == 0:
+        subprocess.run(["chown", "-R", "65534:65534", str(fork)], check=True)
+    else:  # git's own switch for the same refusal (setup.c), where no other user can own a folder
+        env["GIT_TEST_ASSUME_DIFFERENT_OWNER"] = "1"
+    for argv in (("apply", "--dry-run"), ("doctor",)):
+        out = ready.run(*argv, **env)
+        assert out.returncode == (1 if argv == ("doctor",) else 2), (argv, out.returncode, out.stdout, out.stderr)
+        assert "safe.directory" in out.stdout + out.stderr and "not a git repository" not in out.stdout + out.stderr, out.stderr
+
+
+def test_doctors_fix_lines_never_print_the_password_of_upstream_url(ready: Newcomer) -> None:
+    tracks = ready.ws / "tracks.yaml"
+    text = tracks.read_text()
+    secret_url = "https://porttrack-user:hunter2-Pa55word@127.0.0.1:9/vllm-project/vllm.git"
+    tracks.write_text(re.sub(r'(?m)^  url: ".*"', f'  url: "{secret_url}"', text, count=1))
+    assert secret_url in tracks.read_text()
+    git(ready.root / "vllm", "remote", "remove", "upstream")
+    for argv in (("doctor",), ("doctor", "--json")):
+        out = ready.run(*argv)
+        assert "hunter2-Pa55word" not in out.stdout + out.stderr, out.stdout
+    found = _finding(ready.run("doctor", "--json"), "upstream remote")
+    assert found["status"] == "fail" and found["fix"].endswith("remote add upstream https://***@127.0.0.1:9/vllm-project/vllm.git"), found

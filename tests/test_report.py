@@ -392,6 +392,90 @@ def test_a_template_naming_an_unknown_value_fails_clearly(week):
     assert "weekly_status.md.j2" in out.stderr and "no_such_thing" in out.stderr
 
 
+# A template is data anyone with a commit can edit, rendered by a job holding a write token.
+SECRET = "ghp_SANDBOXsentinel0123456789abcdefABCDEF"
+SECRET_CORE = SECRET[4:]  # what is left of it after markdown escaping (`ghp\\_...`) or redaction
+REACHING = (
+    "{{ cycler.__init__.__globals__.os.system('touch PWNED') }}",
+    "{{ cycler.__init__.__globals__.os.environ.GITHUB_TOKEN }}",
+    "{{ lipsum.__globals__['os'].environ['GITHUB_TOKEN'] }}",
+    "{{ joiner.__init__.__globals__.__builtins__['__import__']('os').popen('touch PWNED').read() }}",
+    "{{ namespace.__init__.__globals__ }}",
+    "{{ upstream_pr.__globals__ }}",
+    "{{ marker.__closure__[0].cell_contents }}",
+    "{% for c in ().__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
+    "{{ r.__class__.__mro__ }}",
+    "{{ self._TemplateReference__context }}",
+    "{{ (r|attr('__class__')) }}",
+    "{{ '{0.__class__.__init__.__globals__}'.format(cycler) }}",
+    "{{ r.tracks.append(1) }}",
+    "{{ config }}{{ environ }}{{ os }}",
+    "{{ range.__self__ }}",
+)
+
+
+@pytest.mark.parametrize("source", REACHING)
+def test_a_template_reaching_for_code_or_the_environment_renders_nothing_and_fails_clearly(week, source, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a `touch PWNED` that ran would leave its file
+    (week.root / "templates").mkdir()
+    (week.root / "templates" / rep.TEMPLATE_NAME).write_text("{{ marker() }}\n" + source + "\n")
+    out = weekly(week, "--offline", "--dry-run", env={**week.env(), "GITHUB_TOKEN": SECRET})
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert out.stdout == ""  # nothing rendered, not even the first line
+    assert "weekly_status.md.j2:2" in out.stderr
+    assert SECRET_CORE not in out.stderr and not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_template_reaching_for_code_posts_nothing(posting, fake):
+    (posting.root / "templates").mkdir()
+    (posting.root / "templates" / rep.TEMPLATE_NAME).write_text(REACHING[1] + "\n")
+    out = weekly(posting, "--offline", "--post")
+    assert out.returncode == 2 and "may not use" in out.stderr
+    assert posting.token[4:] not in out.stderr + out.stdout
+    assert _weekly_issues(fake) == [] and fake.requests("POST", r"/issues$") == []
+
+
+def test_seeded_hostile_templates_never_render_the_token_nor_crash(week, tmp_path, monkeypatch):
+    """300 random chains of attribute, item and filter steps from every name the template sees:
+    each renders (harmlessly) or is refused with rc 2; the token appears nowhere, never rc 70."""
+    import random
+
+    rng = random.Random(33)
+    roots = ["cycler", "joiner", "namespace", "lipsum", "range", "dict", "self", "r", "r.tracks", "upstream_pr",
+             "fork_issue", "marker", "chart", "legend", "plural", "waited", "loop", "caller", "varargs"]
+    steps = ["__globals__", "__init__", "__class__", "__mro__", "__base__", "__subclasses__()", "__builtins__",
+             "__dict__", "__closure__", "__code__", "__func__", "__self__", "os", "environ", "GITHUB_TOKEN",
+             "func_globals", "gi_frame", "f_globals", "mro()", "items()", "keys()", "values()", "format",
+             "environment", "globals", "_TemplateReference__context", "parent", "vars", "modules", "sys"]
+    (week.root / "templates").mkdir()
+    template = week.root / "templates" / rep.TEMPLATE_NAME
+    env = {**week.env(), "GITHUB_TOKEN": SECRET}
+    monkeypatch.chdir(tmp_path)
+    # known ways out of an unsandboxed jinja2, so a good share of the chains would reach os there
+    escapes = ["cycler.__init__.__globals__.os", "lipsum.__globals__['os']", "joiner.__init__.__globals__.os",
+               "namespace.__init__.__globals__['os']", "(cycler|attr('__init__')|attr('__globals__'))['os']"]
+    codes = []
+    for _ in range(300):
+        chain = rng.choice(roots) if rng.random() < 0.5 else rng.choice(escapes)
+        for _ in range(rng.randint(0, 4)):
+            step = rng.choice(steps)
+            form = rng.random()
+            if form < 0.5 or step.endswith("()"):
+                chain += "." + step
+            elif form < 0.8:
+                chain += f"[{step!r}]"
+            else:
+                chain = f"({chain}|attr({step!r}))"
+        if rng.random() < 0.5:
+            chain += rng.choice([".environ.GITHUB_TOKEN", ".environ['GITHUB_TOKEN']", "|attr('environ')", ".environ"])
+        template.write_text("{{ " + chain + " }}\n")
+        out = weekly(week, "--offline", "--dry-run", env=env)
+        assert out.returncode in (0, 2), (chain, out.returncode, out.stderr)
+        assert SECRET_CORE not in out.stdout + out.stderr, chain
+        codes.append(out.returncode)
+    assert codes.count(2) > 200  # the generator does reach for things
+
+
 # --------------------------------------------------------------------------- untrusted text, GFM
 
 

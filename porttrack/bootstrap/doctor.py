@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from porttrack import gitrepo
 from porttrack.common import secrets
-from porttrack.common.errors import PorttrackError
+from porttrack.common.errors import PorttrackError, without_userinfo
 from porttrack.workspace.files import TRACKS_FILE, Workspace
 
 PASSING = ("ok", "warn")
@@ -76,6 +76,8 @@ def _first_line(exc: BaseException) -> str:
 def _workspace_fix(exc: BaseException) -> str:
     if f"no {TRACKS_FILE}" in str(exc) or "no such file" in str(exc):
         return "porttrack init --upstream OWNER/NAME --fork OWNER/NAME   (or cd into the workspace / pass --workspace DIR)"
+    if "must be a regular file" in str(exc) or "which does not exist" in str(exc) or "not a regular file" in str(exc):
+        return f"replace it with a regular file: move it away and run porttrack init, or restore {TRACKS_FILE} from git"
     return f"edit {TRACKS_FILE} at the line named above"
 
 
@@ -94,6 +96,11 @@ def _fork_checks(conf: Any) -> list[Finding]:
                if not Path(path).exists() else f"point fork.checkout (or --fork) at a clone of {conf.fork.repo}")
         return [Finding("fork checkout", "fail", _first_line(exc).split(";")[0], fix),
                 *(Finding(n, "not-run", "needs the fork checkout") for n in _NEEDS_FORK)]
+    if repo.resolve(["HEAD"])["HEAD"] is None:  # a clone interrupted half-way: a .git, no files
+        return [Finding("fork checkout", "fail", f"{repo.path} has no commit checked out (an interrupted clone?)",
+                        f"git -C {path} fetch origin && git -C {path} checkout -B {conf.fork.branch} --track origin/{conf.fork.branch}"
+                        f"   (or remove {path} and run porttrack init again)"),
+                *(Finding(n, "not-run", "needs the fork checkout") for n in _NEEDS_FORK)]
     if repo.shallow:  # a warning: every answer found in the history holds; only "not found" may be the cut
         found = [Finding("fork checkout", "warn", f"{repo.path} is a shallow clone: verify-converged refuses to call a merge "
                          f"absent from the fork, since the missing history may hold it",
@@ -102,7 +109,8 @@ def _fork_checks(conf: Any) -> list[Finding]:
         found = [Finding("fork checkout", "ok", f"{repo.path}")]
     remote = conf.upstream.remote
     url = repo.run("remote", "get-url", remote, check=False)
-    want = conf.upstream.url or f"https://github.com/{conf.upstream.repo}.git"  # a mirror: the one tracks.yaml names
+    # a mirror: the one tracks.yaml names; its password (https://user:PASSWORD@host) is never printed
+    want = without_userinfo(conf.upstream.url or f"https://github.com/{conf.upstream.repo}.git")
     if url.returncode != 0:
         found.append(Finding("upstream remote", "fail", f"no remote {remote!r} in {repo.path}",
                              f"git -C {repo.path} remote add {remote} {want}"))

@@ -23,7 +23,9 @@ content is never overwritten: init refuses before writing anything and lists wha
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -52,7 +54,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Step:
-    what: str  # "write" | "keep" | "clone" | "remote" | "fetch" | "commit-graph"
+    what: str  # "write" | "keep" | "clone" | "finish-clone" | "remote" | "fetch" | "commit-graph"
     target: str
     detail: str = ""
 
@@ -83,6 +85,9 @@ def checked(options: Options) -> Options:
         raise InputError(f"--branch {options.branch!r}: not a branch name")
     if options.profile not in PROFILES:
         raise InputError(f"--profile {options.profile!r}: expected one of: {', '.join(PROFILES)}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in options.checkout):
+        flag = "--fork-checkout" if options.existing_checkout else "--checkout"
+        raise InputError(f"{flag} {options.checkout!r}: a folder name with a control character (a newline, a tab) is refused")
     name = options.fork.split("/")[1]
     return Options(
         profile=options.profile,
@@ -128,7 +133,11 @@ def run(plan_: Plan, options: Options, *, say: Callable[[str], None] | None = No
         if say:
             say(f"{step.what}: {step.target}{' (' + step.detail + ')' if step.detail else ''}")
         if step.what == "clone":
-            gitrepo.clone(options.fork_url, checkout, blobless=True)
+            _clone_into_place(options.fork_url, checkout)
+        elif step.what == "finish-clone":
+            repo = gitrepo.GitRepo.open(checkout)
+            repo.run("fetch", "--quiet", "origin", timeout=gitrepo.network_timeout())
+            repo.run("checkout", "--quiet", "-B", options.branch, "--track", f"origin/{options.branch}")
         elif step.what == "remote":
             gitrepo.GitRepo.open(checkout).run("remote", "add", "upstream", options.upstream_url)
         elif step.what == "fetch":
@@ -136,6 +145,26 @@ def run(plan_: Plan, options: Options, *, say: Callable[[str], None] | None = No
             repo.fetch("upstream", [f"+refs/heads/{options.branch}:refs/remotes/upstream/{options.branch}"])
         elif step.what == "commit-graph":
             gitrepo.GitRepo.open(checkout).write_commit_graph()
+
+
+def _clone_into_place(url: str, checkout: Path) -> None:
+    """Clone into a temporary sibling and rename it into place: a clone killed or interrupted
+    half-way leaves no checkout without files that a re-run would take as done (issue 33), only
+    the temporary folder, which the re-run removes before cloning again."""
+    temp = _clone_temp(checkout)
+    if temp.exists():
+        shutil.rmtree(temp)
+    checkout.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        gitrepo.clone(url, temp, blobless=True)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    os.rename(temp, checkout)
+
+
+def _clone_temp(checkout: Path) -> Path:
+    return checkout.parent / f".{checkout.name}.porttrack-clone"
 
 
 def _checkout_path(root: Path, options: Options) -> Path:
@@ -154,12 +183,20 @@ def _fork_steps(root: Path, options: Options) -> tuple[Step, ...]:
                 Step("fetch", f"upstream/{options.branch}", f"upstream's {options.branch}"),
                 _COMMIT_GRAPH)
     if not options.existing_checkout and not _cloned_from(checkout, options.fork_url):
+        if (checkout / ".git").is_dir() and not any(p.name != ".git" for p in checkout.iterdir()):
+            raise PreconditionError(
+                f"{options.checkout} holds an empty git repository with no origin (a clone interrupted early?): "
+                f"remove it and run init again to clone {options.fork_url}")
         raise PreconditionError(
             f"{options.checkout} exists and is not a clone of {options.fork_url}: "
             f"pass --fork-checkout {options.checkout} to use it as the fork checkout, or --checkout DIR to clone elsewhere"
         )
     repo = gitrepo.GitRepo.open(checkout)
     steps = []
+    if repo.resolve(["HEAD"])["HEAD"] is None:
+        # a clone interrupted after git wrote its config (before porttrack cloned into a temporary
+        # folder), or a checkout someone emptied: fetch and check out what a clone would have
+        steps.append(Step("finish-clone", options.checkout, f"no commit is checked out: fetch origin and check out {options.branch}"))
     remotes = repo.text("remote").split()
     if "upstream" not in remotes:
         steps.append(Step("remote", "upstream", options.upstream_url))
@@ -199,6 +236,15 @@ def workspace_files(options: Options) -> tuple[tuple[str, bytes], ...]:
     )
 
 
+def _yaml_text(value: str) -> str:
+    """`value` as a YAML scalar that reads back as exactly that string: plain when it is made of
+    path characters only, else double-quoted (JSON's escapes are YAML's), so a quote, a `#` or a
+    `: ` in a folder name cannot end the value or start a key."""
+    if re.fullmatch(r"[A-Za-z0-9_./~][A-Za-z0-9_./~+-]*", value) and not re.fullmatch(r"[0-9._+-]+|~|(?i:y|n|yes|no|on|off|true|false|null)", value):
+        return value
+    return json.dumps(value)
+
+
 def _upstream_url_line(options: Options) -> str:
     """`url:` when --upstream-url named a mirror (doctor then accepts the remote it set up)."""
     if not options.upstream_url or options.upstream_url == f"https://github.com/{options.upstream}.git":
@@ -231,7 +277,7 @@ upstream:
 
 fork:
   repo: {options.fork}
-  checkout: {options.checkout}      # relative to this file; --fork / PORTTRACK_FORK override it
+  checkout: {_yaml_text(options.checkout)}      # relative to this file; --fork / PORTTRACK_FORK override it
   branch: {options.branch}
   upstream_base: upstream/{options.branch}     # the ref the fork is rebased onto
   staging_branch: porttrack/staging  # every queued patch: what gates run on
@@ -286,7 +332,7 @@ upstream:
 
 fork:
   repo: {options.fork}
-  checkout: {options.checkout}      # relative to this file; --fork / PORTTRACK_FORK override it
+  checkout: {_yaml_text(options.checkout)}      # relative to this file; --fork / PORTTRACK_FORK override it
   branch: {options.branch}
   upstream_base: upstream/{options.branch}     # the ref the fork is rebased onto
 

@@ -183,7 +183,7 @@ def cli(ctx: click.Context, workspace: str | None, fork: str | None, api_url: st
 
         trace.enable(_to_stderr)
         ctx.call_on_close(lambda: trace.enable(None))  # in-process callers (tests) run many commands
-    if os.environ.get(testhooks.PAUSE_ENV):  # a crash test asked for pause points: install them
+    if os.environ.get(testhooks.PAUSE_ENV) or os.environ.get(testhooks.TRACE_ENV):  # a crash test's pause points
         from porttrack.workspace import files
 
         files.install_pause(testhooks.checkpoint)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
-from porttrack.common.errors import PorttrackError
+from porttrack.common.errors import ExitCode, PorttrackError
 
 # porttrack.tracks.config's profile names, the default first; written here because importing the records
 # module costs `--help` ~25 ms (tests/test_profiles.py checks the two agree)
@@ -62,6 +62,11 @@ def init_command(ctx: Context, folder: Path, upstream: str, fork_repo: str, bran
         return 0
     try:
         init_mod.run(plan, options, say=None if as_json else say)
+    except KeyboardInterrupt:  # not "nothing was changed": the files may be written, the clone was not
+        stopped = PorttrackError("interrupted; what init wrote so far is kept and a half-made clone was removed: "
+                                 "run the same `porttrack init` again to finish")
+        stopped.exit_code = ExitCode.INTERRUPTED
+        raise stopped from None
     except PorttrackError as exc:  # a clone that failed (no network, a wrong URL): the files stay
         resumable = PorttrackError(f"{exc}; the workspace files are written: fix that, then run the same "
                                    "`porttrack init` again to resume (it keeps them and makes only what is missing)")

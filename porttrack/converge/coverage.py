@@ -36,7 +36,7 @@ from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_f
 from porttrack.observe.prdiff import near_match
 from porttrack.diff.presence import hunk_state
 from porttrack.workspace.state import UpstreamState
-from porttrack.workspace.files import Workspace, atomic_write_text
+from porttrack.workspace.files import Workspace, atomic_write_text, read_json
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ def _diff_of(repo: GitRepo, cache: Path | None, number: int, key: str, find_base
 
 def _read_cache(file: Path, key: str) -> tuple[str, bytes, tuple[str, ...]] | None:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = read_json(file)
         if data["schema"] != CACHE_SCHEMA or data["key"] != key:
             return None
         return data["base"], data["diff"].encode("utf-8", "surrogateescape"), tuple(data["commits"])

@@ -18,7 +18,6 @@ next action "verify convergence".
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, 
 from porttrack.common.errors import GitError, InputError
 from porttrack.gitrepo import GitRepo
 from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock, write_json
+from porttrack.workspace.files import Workspace, lock, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/convergence-record/v1"
 
@@ -44,33 +43,35 @@ def record_path(ws: Workspace, number: int) -> Path:
 def record(ws: Workspace, v: Verdict, *, apply_drops: bool = False) -> Verdict:
     """Append the verdict to its record, then retire droppable queue patches, under the lock.
 
-    The record is written first: a crash in between leaves a verdict saying "retired" and a queue
-    that still carries the patch (the next run retires it), never a retired patch whose evidence
-    does not exist.
+    The record is written first and the queue's manifest (its commit point) last, so a retired
+    patch always has its evidence. A kill in between leaves the last entry saying "retired" over
+    a queue that still carries the patch; the re-run finds the same verdict (not appended again)
+    and finishes that retirement on that entry's evidence, so one re-run repairs it.
     """
     path = record_path(ws, v.pr)
     rel = path.relative_to(ws.root).as_posix()
     with lock(ws, f"verify-converged #{v.pr}"):
         history = _load_history(path)
-        evidence = f"{rel}#{len(history)}"
         retire = [d for d in v.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
-        queue = queue_mod.load(ws, repair=True) if retire else None
+        # loaded with repair even when nothing is left to retire: a kill after the manifest and
+        # before `series` is put right by the re-run of this command
+        queue = queue_mod.load(ws, repair=True) if apply_drops else None
+        live = {d.ref for d in retire if queue is not None and queue.get(d.ref).live}
+        v = replace(v, recorded=rel, drops=tuple(replace(d, retired=True) if d in retire and d.ref in live else d
+                                                 for d in v.drops))
+        since = _same_as_last(history, v)  # a retirement changes the drops: "the same" only on a repair
+        evidence = f"{rel}#{len(history) - 1 if since is not None else len(history)}"
         why = (f"upstream #{v.pr} merged as {v.commits.merge_commit[:12]}; verify-converged verdict {evidence}: "
                f"{v.verdict} by {v.method} at {v.commits.fork_ref} {v.commits.fork_sha} ({counts_words(summary(v.hunks))})")
-        for drop in retire:
-            patch = queue.get(drop.ref)
-            if patch.live:
-                queue = queue.replace_patch(patch.transition("converged", why, evidence=(evidence,)))
-                v = replace(v, drops=tuple(replace(d, retired=True) if d is drop else d for d in v.drops))
-        v = replace(v, recorded=rel)
-        since = _same_as_last(history, v)  # a retirement changes the drops: never "the same"
-        if since is not None:
-            return replace(v, unchanged_since=since)
-        write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
-        checkpoint("converge:recorded")
-        if queue is not None:
+        for ref in sorted(live):
+            assert queue is not None
+            queue = queue.replace_patch(queue.get(ref).transition("converged", why, evidence=(evidence,)))
+        if since is None:
+            write_json(path, {"schema": RECORD_SCHEMA, "pr": v.pr, "history": [*history, to_json(v)]})
+            checkpoint("converge:recorded")
+        if queue is not None and live:
             queue_mod.save(ws, queue)
-    return v
+    return v if since is None else replace(v, unchanged_since=since)
 
 
 def _same_as_last(history: list[dict[str, Any]], v: Verdict) -> str | None:
@@ -89,7 +90,7 @@ def _load_history(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         if data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("history"), list):
             raise ValueError(f"expected schema {RECORD_SCHEMA} with a history list")
     except (ValueError, AttributeError) as exc:

@@ -23,6 +23,7 @@ Policy, all of it deliberate (library notes §1):
 from __future__ import annotations
 
 import io
+import math
 import json
 import zipfile
 import threading
@@ -37,8 +38,8 @@ from porttrack.common import secrets, trace
 from porttrack.common.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
 from porttrack.github.records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
                                       PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
-from porttrack.github.policy import (DEFAULT_DEADLINE_S, KNOBS, Budget, EtagCache, artifacts_listing, error_message,
-                                     header_int, knob_value, list_of_numbered, read_limited, require_list, retry_at,
+from porttrack.github.policy import (DEFAULT_DEADLINE_S, KNOBS, MAX_ANSWER_BYTES, AnswerTooLarge, Budget, EtagCache, artifacts_listing, error_message,
+                                     header_int, header_seconds, knob_value, list_of_numbered, read_limited, require_list, retry_at,
                                      search_listing, short_path, split_userinfo)
 from porttrack.common.text import for_terminal
 
@@ -180,14 +181,17 @@ class GitHubClient:
         try:
             for _hop in range(_MAX_REDIRECTS + 1):
                 resp = session.request(verb, url, params=dict(params or {}) or None, headers=sent_headers, data=data,
-                                       auth=auth, timeout=(limit, limit), allow_redirects=False)
+                                       auth=auth, timeout=(limit, limit), allow_redirects=False, stream=True)
                 location = resp.headers.get("Location")
                 if resp.status_code not in (301, 302, 307, 308) or not location or verb not in IDEMPOTENT:
                     break
+                resp.close()
                 url, params = self._redirect_target(url, location, path), None
             else:
                 raise UpstreamUnreachable(f"GitHub at {self.api_url} redirected GET {path} more than {_MAX_REDIRECTS} times")
-            text = resp.content.decode("utf-8", "replace")
+            # streamed and bounded: `resp.content` would decompress a gzip bomb whole into memory
+            body = read_limited(resp, MAX_ANSWER_BYTES, f"GitHub's answer to {verb} {short_path(path)}", AnswerTooLarge)
+            text = body.decode("utf-8", "replace")
         except requests.exceptions.Timeout as exc:
             raise _Transient(f"timed out after {limit:g}s") from exc
         except requests.exceptions.RequestException as exc:
@@ -344,23 +348,17 @@ class GitHubClient:
             return None
         wait: float | None = None
         if "retry-after" in hdrs:
-            try:
-                wait = max(0.0, float(hdrs["retry-after"]))
-            except ValueError:
-                wait = 60.0
-        elif hdrs.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in hdrs:
-            try:
-                wait = max(0.0, float(hdrs["x-ratelimit-reset"]) - time.time()) + 1.0
-            except ValueError:
-                wait = None
+            after = header_seconds(hdrs, "retry-after")  # `1e20` or `inf` is a wait we never take
+            wait = 60.0 if after is None else max(0.0, after)
+        elif hdrs.get("x-ratelimit-remaining") == "0" and header_seconds(hdrs, "x-ratelimit-reset") is not None:
+            wait = max(0.0, (header_seconds(hdrs, "x-ratelimit-reset") or 0.0) - time.time()) + 1.0
         elif status == 429 or "rate limit" in (text or "").lower():
             wait = 60.0
         if wait is None:
             return None
         if wait > self.max_wait_s:
-            raise RateLimited(
-                f"GitHub rate limit reached; retry after {retry_at(hdrs) or f'{wait:.0f}s'}", retry_at(hdrs)
-            )
+            when = retry_at(hdrs) or (f"{wait:.0f}s" if math.isfinite(wait) else "a wait beyond any date")
+            raise RateLimited(f"GitHub rate limit reached; retry after {when}", retry_at(hdrs))
         return wait
 
     def _raise_for_status(self, verb: str, path: str, status: int, text: str) -> None:
@@ -447,15 +445,14 @@ class GitHubClient:
         answer = self.get(f"/repos/{self.repo}/pulls", {"state": "all", "head": f"{owner}:{branch}", "per_page": 10},
                           shape=list_of_numbered)
         items = answer.data or []
-        return int(items[0]["number"]) if items else None
+        return items[0]["number"] if items else None  # list_of_numbered checked it is an int
 
     def compare(self, base: str, head: str) -> Comparison | None:
         try:
             answer = self.get(f"/repos/{self.repo}/compare/{base}...{head}", shape=lambda d: require_object(d, "comparison"))
         except (NotFound, Rejected):
             return None  # e.g. the old head was garbage-collected after a force-push
-        data = answer.data or {}
-        return Comparison(str(data.get("status")), int(data.get("ahead_by") or 0), int(data.get("behind_by") or 0))
+        return Comparison.from_json(answer.data or {})
 
     def list_all(self, path: str, params: Mapping[str, Any] | None = None, limit: int = 1000) -> list[Any]:
         """Follow pagination (per_page=100) up to `limit` items."""
@@ -487,8 +484,7 @@ class GitHubClient:
             {"ref": ref, "inputs": dict(inputs), "return_run_details": True},
         )
         data = answer.data if isinstance(answer.data, dict) else {}
-        run_id = data.get("workflow_run_id") or data.get("id")
-        return int(run_id) if run_id else None
+        return int_or_none(data.get("workflow_run_id")) or int_or_none(data.get("id"))  # anything else: found by marker
 
     def find_dispatched_run(self, workflow_file: str, marker: str, created_since: str | None = None) -> WorkflowRun | None:
         """The newest run of `workflow_file` whose title carries `marker` (the workflow's
@@ -568,14 +564,17 @@ class GitHubClient:
         with self._count_lock:
             self.requests_sent += 1
         try:
-            first = final = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False, timeout=(limit, limit))
+            first = final = requests.get(f"{self.api_url}{path}", headers=headers, allow_redirects=False,
+                                         timeout=(limit, limit), stream=True)
             if first.status_code in (301, 302, 303, 307, 308) and first.headers.get("Location"):
+                first.close()
                 with self._count_lock:
                     self.requests_sent += 1
                 final = requests.get(first.headers["Location"], headers={"User-Agent": "porttrack"},
                                      timeout=(limit, limit), stream=True)
             data = read_limited(final, max_bytes, f"artifact {artifact_id}") if final.status_code == 200 else b""
-            text = final.text if final is first and final.status_code != 200 else ""
+            text = (read_limited(final, MAX_ANSWER_BYTES, f"GitHub's answer to GET {short_path(path)}", AnswerTooLarge)
+                    .decode("utf-8", "replace") if final is first and final.status_code != 200 else "")
         except requests.exceptions.Timeout as exc:
             raise _Transient(f"timed out after {limit:g}s") from exc
         except requests.exceptions.RequestException as exc:

@@ -20,7 +20,7 @@ from porttrack.common import secrets
 from porttrack.common.errors import ConfigError, PorttrackError, UpstreamUnreachable
 from porttrack.github.records import MalformedResponse, require_object
 from porttrack.common.text import for_terminal
-from porttrack.workspace.files import atomic_write_text
+from porttrack.workspace.files import atomic_write_text, read_json
 
 # The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits
 # together; time between requests, such as a gate's poll interval, does not count).
@@ -41,7 +41,7 @@ class EtagCache:
         cache = cls(path)
         if path and path.is_file():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = read_json(path)
                 if isinstance(data, dict) and data.get("schema") == "porttrack/etag-cache/v1":
                     cache.entries = dict(data.get("entries") or {})
             except (OSError, ValueError):
@@ -163,12 +163,25 @@ def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
     return value
 
 
-def read_limited(response: Any, max_bytes: int, what: str) -> bytes:
+# The most of one API answer porttrack reads, decompressed: GitHub's largest (a page of 100 PR
+# files with their patches) is a few MiB. A gzip bomb (1 GB of zeros in 1 MB) is refused here,
+# after reading 32 MiB of it in 64 KiB pieces, not decompressed whole into memory.
+MAX_ANSWER_BYTES = 32 << 20
+
+
+class AnswerTooLarge(UpstreamUnreachable):
+    """An answer larger than porttrack reads; refused, not retried (it would be as large again)."""
+
+
+def read_limited(response: Any, max_bytes: int, what: str, error: type[PorttrackError] = PorttrackError) -> bytes:
+    """The body of a streamed `requests` response, decompressed piece by piece; `error` past
+    `max_bytes` (the connection is closed, the rest never read)."""
     chunks, size = [], 0
     for chunk in response.iter_content(chunk_size=1 << 16):
         size += len(chunk)
         if size > max_bytes:
-            raise PorttrackError(f"{what} is larger than {max_bytes >> 20} MiB; refused")
+            response.close()
+            raise error(f"{what} is larger than {max_bytes >> 20} MiB (decompressed); refused")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -217,16 +230,28 @@ def header_int(hdrs: Mapping[str, str], name: str) -> int | None:
         return None
 
 
+def header_seconds(hdrs: Mapping[str, str], name: str) -> float | None:
+    """A header that holds seconds (Retry-After) or a Unix time (X-RateLimit-Reset), as the
+    server sent it: None when it is no number; `inf` when it is beyond any wait we would take
+    (a server may send `1e20`, `inf` or a thousand digits: a wait that long means "not today")."""
+    try:
+        value = float(hdrs[name])
+    except (KeyError, ValueError, OverflowError):
+        return None
+    if math.isnan(value):
+        return None
+    return value if abs(value) < _FAR else math.inf
+
+
+_FAR = 1e11  # seconds: ~3000 years, beyond any date `datetime` renders
+
+
 def retry_at(hdrs: Mapping[str, str]) -> str | None:
-    if "x-ratelimit-reset" in hdrs:
-        try:
-            return datetime.fromtimestamp(float(hdrs["x-ratelimit-reset"]), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except (ValueError, OverflowError, OSError):
-            return None
-    if "retry-after" in hdrs:
-        try:
-            at = time.time() + float(hdrs["retry-after"])
-            return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            return None
-    return None
+    reset, after = header_seconds(hdrs, "x-ratelimit-reset"), header_seconds(hdrs, "retry-after")
+    at = reset if reset is not None else (time.time() + after if after is not None else None)
+    if at is None or not math.isfinite(at):
+        return None
+    try:
+        return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):
+        return None

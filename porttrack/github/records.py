@@ -7,7 +7,9 @@ objects. Each `from_json` checks the shape it reads and raises `MalformedRespons
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Mapping
 
 from porttrack.common.errors import UpstreamUnreachable
@@ -38,29 +40,33 @@ class PullRequest:
     def from_json(cls, data: Mapping[str, Any]) -> "PullRequest":
         require_object(data, "pull request")
         try:
-            merged = bool(data.get("merged")) or data.get("merged_at") is not None
+            merged_at = when(data, "merged_at")
+            merged = flag(data, "merged") or merged_at is not None
+            if data["state"] not in ("open", "closed"):
+                raise ValueError(f"state {data['state']!r} is neither open nor closed")
             state = "open" if data["state"] == "open" else ("merged" if merged else "closed")
-            head, base = data["head"], data["base"]
-            base_repo = base.get("repo") or {}
+            head, base = obj(data, "head"), obj(data, "base")
+            base_repo = obj(base, "repo", optional=True)
+            head_repo = obj(head, "repo", optional=True)
             return cls(
-                number=int(data["number"]),
-                title=str(data.get("title") or ""),
-                body=str(data.get("body") or ""),
+                number=number(data),
+                title=text(data, "title"),
+                body=text(data, "body"),
                 state=state,
-                author=str((data.get("user") or {}).get("login") or ""),
-                html_url=str(data.get("html_url") or ""),
-                draft=bool(data.get("draft")),
-                created_at=data.get("created_at"),
-                updated_at=data.get("updated_at"),
-                merged_at=data.get("merged_at"),
-                closed_at=data.get("closed_at"),
-                merge_commit_sha=data.get("merge_commit_sha") if merged else None,
-                head_sha=str(head["sha"]),
-                head_ref=str(head.get("ref") or ""),
-                head_repo=((head.get("repo") or {}) or {}).get("full_name"),
-                base_ref=str(base["ref"]),
-                base_sha=base.get("sha"),
-                default_branch=base_repo.get("default_branch"),
+                author=text(obj(data, "user", optional=True), "login"),
+                html_url=text(data, "html_url"),
+                draft=flag(data, "draft"),
+                created_at=when(data, "created_at"),
+                updated_at=when(data, "updated_at"),
+                merged_at=merged_at,
+                closed_at=when(data, "closed_at"),
+                merge_commit_sha=sha(data, "merge_commit_sha") if merged else None,
+                head_sha=sha(head, "sha", optional=False) or "",
+                head_ref=text(head, "ref"),
+                head_repo=text(head_repo, "full_name") or None,
+                base_ref=text(base, "ref", optional=False),
+                base_sha=sha(base, "sha"),
+                default_branch=text(base_repo, "default_branch") or None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"pull request payload is missing or mistyped: {exc}") from None
@@ -71,6 +77,17 @@ class Comparison:
     status: str  # "ahead" | "behind" | "diverged" | "identical"
     ahead_by: int
     behind_by: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Comparison":
+        require_object(data, "comparison")
+        try:
+            if data.get("status") not in ("ahead", "behind", "diverged", "identical"):
+                raise ValueError(f"status is {data.get('status')!r:.40}")
+            counts = {key: data.get(key) or 0 for key in ("ahead_by", "behind_by")}
+            return cls(data["status"], number(counts, "ahead_by"), number(counts, "behind_by"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedResponse(f"comparison payload is missing or mistyped: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -88,15 +105,19 @@ class Issue:
     def from_json(cls, data: Mapping[str, Any]) -> "Issue":
         require_object(data, "issue")
         try:
+            labels = data.get("labels") or ()
+            if not isinstance(labels, (list, tuple)):
+                raise ValueError(f"labels is {type(labels).__name__}, not a list")
             return cls(
-                number=int(data["number"]),
-                title=str(data.get("title") or ""),
-                body=str(data.get("body") or ""),
-                state=str(data.get("state") or "open"),
-                state_reason=data.get("state_reason"),
-                html_url=str(data.get("html_url") or ""),
-                labels=tuple(str(label["name"] if isinstance(label, dict) else label) for label in data.get("labels") or ()),
-                created_at=data.get("created_at"),
+                number=number(data),
+                title=text(data, "title"),
+                body=text(data, "body"),
+                state=text(data, "state") or "open",
+                state_reason=text(data, "state_reason") or None,
+                html_url=text(data, "html_url"),
+                labels=tuple(text(label, "name", optional=False) if isinstance(label, dict) else _plain(label, "label")
+                             for label in labels),
+                created_at=when(data, "created_at"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
@@ -112,7 +133,7 @@ class IssueComment:
     def from_json(cls, data: Mapping[str, Any]) -> "IssueComment":
         require_object(data, "issue comment")
         try:
-            return cls(int(data["id"]), str(data.get("body") or ""), str(data.get("html_url") or ""))
+            return cls(number(data, "id"), text(data, "body"), text(data, "html_url"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"issue comment payload is missing or mistyped: {exc}") from None
 
@@ -125,6 +146,70 @@ class MalformedResponse(UpstreamUnreachable):
 def require_object(data: Any, what: str) -> None:
     if not isinstance(data, Mapping):
         raise MalformedResponse(f"{what} payload is not a JSON object (got {type(data).__name__})")
+
+
+# -- the shapes relied on: each raises ValueError (turned into MalformedResponse by the caller) on
+# anything else, so a mistyped answer is refused before it is recorded, never written into state/
+# to crash every later command (issue 33: `merged_at: 12345` was recorded, then rc 70 for good).
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})")
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def _plain(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{key} is {type(value).__name__}, not a string")
+    return value
+
+
+def obj(data: Mapping[str, Any], key: str, *, optional: bool = False) -> Mapping[str, Any]:
+    """`data[key]`, an object (`{}` when optional and absent or null)."""
+    value = data.get(key) if optional else data[key]
+    if value is None and optional:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key} is {type(value).__name__}, not an object")
+    return value
+
+
+def text(data: Mapping[str, Any], key: str, *, optional: bool = True) -> str:
+    """`data[key]`, a string ("" when optional and absent or null)."""
+    value = data.get(key) if optional else data[key]
+    return "" if value is None and optional else _plain(value, key)
+
+
+def number(data: Mapping[str, Any], key: str = "number") -> int:
+    value = data[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{key} is {value!r:.40}, not a whole number")
+    return value
+
+
+def flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{key} is {type(value).__name__}, not true or false")
+    return bool(value)
+
+
+def when(data: Mapping[str, Any], key: str) -> str | None:
+    """A timestamp as GitHub writes them (ISO 8601, `Z` or an offset), or None."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _ISO.fullmatch(value):
+        raise ValueError(f"{key} is {value!r:.60}, not an ISO 8601 time")
+    datetime.fromisoformat(value.replace("Z", "+00:00"))  # a 13th month is no time either
+    return value
+
+
+def sha(data: Mapping[str, Any], key: str, *, optional: bool = True) -> str | None:
+    value = data.get(key) if optional else data[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not _SHA.fullmatch(value):
+        raise ValueError(f"{key} is {value!r:.60}, not a commit id")
+    return value
 
 
 @dataclass(frozen=True)
@@ -143,14 +228,14 @@ class WorkflowRun:
         require_object(data, "workflow run")
         try:
             return cls(
-                id=int(data["id"]),
-                name=str(data.get("name") or ""),
-                display_title=str(data.get("display_title") or ""),
-                status=str(data.get("status") or "queued"),
-                conclusion=data.get("conclusion"),
-                html_url=str(data.get("html_url") or ""),
-                head_sha=data.get("head_sha"),
-                created_at=data.get("created_at"),
+                id=number(data, "id"),
+                name=text(data, "name"),
+                display_title=text(data, "display_title"),
+                status=text(data, "status") or "queued",
+                conclusion=text(data, "conclusion") or None,
+                html_url=text(data, "html_url"),
+                head_sha=sha(data, "head_sha"),
+                created_at=when(data, "created_at"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"workflow run payload is missing or mistyped: {exc}") from None
@@ -203,8 +288,8 @@ class PRFile:
         require_object(data, "pull request file")
         try:
             patch = data.get("patch")
-            return cls(str(data["filename"]), str(data.get("status") or "modified"),
-                       data.get("previous_filename"), patch if isinstance(patch, str) else None)
+            return cls(text(data, "filename", optional=False), text(data, "status") or "modified",
+                       text(data, "previous_filename") or None, patch if isinstance(patch, str) else None)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"pull request file payload is missing or mistyped: {exc}") from None
 
@@ -230,9 +315,9 @@ class IssueRef:
             repo = (data.get("repository") or {}).get("full_name") if isinstance(data.get("repository"), Mapping) else None
             if repo is None and isinstance(data.get("repository_url"), str) and "/repos/" in data["repository_url"]:
                 repo = data["repository_url"].split("/repos/", 1)[1]
-            return cls(int(data["number"]), str(data.get("title") or ""), str(data.get("body") or ""),
-                       str((data.get("user") or {}).get("login") or ""), "pull_request" in data,
-                       str(data.get("state") or "open"), data.get("created_at"), repo)
+            return cls(number(data), text(data, "title"), text(data, "body"),
+                       text(obj(data, "user", optional=True), "login"), "pull_request" in data,
+                       text(data, "state") or "open", when(data, "created_at"), repo if isinstance(repo, str) else None)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedResponse(f"issue payload is missing or mistyped: {exc}") from None
 

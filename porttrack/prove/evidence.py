@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 from porttrack.common.errors import InputError, NotFound, PreconditionError
 from porttrack.workspace.state import utcnow
 from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, dump_json, lock, write_temp
+from porttrack.workspace.files import Workspace, dump_json, lock, read_json, write_temp
 
 SCHEMA = "porttrack/evidence/v1"
 MACHINE_FIELDS = ("gpu", "arch", "driver", "cuda", "rocm", "torch", "triton")  # the hardware/software part
@@ -172,7 +172,7 @@ class _Bad(Exception):
 
 def _read(path: Path) -> Record | Supersession:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        data = read_json(path, parse_constant=_no_constant)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise _Bad(f"unreadable ({type(exc).__name__})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -336,7 +336,7 @@ def _next_seq(ws: Workspace) -> int:
     if ws.evidence_dir.is_dir():
         for path in ws.evidence_dir.glob("*.json"):
             try:
-                highest = max(highest, int(json.loads(path.read_text(encoding="utf-8")).get("seq") or 0))
+                highest = max(highest, int(read_json(path).get("seq") or 0))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue
     return highest + 1

@@ -9,7 +9,6 @@ week's issue (when posting from a fresh CI checkout whose record is older); else
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,7 +18,7 @@ from porttrack.common.clock import parse_moment, stamp
 from porttrack.common.errors import InputError
 from porttrack.github.records import Issue
 from porttrack.report.records import PostOutcome, Since, WeeklyReport
-from porttrack.workspace.files import Workspace, atomic_write_text, write_json
+from porttrack.workspace.files import Workspace, atomic_write_text, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/reports/v1"
 RECORDS_KEPT = 104  # two years of weekly runs in state/reports.json
@@ -35,7 +34,7 @@ def load_records(ws: Workspace) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         if data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("reports"), list):
             raise ValueError(f"expected schema {RECORD_SCHEMA} with a reports list")
     except (ValueError, AttributeError) as exc:

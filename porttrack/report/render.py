@@ -2,9 +2,9 @@
 
 The report's JSON form is the template's context, so `--json` and the issue carry the same
 content. The template is data (`templates/weekly_status.md.j2` in the workspace overrides the
-packaged one); jinja2 runs with StrictUndefined, and every value it prints passes through
-`porttrack.common.markdown.text` unless it is already safe markdown (`Md`), so an overriding template
-cannot forget to neutralise a PR title.
+packaged one); jinja2 runs sandboxed (ImmutableSandboxedEnvironment) with StrictUndefined, and
+every value it prints passes through `porttrack.common.markdown.text` unless it is already safe
+markdown (`Md`), so an overriding template cannot forget to neutralise a PR title.
 
 Fit (`fit_body`): GitHub refuses issue bodies over 65,536 characters; a longer report is cut at a
 section boundary (or a line, closing an open code block), with a pointer to the full file.
@@ -38,10 +38,15 @@ def template_source(ws: Workspace | None) -> tuple[str, str]:
 
 def render(report: WeeklyReport, ws: Workspace | None = None) -> str:
     """The issue body in full (before `fit_body`)."""
-    import jinja2  # lazy: see the package docstring
+    import jinja2.sandbox  # lazy: see the package docstring (binds `jinja2` too)
 
     source, origin = template_source(ws)
-    env = jinja2.Environment(
+    # A workspace template is data anyone with a commit can change, rendered by a job that holds
+    # a write token: the sandbox refuses attribute access that reaches code (`__globals__`,
+    # `__class__`, ...) and calls that change data, so a template cannot run a command or read
+    # the environment. Nothing in its context holds the token (the report's JSON and small pure
+    # functions), so there is nothing else to reach it through.
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -54,6 +59,9 @@ def render(report: WeeklyReport, ws: Workspace | None = None) -> str:
     try:
         template = env.from_string(source)
         text = template.render(r=report_to_json(report))
+    except jinja2.sandbox.SecurityError as exc:
+        raise InputError(f"{origin}:{_template_line(exc)}: the template reached for something a template may not use"
+                         f" (only the report's values and porttrack's filters are open to it): {exc}") from None
     except jinja2.TemplateError as exc:
         raise InputError(f"{origin}:{_template_line(exc)}: {exc}") from None
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a template is data a person edits

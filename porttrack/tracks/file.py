@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,17 @@ def load_config(path: Path, fork_override: str | None = None, cache_dir: Path | 
     path = Path(path)
     shown = _display_name(path)
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO by that name must not hang the command; only a regular file is read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"{shown}: not a regular file (a folder, FIFO, device or a link to one); "
+                                  f"{path.name} must be a regular file")
             data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{shown}: is a folder, not a file") from None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror or exc}") from None
     key = _cache_key(data) if cache_dir is not None else None
@@ -118,17 +126,26 @@ def _from_cache(file: Path, key: str, path: Path) -> Config | None:
         cached = json.loads(file.read_bytes())
         if cached.get("schema") != CACHE_SCHEMA or cached.get("key") != key:
             return None
+        # the config as written, byte for byte: a hand-edited cache is validated afresh, never
+        # thawed into a Config that tracks.yaml's validation did not produce
+        if cached.get("sum") != _config_sum(cached["config"]):
+            return None
         config = _thaw(cached["config"], path)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # unreadable, or not ours
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # unreadable, or not ours
         return None
     return config if isinstance(config, _ConfigMethods) else None
+
+
+def _config_sum(frozen: Any) -> str:
+    return hashlib.sha256(json.dumps(frozen).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _to_cache(file: Path, key: str, config: Config) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         # Not dump_json: its sorted keys would lose the file's order of targets, models and tracks.
-        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "config": _freeze(config)}))
+        frozen = _freeze(config)
+        atomic_write_text(file, json.dumps({"schema": CACHE_SCHEMA, "key": key, "sum": _config_sum(frozen), "config": frozen}))
     except OSError:
         pass  # a read-only workspace validates every time; that is all it costs
 

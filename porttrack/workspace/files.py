@@ -110,17 +110,44 @@ class Workspace:
         chosen = explicit or os.environ.get(WORKSPACE_ENV)
         if chosen:
             root = Path(chosen).expanduser().resolve()
-            if not (root / TRACKS_FILE).is_file():
+            if not _plain_tracks_file(root):
                 raise ConfigError(f"{root / TRACKS_FILE}: no such file (the workspace must hold {TRACKS_FILE})")
             return check_folders(cls(root))
         here = (start or Path.cwd()).resolve()
         for candidate in (here, *here.parents):
-            if (candidate / TRACKS_FILE).is_file():
+            if _plain_tracks_file(candidate):
                 return check_folders(cls(candidate))
         raise ConfigError(
             f"no {TRACKS_FILE} in {here} or any folder above it; run porttrack inside a workspace "
             f"or pass --workspace / set {WORKSPACE_ENV}"
         )
+
+
+def _plain_tracks_file(folder: Path) -> bool:
+    """Whether `folder` holds tracks.yaml as a regular file (or a link to one). Anything else by
+    that name (a folder, a FIFO, a link to /dev/zero or to nothing) is said as what it is: it is
+    the workspace's file gone wrong, not a reason to look further up or to say "no such file"."""
+    path = folder / TRACKS_FILE
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(f"{path}: a symlink to {os.readlink(path)!r}, which does not exist") from None
+        return False
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return True
+    link = f" (a symlink to {os.readlink(path)!r})" if path.is_symlink() else ""
+    raise ConfigError(f"{path}: is {_kind(mode)}{link}, not a file; {TRACKS_FILE} must be a regular file")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def check_folders(ws: Workspace) -> Workspace:
@@ -189,6 +216,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+    checkpoint(f"wrote:{path.name}")  # the boundary after this file, before the command's next step
 
 
 def write_temp(path: Path, data: bytes) -> str:
@@ -286,6 +314,35 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, dump_json(obj))
+
+
+# What porttrack writes nests a dozen levels at most; a file nested deeper was not written by it.
+# The bound keeps what a person, a merge or an attacker committed from reaching code that walks it
+# recursively, and json's own RecursionError (100,000 `[`) is a malformed file like any other.
+MAX_JSON_DEPTH = 64
+
+
+def read_json(path: Path, **options: Any) -> Any:
+    """The JSON in a file porttrack wrote and someone may have damaged since. Raises ValueError
+    (malformed, not UTF-8, nested deeper than MAX_JSON_DEPTH) or OSError, which every caller
+    already turns into its own clear refusal; never RecursionError."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), **options)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+    check_depth(data)
+    return data
+
+
+def check_depth(data: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """ValueError when `data` nests lists and objects deeper than `limit` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > limit:
+                raise ValueError(f"nested deeper than {limit} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -410,7 +467,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def load_runs(path: Path, schema: str) -> list[dict[str, Any]]:
     """The runs recorded in `path` (oldest first); none when the file does not exist yet."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         return []
     except ValueError as exc:

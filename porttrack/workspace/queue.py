@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 from dataclasses import asdict, dataclass, replace
@@ -51,7 +50,7 @@ from porttrack.common.clock import utcnow
 from porttrack.common.errors import InputError, NotFound, PreconditionError
 from porttrack.diff.paths import check_file_name, resolve_inside
 from porttrack.diff.pycheck import SourceCheck
-from porttrack.workspace.files import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock
+from porttrack.workspace.files import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock, read_json
 
 SCHEMA = "porttrack/queue/v1"
 LIVE_STATES = frozenset({"queued", "ungated", "gated-pass", "gated-fail", "default-enabled"})
@@ -356,7 +355,7 @@ def load(ws: Workspace, *, repair: bool = False) -> Queue:
     if not path.is_file():
         return Queue()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         if data.get("schema") != SCHEMA:
             raise ValueError(f"schema is {data.get('schema')!r}, expected {SCHEMA}")
         patches = tuple(Patch.from_json(p) for p in data.get("patches") or ())

@@ -25,14 +25,15 @@ PR and keeps the later observation, so the recorded head never goes backwards.
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from porttrack.common.clock import utcnow  # noqa: F401  (re-exported for its importers until they import clock)
 from porttrack.common.errors import InputError
-from porttrack.workspace.files import write_json
+from porttrack.workspace.files import read_json, write_json
 
 SCHEMA = "porttrack/upstream-state/v1"
 MAX_EVENTS = 60
@@ -91,10 +92,26 @@ class RecordedPR:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RecordedPR":
-        fields = dict(data)
-        fields["stacked_on"] = tuple(StackLink(**s) for s in fields.get("stacked_on") or ())
-        fields["heads"] = tuple(HeadSeen(**h) for h in fields.get("heads") or ())
-        fields["events"] = tuple(Event(**e) for e in fields.get("events") or ())
+        """Checked field by field against the shape every reader relies on (TypeError/ValueError
+        naming the field): a hand-edited `observed_at: 12345` is a malformed file, not a crash
+        in whichever command compares it first."""
+        fields = dict(_object(data, "PR"))
+        _number(fields, "number")
+        for key in ("title", "author", "html_url"):
+            _string(fields, key)
+        if fields.get("state") not in ("open", "merged", "closed"):
+            raise ValueError(f"state is {fields.get('state')!r:.40}, not open, merged or closed")
+        for key in ("merge_commit_sha", "head_sha", "head_ref", "base_ref", "base_sha", "default_branch"):
+            _string(fields, key, optional=True)
+        for key in ("created_at", "updated_at", "merged_at", "closed_at"):
+            _time(fields, key, optional=True)
+        _time(fields, "observed_at")
+        fields["stacked_on"] = tuple(StackLink(**_shaped(s, "stacked_on", number=int, via=str))
+                                     for s in _list(fields, "stacked_on"))
+        fields["heads"] = tuple(HeadSeen(**_shaped(h, "heads", sha=str, first_seen="time", change=str, commits=(int, None)))
+                                for h in _list(fields, "heads"))
+        fields["events"] = tuple(Event(**{**_shaped(e, "events", at="time", kind=str, detail=(str, None)), "detail": e.get("detail") or ""})
+                                 for e in _list(fields, "events"))
         return cls(**fields)
 
     def with_changes(self, **changes: Any) -> "RecordedPR":
@@ -122,10 +139,79 @@ class UpstreamState:
         if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
             raise InputError(f"{where}: not a porttrack upstream state file (expected schema {SCHEMA})")
         try:
-            prs = {int(k): RecordedPR.from_json(v) for k, v in (data.get("prs") or {}).items()}
-            return cls(upstream=str(data["upstream"]), observed_at=data.get("observed_at"), source=str(data.get("source") or ""), prs=prs)
+            prs: dict[int, RecordedPR] = {}
+            for key, value in _object(data.get("prs") or {}, "prs").items():
+                pr = RecordedPR.from_json(value)
+                if key != str(pr.number):
+                    raise ValueError(f"prs.{key:.20} holds PR #{pr.number}")
+                prs[pr.number] = pr
+            _string(data, "upstream")
+            _string(data, "source", optional=True)
+            return cls(upstream=data["upstream"], observed_at=_time(data, "observed_at", optional=True),
+                       source=data.get("source") or "", prs=prs)
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{where}: malformed recorded state ({type(exc).__name__}: {exc}); restore it from git") from None
+
+
+# -- the shape checks of `from_json` (TypeError or ValueError naming what is wrong) ---------------
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})")
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is {type(value).__name__}, not an object")
+    return value
+
+
+def _list(fields: Mapping[str, Any], key: str) -> list[Any]:
+    value = fields.get(key) or []
+    if not isinstance(value, list):
+        raise TypeError(f"{key} is {type(value).__name__}, not a list")
+    return value
+
+
+def _number(fields: Mapping[str, Any], key: str) -> int:
+    value = fields.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{key} is {value!r:.40}, not a whole number")
+    return value
+
+
+def _string(fields: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:
+    value = fields.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is {value!r:.40}, not a string")
+    return value
+
+
+def _time(fields: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:
+    value = fields.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not _ISO.fullmatch(value):
+        raise ValueError(f"{key} is {value!r:.40}, not an ISO 8601 time")
+    datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+def _shaped(value: Any, what: str, **shape: Any) -> dict[str, Any]:
+    """`value`, an object whose keys are those of `shape` (the optional ones may be absent), each
+    of its type: a type, a tuple of types (None: may be null) or "time"."""
+    item = dict(_object(value, f"an entry of {what}"))
+    for key, kind in shape.items():
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if key not in item and None in kinds:
+            continue
+        if "time" in kinds:
+            _time(item, key)
+        elif item.get(key) is None and None in kinds:
+            continue
+        elif not isinstance(item.get(key), tuple(k for k in kinds if isinstance(k, type))) or isinstance(item.get(key), bool):
+            raise TypeError(f"{what}.{key} is {item.get(key)!r:.40}, not {' or '.join(getattr(k, '__name__', str(k)) for k in kinds)}")
+    return item
 
 
 def compact(pr: RecordedPR) -> RecordedPR:
@@ -167,7 +253,7 @@ def load(path: Path, upstream: str) -> UpstreamState:
     if not path.is_file():
         return UpstreamState(upstream=upstream, observed_at=None, source="nothing recorded yet")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except ValueError as exc:
         raise InputError(f"{path}: recorded state is not valid JSON ({exc}); restore it from git") from None
     return UpstreamState.from_json(data, where=str(path))
