@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from porttrack.probe import instruments
+from porttrack.probe import events, instruments
 from porttrack.probe.events import ENV, EventLog
 
 WARMUP_DONE = "warmup-done"
@@ -127,9 +127,14 @@ def _instrument(module: str) -> None:
 _HOOKS = {
     "triton": [("triton-jit", instruments.hook_triton), ("triton-autotune", instruments.hook_autotuner),
                ("triton-cache-writes", instruments.hook_cache_writes)],
-    "torch": [("cuda-graphs", instruments.hook_cuda_graphs)],
+    "torch": [("cuda-graphs", instruments.hook_cuda_graphs), ("jit-nvrtc-jiterator", instruments.hook_jiterator)],
     "torch._dynamo": [("dynamo", instruments.hook_dynamo)],
     "torch._inductor.config": [("inductor-kernels", instruments.hook_inductor)],
+    "torch.utils.cpp_extension": [("jit-cpp-extension", instruments.hook_cpp_extension)],
+    "cupy.cuda.compiler": [("jit-cupy", instruments.hook_cupy)],
+    "cutlass.cute": [("jit-cutedsl", instruments.hook_cutedsl)],
+    "tilelang.jit": [("jit-tilelang", instruments.hook_tilelang)],
+    "vllm.utils.jit_monitor": [("vllm-jit-monitor", instruments.hook_vllm_monitor)],
 }
 
 
@@ -150,7 +155,9 @@ def _snapshot(when: str) -> None:
         if fields == _state["flushed"]:
             return
     _state["flushed"] = fields
-    log.emit("probe-counts", when=when, **fields)
+    with _lock:
+        _state["snap"] = snap = _state.get("snap", 0) + 1
+    events.emit_counts(log, snap, when, fields)
 
 
 def _flush_loop(stop: threading.Event) -> None:
@@ -175,6 +182,7 @@ def _after_fork() -> None:
         _state["counts"].reset_after_fork()
         _state["log"]._lock = threading.Lock()  # the parent's flusher may have held it at fork
         _state["flushed"] = None
+        _state["snap"] = 0
         _state["log"].emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0], forked=True)
         _start_flusher()
 

@@ -66,6 +66,7 @@ class Counts:
         self._lock = threading.Lock()
         self.labels: dict[int, str] = {}
         self.cache_written: dict[str, str] = {}  # cache entry (folder key) -> kernel, written by this process
+        self.hook_calls: dict[str, int] = {}  # how often the probe's own chained hooks ran ("triton_cache", "triton_post")
         self.version = 0  # bumped by a flush check when something changed
 
     def mine(self) -> _Thread:
@@ -83,6 +84,7 @@ class Counts:
         self._threads = []
         self._lock = threading.Lock()
         self.cache_written = {}
+        self.hook_calls.clear()  # the same dict the hooks hold
 
     def label(self, graph: Any) -> str:
         return self.labels.setdefault(id(graph), f"graph-{len(self.labels) + 1}")
@@ -106,7 +108,7 @@ class Counts:
         for kernel in list(self.cache_written.values()):
             written[kernel] = written.get(kernel, 0) + 1
         return {"replays": replays, "eager_triton": eager, "region_entries": {"all": entries},
-                "regions_not_replayed": unreplayed, "cache_written": written}
+                "regions_not_replayed": unreplayed, "cache_written": written, "hook_calls": dict(self.hook_calls)}
 
 
 # -- Triton ------------------------------------------------------------------------------------
@@ -121,14 +123,69 @@ def kernel_name(fn: Any) -> str:
     return str(getattr(inner, "__name__", None) or getattr(getattr(inner, "fn", None), "__name__", None) or fn)
 
 
+def reaches(start: Any, target: Any, depth: int = 6) -> bool:
+    """Whether calling `start` can reach `target` through what it holds: a wrapper's closure cells,
+    `__wrapped__`, defaults, a partial's function and arguments, a bound method's function and
+    object, an object's attributes and the lists, tuples and dicts in them (a hook chain), and the
+    module globals its code names. This is how another library chains to the previous hook
+    (vLLM's JIT monitor keeps it in a closure cell, `existing_hook`); a bounded walk, no call."""
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(start, 0)]
+    while todo:
+        obj, level = todo.pop()
+        if obj is target:
+            return True
+        if id(obj) in seen or level >= depth or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
+            continue
+        seen.add(id(obj))
+        if type(obj).__name__ == "module":
+            continue
+        nxt: list[Any] = []
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            nxt.extend(list(obj)[:64])
+        elif isinstance(obj, dict):
+            nxt.extend(list(obj.values())[:64])
+        else:
+            for attr in ("__wrapped__", "__func__", "__self__", "func", "args", "keywords", "__defaults__", "__kwdefaults__"):
+                try:
+                    value = getattr(obj, attr, None)
+                except Exception:
+                    value = None
+                if value is not None:
+                    nxt.append(value)
+            for cell in getattr(obj, "__closure__", None) or ():
+                try:
+                    nxt.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+            code, glob = getattr(obj, "__code__", None), getattr(obj, "__globals__", None)
+            if code is not None and isinstance(glob, dict):
+                nxt.extend(glob[name] for name in code.co_names if name in glob)
+            attrs = getattr(obj, "__dict__", None)
+            if isinstance(attrs, dict) and not callable(getattr(obj, "__code__", None)):
+                nxt.extend(list(attrs.values())[:64])
+            call = getattr(type(obj), "__call__", None)
+            if call is not None and getattr(call, "__code__", None) is not None and not hasattr(obj, "__code__"):
+                nxt.append(getattr(obj, "__call__", None))
+        todo.extend((value, level + 1) for value in nxt)
+    return False
+
+
 class HookWatch:
-    """The hooks the probe set on other objects, checked at each mark and at exit: another library
-    that replaced one without chaining (torch's NVSHMEM helper and tritonparse set Triton's
-    post-compile knob) has blinded the instrument, which is then reported, never read as 0."""
+    """The hooks the probe set on other objects, checked at each mark and at exit. Another library
+    may set the same knob after the probe: vLLM's JIT monitor (activated in every worker at the end
+    of its warmup step) sets Triton's post-compile knob to a function that calls the previous hook,
+    so the probe's hook is still reached, and that is recorded (`probe-hook-chained`) and read as
+    measured. One that replaced it without chaining (torch's NVSHMEM helper, tritonparse) has
+    blinded the instrument, which is then reported (`probe-hook-replaced`), never read as 0. The
+    decision is whether the probe's own hook is still reached from the knob (`reaches`), not
+    whether the knob is the probe's function; `hook_triton` also counts, per compile, that its
+    post-compile hook really ran after its cache hook, so a chain that drops the call is caught."""
 
     def __init__(self) -> None:
         self.set: list[tuple[str, Any, str, Any]] = []  # (instrument, holder, attribute, our function)
         self.reported: set[tuple[str, str]] = set()
+        self.chained: set[tuple[str, str, int]] = set()
 
     def add(self, instrument: str, holder: Any, attribute: str, ours: Any) -> None:
         self.set.append((instrument, holder, attribute, ours))
@@ -136,10 +193,16 @@ class HookWatch:
     def check(self, log: EventLog) -> None:
         for instrument, holder, attribute, ours in list(self.set):
             now = getattr(holder, attribute, None)
-            if now is not ours and (instrument, attribute) not in self.reported:
-                self.reported.add((instrument, attribute))
-                what = getattr(now, "__qualname__", None) or type(now).__name__
-                log.emit("probe-hook-replaced", instrument=instrument, hook=attribute, now=str(what)[:200])
+            if now is ours or (instrument, attribute) in self.reported:
+                continue
+            what = str(getattr(now, "__module__", "") or "") + ":" + str(getattr(now, "__qualname__", None) or type(now).__name__)
+            if reaches(now, ours):
+                if (instrument, attribute, id(now)) not in self.chained:
+                    self.chained.add((instrument, attribute, id(now)))
+                    log.emit("probe-hook-chained", instrument=instrument, hook=attribute, by=what[:200])
+                continue
+            self.reported.add((instrument, attribute))
+            log.emit("probe-hook-replaced", instrument=instrument, hook=attribute, now=what[:200])
 
 
 def hook_triton(log: EventLog, triton: Any, counts: Counts, watch: HookWatch, regions: "Regions") -> str:
@@ -157,14 +220,21 @@ def hook_triton(log: EventLog, triton: Any, counts: Counts, watch: HookWatch, re
     started: dict[tuple[int, str], float] = {}
     previous_cache, previous_post = getattr(holder, cache_attr), getattr(holder, post_attr)
 
+    calls = counts.hook_calls
+
     def on_cache(*args: Any, **kw: Any) -> Any:
         key = str(kw.get("key"))[:KEY_CHARS]
         started[(threading.get_ident(), key)] = time.perf_counter()
-        return previous_cache(*args, **kw) if previous_cache else None
+        result = previous_cache(*args, **kw) if previous_cache else None
+        if not result:  # Triton compiles now and calls the post-compile knob after
+            calls["triton_cache"] = calls.get("triton_cache", 0) + 1
+        return result
 
     def on_compiled(*args: Any, **kw: Any) -> Any:
         key = str(kw.get("key"))[:KEY_CHARS]
         began = started.pop((threading.get_ident(), key), None)
+        if began is not None:
+            calls["triton_post"] = calls.get("triton_post", 0) + 1
         log.emit("triton-compile", kernel=kernel_name(kw.get("fn")), key=key,
                  seconds=None if began is None else round(time.perf_counter() - began, 6),
                  manual_warmup=bool(kw.get("is_manual_warmup")))
@@ -446,3 +516,214 @@ def dynamo_counters(dynamo: Any) -> dict[str, int]:
     counters = dynamo.utils.counters
     return {"frames_total": int(counters["frames"]["total"]), "frames_ok": int(counters["frames"]["ok"]),
             "unique_graphs": int(counters["stats"]["unique_graphs"])}
+
+
+# -- JIT compilers other than Triton -------------------------------------------------------------
+#
+# Each emits one `jit-compile` event (`jit`: the kind, `kernel`, `key`, `seconds`) per compile it
+# sees; the summary counts those after warmup like Triton compiles. What "no JIT after warmup"
+# covers is exactly JIT_KINDS; JIT_NOT_COVERED names what no instrument here can see.
+
+JIT_KINDS = {
+    "triton": "Triton @jit compiles (knobs.runtime.jit_cache_hook/jit_post_compile_hook, chained)",
+    "triton-autotune": "Triton @autotune runs that benchmark configs for a new key (Autotuner.run/_bench)",
+    "inductor": "kernels torch.compile's inductor generates (through Triton's post-compile hook)",
+    "dynamo": "frames torch.compile compiles (torch._dynamo.utils.counters, recompiles log)",
+    "cuda-graph-capture": "a CUDA graph captured (torch.cuda.CUDAGraph.capture_end), e.g. cudagraph trees at a new batch size",
+    "nvrtc-jiterator": "torch.cuda.jiterator kernels (NVRTC): a call with code, dtypes or layout not seen before",
+    "cupy": "CuPy RawKernel/RawModule/ElementwiseKernel builds (cupy.cuda.compiler, NVRTC or nvcc; a disk-cache load counts too)",
+    "cpp-extension": "torch.utils.cpp_extension.load / load_inline builds (cpp_extension._jit_compile)",
+    "cutedsl": "CuTeDSL cute.compile calls (cutlass.cute.compile)",
+    "tilelang": "TileLang @tilelang.jit compiles (tilelang.jit JITImpl.compile / JITKernel)",
+    "vllm-jit-monitor": "what vLLM's own JIT monitor (vllm.utils.jit_monitor) reports after warmup, as a second source",
+}
+JIT_NOT_COVERED = (
+    "NVRTC called from C++ inside ATen (its built-in jiterated ops, e.g. some torch.special functions on CUDA)",
+    "NVRTC / nvJitLink / nvcc called directly (cuda-python's cuda.bindings.nvrtc, ctypes, subprocess)",
+    "numba.cuda @jit, JAX/XLA and other compilers not named in JIT_KINDS",
+    "the driver's JIT of PTX embedded in a binary at module load",
+)
+
+
+def _jit_event(log: EventLog, jit: str, kernel: Any, key: Any, began: float) -> None:
+    log.emit("jit-compile", jit=jit, kernel=str(kernel)[:200], key=str(key)[:KEY_CHARS],
+             seconds=round(max(0.0, time.perf_counter() - began), 6))
+
+
+def hook_jiterator(log: EventLog, torch: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    """torch.cuda.jiterator compiles a kernel with NVRTC, in C++, the first time it is called with a
+    new code string and new argument dtypes / layout (`torch._C._cuda_jiterator_compile_and_launch_kernel`,
+    looked up at each call). The probe keys calls the same way and counts a key it has not seen as
+    a compile (it may count a C++ cache hit, never miss a compile of a new key)."""
+    c = getattr(torch, "_C", None)
+    name = "_cuda_jiterator_compile_and_launch_kernel"
+    original = getattr(c, name, None)
+    if original is None:
+        return "not applicable: this torch has no CUDA jiterator (torch._C." + name + ")"
+    seen: set[Any] = set()
+
+    def launch(code: str, kernel: str, return_by_ref: bool, num_outputs: int, tensors: Any, kwargs: Any) -> Any:
+        try:
+            key = (hash(code), kernel, bool(return_by_ref), int(num_outputs),
+                   tuple((str(getattr(t, "dtype", type(t).__name__)), str(getattr(t, "device", "")),
+                          getattr(t, "dim", lambda: -1)(), bool(getattr(t, "is_contiguous", lambda: True)()),
+                          int(getattr(t, "data_ptr", lambda: 0)() % 16)) for t in tensors),
+                   tuple(sorted((str(k), type(v).__name__) for k, v in dict(kwargs).items())))
+        except Exception:  # an argument the probe cannot key: count the call as a compile
+            key = object()
+        if key in seen:
+            return original(code, kernel, return_by_ref, num_outputs, tensors, kwargs)
+        seen.add(key)
+        began = time.perf_counter()
+        try:
+            return original(code, kernel, return_by_ref, num_outputs, tensors, kwargs)
+        finally:
+            _jit_event(log, "nvrtc-jiterator", kernel, key[4] if isinstance(key, tuple) else "?", began)
+
+    setattr(c, name, launch)
+    watch.add("jit-nvrtc-jiterator", c, name, launch)
+    return "torch._C._cuda_jiterator_compile_and_launch_kernel (new code/dtype/layout key)"
+
+
+def hook_cupy(log: EventLog, compiler: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    """CuPy builds a RawKernel / RawModule / ElementwiseKernel the first time it is used on a device
+    (kept in memory after): `cupy.cuda.compiler._compile_module_with_cache` (RawKernel, RawModule)
+    and `compile_with_cache` (older entry point), each a module attribute looked up at call time."""
+    wrapped = []
+    for name in ("_compile_module_with_cache", "compile_with_cache"):
+        original = getattr(compiler, name, None)
+        if not callable(original):
+            continue
+
+        def build(*args: Any, _original: Any = original, **kw: Any) -> Any:
+            began = time.perf_counter()
+            source = args[0] if args else kw.get("source", "")
+            try:
+                return _original(*args, **kw)
+            finally:
+                names = [w for w in str(source).replace("(", " ").split() if w.isidentifier()]
+                after = names[names.index("void") + 1] if "void" in names[:-1] else (names[0] if names else "?")
+                _jit_event(log, "cupy", after, f"source sha {hash(str(source)) & 0xFFFFFFFF:08x}", began)
+
+        setattr(compiler, name, build)
+        watch.add("jit-cupy", compiler, name, build)
+        wrapped.append(name)
+    if not wrapped:
+        raise Unavailable("cupy.cuda.compiler has neither _compile_module_with_cache nor compile_with_cache")
+    return "cupy.cuda.compiler." + "/".join(wrapped)
+
+
+def hook_cpp_extension(log: EventLog, ext: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    """`load` and `load_inline` both build through `_jit_compile` (a module global looked up at call
+    time): every call is a build or a build-cache check and a dlopen, at run time."""
+    original = getattr(ext, "_jit_compile", None)
+    if not callable(original):
+        raise Unavailable("torch.utils.cpp_extension._jit_compile does not exist: load/load_inline builds cannot be seen")
+
+    def _jit_compile(name: Any, *args: Any, **kw: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(name, *args, **kw)
+        finally:
+            _jit_event(log, "cpp-extension", name, "torch.utils.cpp_extension", began)
+
+    ext._jit_compile = _jit_compile
+    watch.add("jit-cpp-extension", ext, "_jit_compile", _jit_compile)
+    return "torch.utils.cpp_extension._jit_compile"
+
+
+class _CuteCompile:
+    """Wraps `cutlass.cute.compile`; keeps `cute.compile[options](...)` working, as vLLM's does."""
+
+    def __init__(self, inner: Any, log: EventLog):
+        self._inner, self._log = inner, log
+
+    def __getitem__(self, options: Any) -> "_CuteCompile":
+        return _CuteCompile(self._inner[options], self._log)
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        kernel = args[0] if args else kw.get("function")
+        began = time.perf_counter()
+        try:
+            return self._inner(*args, **kw)
+        finally:
+            _jit_event(self._log, "cutedsl", getattr(kernel, "__name__", type(kernel).__name__), "cute.compile", began)
+
+
+def hook_cutedsl(log: EventLog, cute: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    original = getattr(cute, "compile", None)
+    if original is None:
+        raise Unavailable("cutlass.cute has no compile: CuTeDSL compiles cannot be seen")
+    wrapper = _CuteCompile(original, log)
+    cute.compile = wrapper
+    watch.add("jit-cutedsl", cute, "compile", wrapper)
+    return "cutlass.cute.compile"
+
+
+def hook_tilelang(log: EventLog, jit: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    """TileLang compiles in `JITImpl.compile` (a kernel-cache miss of a @tilelang.jit function) and
+    builds a `JITKernel` directly for `tilelang.compile` (one not loaded from its database)."""
+    impl = getattr(jit, "JITImpl", None)
+    kernel_cls = getattr(sys.modules.get("tilelang.jit.kernel"), "JITKernel", None) or getattr(jit, "JITKernel", None)
+    if impl is None and kernel_cls is None:
+        raise Unavailable("tilelang.jit has neither JITImpl nor JITKernel: TileLang compiles cannot be seen")
+    depth = threading.local()
+    done = []
+    if impl is not None and callable(getattr(impl, "compile", None)):
+        original_compile = impl.compile
+
+        def compile(self: Any, *args: Any, **kw: Any) -> Any:
+            began = time.perf_counter()
+            depth.n = getattr(depth, "n", 0) + 1
+            try:
+                return original_compile(self, *args, **kw)
+            finally:
+                depth.n -= 1
+                func = getattr(self, "func", None)
+                name = getattr(getattr(func, "orig_func", None) or func, "__name__", None) or "?"
+                _jit_event(log, "tilelang", name, "JITImpl.compile", began)
+
+        impl.compile = compile
+        watch.add("jit-tilelang", impl, "compile", compile)
+        done.append("JITImpl.compile")
+    if kernel_cls is not None:
+        original_init = kernel_cls.__init__
+
+        def __init__(self: Any, *args: Any, **kw: Any) -> Any:
+            from_database = bool(args[7] if len(args) > 7 else kw.get("from_database", False))
+            if from_database or getattr(depth, "n", 0):
+                return original_init(self, *args, **kw)
+            began = time.perf_counter()
+            try:
+                return original_init(self, *args, **kw)
+            finally:
+                func = args[0] if args else kw.get("func")
+                _jit_event(log, "tilelang", getattr(func, "__name__", None) or type(func).__name__, "JITKernel", began)
+
+        kernel_cls.__init__ = __init__
+        watch.add("jit-tilelang", kernel_cls, "__init__", __init__)
+        done.append("JITKernel.__init__")
+    return "tilelang.jit." + "/".join(done)
+
+
+def hook_vllm_monitor(log: EventLog, monitor: Any, counts: Counts, watch: HookWatch, regions: Regions) -> str:
+    """vLLM's JIT monitor logs each compile it sees after its activation (warn mode) on its module's
+    logger as "%s %s during inference: %s%s. ..." (backend, event, kernel, detail): read as a second
+    source (CuTeDSL and TileLang among them)."""
+    import logging
+
+    name = getattr(monitor, "__name__", "vllm.utils.jit_monitor")
+
+    class _Findings(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                args = record.args if isinstance(record.args, tuple) else ()
+                if len(args) < 3 or "during inference" not in str(record.msg):
+                    return
+                log.emit("vllm-jit-monitor", backend=str(args[0])[:100], kernel=str(args[2])[:200],
+                         message=record.getMessage()[:1000])
+            except Exception:  # never let the probe break the program it watches
+                pass
+
+    logging.getLogger(name).addHandler(_Findings(level=logging.WARNING))
+    return f"logging handler on {name}"

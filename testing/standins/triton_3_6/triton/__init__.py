@@ -41,6 +41,7 @@ knobs = types.SimpleNamespace(
     runtime=types.SimpleNamespace(jit_cache_hook=None, jit_post_compile_hook=None,
                                   launch_enter_hook=None if _plain else HookChain()),
     cache=types.SimpleNamespace(dir=None),
+    autotuning=types.SimpleNamespace(print=False),
 )
 
 
