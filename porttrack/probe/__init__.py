@@ -146,6 +146,8 @@ def _snapshot(when: str) -> None:
     _state["watch"].check(log)
     _state["regions"].check()
     fields = counts.snapshot()
+    with log._lock:
+        fields["emitted"] = dict(log.emitted)  # every line this process wrote so far: a lost line shows
     if "dynamo" in _state["installed"]:
         try:
             fields["dynamo"] = instruments.dynamo_counters(sys.modules["torch._dynamo"])
@@ -181,6 +183,7 @@ def _after_fork() -> None:
     if active():
         _state["counts"].reset_after_fork()
         _state["log"]._lock = threading.Lock()  # the parent's flusher may have held it at fork
+        _state["log"].emitted = {}
         _state["flushed"] = None
         _state["snap"] = 0
         _state["log"].emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0], forked=True)

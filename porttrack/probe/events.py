@@ -42,6 +42,7 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._lock = threading.Lock()
+        self.emitted: dict[str, int] = {}  # lines written per kind: the ledger a counts snapshot carries
 
     def emit(self, kind: str, **fields: Any) -> None:
         event = {"t": round(time.time(), 6), "pid": os.getpid(), "kind": kind, **fields}
@@ -50,6 +51,7 @@ class EventLog:
             line = json.dumps({**{k: event[k] for k in ("t", "pid", "kind")}, "truncated": True}, ensure_ascii=True)
         with self._lock:
             os.write(self._fd, (line + "\n").encode("ascii"))
+            self.emitted[kind] = self.emitted.get(kind, 0) + 1
 
     def close(self) -> None:
         with self._lock:
@@ -173,7 +175,7 @@ FIELDS: dict[str, dict[str, tuple[Any, str, bool]]] = {
     "probe-counts": {"when": (*_TEXT, True), "snap": (*_COUNT, True), "part": (*_COUNT, True), "parts": (*_COUNT, True),
                      "replays": (*_COUNTS, False), "eager_triton": (*_COUNTS, False), "region_entries": (*_COUNTS, False),
                      "regions_not_replayed": (*_COUNTS, False), "cache_written": (*_COUNTS, False),
-                     "dynamo": (*_COUNTS, False), "hook_calls": (*_COUNTS, False)},
+                     "dynamo": (*_COUNTS, False), "hook_calls": (*_COUNTS, False), "emitted": (*_COUNTS, False)},
     "probe-hook-replaced": {"instrument": (*_TEXT, True), "hook": (*_TEXT, True), "now": (*_TEXT, True)},
     "probe-hook-chained": {"instrument": (*_TEXT, True), "hook": (*_TEXT, True), "by": (*_TEXT, True)},
     "probe-error": {"where": (*_TEXT, True), "error": (*_TEXT, True)},

@@ -139,8 +139,13 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
     for pid, stream in sorted(by_pid.items()):
         proc = _Process()
         monitor: list[tuple[str, str]] = []
+        seen: dict[str, int] = defaultdict(int)
+        ended = False
         for event in stream:
             kind = event.get("kind")
+            seen[str(kind)] += 1
+            if kind == "probe-exit":
+                ended = True
             if kind == "probe-start":
                 proc.started = True
             elif kind == "probe-instruments":
@@ -214,6 +219,8 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
             if not any((k, kernel) in mine for k in ours):
                 offenders.append(Offender(kernel, f"reported by vLLM's JIT monitor ({backend})", pid, "vllm-jit-monitor"))
         incomplete = sorted(n for n, snap in proc.snaps.items() if len(snap["got"]) != snap["parts"])
+        if proc.snaps and sorted(proc.snaps) != list(range(1, max(proc.snaps) + 1)):
+            log_problems.append(f"pid {pid}: counts snapshot(s) missing from the log (numbers {sorted(proc.snaps)[:8]})")
         if incomplete:
             log_problems.append(f"pid {pid}: counts snapshot(s) {incomplete[:5]} incomplete (a part is missing)")
         if proc.compiled and not proc.warm:
@@ -221,8 +228,13 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
         final = proc.final or {}
         if proc.final is not None:
             counted = True
-        if (proc.started or proc.final is not None) and not proc.exited:
+        if (proc.started or proc.final is not None) and not (proc.exited and ended):
             log_problems.append(f"pid {pid}: no exit snapshot (killed?): its counts are not final")
+        lost = {k: n - seen.get(k, 0) for k, n in (final.get("emitted") or {}).items()
+                if k != "probe-counts" and n > seen.get(k, 0)}
+        if lost:
+            log_problems.append(f"pid {pid}: the log lacks lines the process wrote: "
+                                + ", ".join(f"{n} {k}" for k, n in sorted(lost.items())))
         calls = final.get("hook_calls") or {}
         if int(calls.get("triton_cache", 0)) > int(calls.get("triton_post", 0)):
             replaced.setdefault("triton-jit", f"pid {pid}: Triton's post-compile hook chain reached the probe's hook for "
