@@ -440,7 +440,8 @@ def ran_backend(record: Path, claimed: str, what: str) -> dict[str, Any]:
     if claimed not in engine_record.backends_in(attention):
         raise InputError(f"refused (backend-mismatch): {what} asked for {claimed}, but vLLM {', '.join(versions)} ran "
                          + ", ".join(f"{kind} on {'+'.join(names)}" for kind, names in attention.items()))
-    return {"attention": attention, "vllm": ", ".join(versions)}
+    classes = engine_record.merged_classes(entries)
+    return {"attention": attention, "vllm": ", ".join(versions), **({"attention_classes": classes} if classes else {})}
 
 
 def latency_metrics(latencies: Sequence[float], batch: int, output_len: int) -> dict[str, float]:

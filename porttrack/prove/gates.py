@@ -409,6 +409,9 @@ def _backend_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
     """A claimed backend the engine's own record does not show, and numerics that compared a
     backend with itself, are not evidence (the vLLM job refuses both; this catches other writers)."""
     claimed, used = cell.get("backend"), _attention_used(cell)
+    if claimed is not None and used is None:
+        yield Check("backend", MISSING, f"the cell claims {claimed}, but what the engine ran was not recorded: an unverified claim",
+                    limit=claimed)
     if claimed is not None and used is not None:
         ran = {name for names in used.values() for name in names}
         if claimed in ran:
