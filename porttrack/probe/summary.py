@@ -257,6 +257,9 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
             if "dynamo" in instruments_used and "dynamo" not in final:
                 problems.append(f"pid {pid}: dynamo's counters were not read after warmup")
                 replaced.setdefault("dynamo", f"pid {pid}: dynamo's counters were not read")
+    marked = any(e.get("kind") == "mark" and e.get("name") == WARMUP_DONE for stream in by_pid.values() for e in stream)
+    if by_pid and not marked:
+        problems.append(f"no process marked {WARMUP_DONE!r}: there is no 'after warmup' to measure")
     if unmarked:
         problems.append(f"process(es) {', '.join(map(str, unmarked))} compiled kernels but never marked {WARMUP_DONE!r}: "
                         "compiles after warmup cannot be told from warmup")
@@ -266,7 +269,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
     blind += [name for name in missing if name.startswith("jit-") or name == "vllm-jit-monitor"]
     intact = not log_problems
     jit_ok = intact and ("triton-jit" in instruments_used and "triton-autotune" in instruments_used and not unmarked
-                         and bool(by_pid) and not blind)
+                         and bool(by_pid) and marked and not blind)
     graphs_ok = intact and "cuda-graphs" in instruments_used and "cuda-graphs" not in replaced and counted
     regions_ok = graphs_ok and "region-launches" not in replaced
     compiles = before + sum(o.kind == "triton" for o in offenders)

@@ -47,10 +47,10 @@ knobs = types.SimpleNamespace(
 
 class _Lazy:
     def __init__(self, data):
-        self._data = data
+        self.data = data  # as Triton's LazyDict: the name is here from the start
 
     def get(self):
-        return self._data
+        return self.data
 
 
 class JitFunctionInfo:
