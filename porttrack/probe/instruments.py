@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from porttrack.probe.events import EventLog
 
@@ -43,7 +43,7 @@ class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
     __slots__ = ("stack", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
-                 "bench_n", "bench_s")
+                 "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
         self.stack: list[str] = []
@@ -55,6 +55,7 @@ class _Thread:
         self.unreplayed: dict[str, int] = {}
         self.bench_n = 0
         self.bench_s = 0.0
+        self.capturing = 0  # CUDA graph captures this thread has begun and not ended
 
 
 class Counts:
@@ -103,7 +104,7 @@ class Counts:
             entries += t.entries
             for into, source in ((eager, t.eager), (unreplayed, t.unreplayed)):
                 for key, n in list(source.items()):
-                    into[key] = into.get(key, 0) + n
+                    into[str(key)] = into.get(str(key), 0) + n
         written: dict[str, int] = {}
         for kernel in list(self.cache_written.values()):
             written[kernel] = written.get(kernel, 0) + 1
@@ -338,7 +339,6 @@ class Regions:
         self._lock = threading.Lock()
         self._inside = 0
         self._previous: Any = None
-        self._capturing: Callable[[], bool] = lambda: False
         self._hook = self._on_launch  # one bound method, so `is` tells whether the knob is still ours
         self._local = counts._local
 
@@ -392,14 +392,16 @@ class Regions:
             t = self._local.t
         except AttributeError:
             t = None
-        if t is not None and t.stack and not self._capturing():
+        if t is not None and t.stack and not t.capturing:
             # the kernel's name is in LazyDict.data from the start; `get()` would run the kernel's
             # launch-metadata functions on every launch (measured 1.21x on a launch in a region)
-            data = getattr(metadata, "data", None)
-            if not isinstance(data, dict):
+            try:
+                name = metadata.data["name"]
+            except Exception:
                 data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
-            name = str((data.get("name") if isinstance(data, dict) else None) or "?")
-            t.eager[name] = t.eager.get(name, 0) + 1
+                name = (data.get("name") if isinstance(data, dict) else None) or "?"
+            eager = t.eager
+            eager[name] = eager.get(name, 0) + 1
         if self._chain is not None:
             return None  # the chain calls the other hooks itself
         previous = self._previous
@@ -452,6 +454,7 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
     if graph_cls is None or not hasattr(graph_cls, "replay"):
         raise Unavailable("torch.cuda.CUDAGraph.replay does not exist in this torch")
     original_replay, original_end = graph_cls.replay, graph_cls.capture_end
+    original_begin = getattr(graph_cls, "capture_begin", None)
     local, mine = counts._local, counts.mine
 
     def replay(self: Any, *args: Any, **kw: Any) -> Any:
@@ -464,16 +467,26 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
         r[id(self)] = r.get(id(self), 0) + 1
         return original_replay(self, *args, **kw)
 
+    def capture_begin(self: Any, *args: Any, **kw: Any) -> Any:
+        """Launches while this thread captures are not eager: kept as a per-thread count, so the
+        launch hook never asks the CUDA runtime (`is_current_stream_capturing` cost ~1 us a launch)."""
+        result = original_begin(self, *args, **kw)
+        mine().capturing += 1
+        return result
+
     def capture_end(self: Any, *args: Any, **kw: Any) -> Any:
-        result = original_end(self, *args, **kw)
+        t = mine()
+        try:
+            result = original_end(self, *args, **kw)
+        finally:
+            t.capturing = max(0, t.capturing - 1)
         log.emit("graph-capture", graph=counts.label(self), region=regions.current())
         return result
 
     graph_cls.replay, graph_cls.capture_end = replay, capture_end
+    if original_begin is not None:
+        graph_cls.capture_begin = capture_begin
     watch.add("cuda-graphs", graph_cls, "replay", replay)
-    is_capturing = getattr(torch.cuda, "is_current_stream_capturing", None)
-    if is_capturing is not None:
-        regions._capturing = lambda: bool(is_capturing())
     return "torch.cuda.CUDAGraph.replay/capture_end"
 
 
