@@ -16,9 +16,20 @@ Kinds (`fields`):
 - `probe-counts` (`when`: "mark:NAME" | "periodic" | "exit"; cumulative: `replays` per graph,
   `region_entries`, `regions_not_replayed` and `eager_triton` per region/kernel, `cache_written`
   per kernel, `dynamo` counters)
-- `probe-hook-replaced` (`instrument`, `hook`, `now`): another library replaced a probe hook
-  without chaining; the summary reports that instrument's figure as not measured
+- `jit-compile` (`jit`: a kind of `instruments.JIT_KINDS` other than Triton's, `kernel`, `key`,
+  `seconds`): jiterator/NVRTC, CuPy, cpp_extension, CuTeDSL, TileLang
+- `vllm-jit-monitor` (`backend`, `kernel`, `message`): what vLLM's own JIT monitor logged
+- `probe-counts` also carry `snap` (numbered from 1 per process), `part`/`parts` (a snapshot too
+  long for one line is several records, never cut), `hook_calls` (how often the probe's own
+  Triton hooks ran) and `emitted` (the ledger: lines this process wrote per kind so far)
+- `probe-hook-chained` (`instrument`, `hook`, `by`): another library set the knob to a hook that
+  still reaches the probe's (vLLM's JIT monitor): still measured
+- `probe-hook-replaced` (`instrument`, `hook`, `now`): another library replaced a probe hook so
+  that the probe's is no longer reached; the summary reports that instrument's figure as not measured
 - `probe-error` (`where`, `error`): an instrument that broke; the summary fails closed on it
+
+`read` accepts only well-formed lines (`parse_line`, `validate`); anything else becomes a
+`probe-error` with `bad_line`, and the summary then measures nothing from the log.
 """
 
 from __future__ import annotations
