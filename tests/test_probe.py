@@ -616,3 +616,42 @@ def test_against_ground_truth_over_random_programs(tmp_path: Path) -> None:
              if k not in {("offends", "caught"), ("clean", "zero"), ("blind", "not measured")}}
     assert not wrong, table
     assert all(table.get(k, 0) > 0 for k in [("offends", "caught"), ("clean", "zero")]), table
+
+
+def test_reaches_finds_the_ways_a_hook_is_chained_and_reads_nothing_through_getattr() -> None:
+    import functools
+
+    from porttrack.probe.instruments import reaches
+
+    def ours(**kw):
+        return None
+
+    def chain_in_closure(previous):
+        def hook(**kw):
+            return previous(**kw)
+        return hook
+
+    class Holder:  # e.g. vLLM's _MonitoredCuteCompile keeps the original in an attribute
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __call__(self, *args, **kw):
+            return self._inner(*args, **kw)
+
+    class Dynamic:  # an object whose attribute reads have side effects
+        reads: list = []
+
+        def __getattr__(self, name):
+            Dynamic.reads.append(name)
+            raise AttributeError(name)
+
+    for chained in (chain_in_closure(ours), functools.partial(ours), Holder(ours), functools.wraps(ours)(lambda **kw: None),
+                    [ours], {"calls": [ours]}, Holder(Holder(chain_in_closure(ours))).__call__):
+        assert reaches(chained, ours), chained
+    for unrelated in (lambda **kw: None, Holder(lambda: None), Dynamic(), functools.partial(print)):
+        assert not reaches(unrelated, ours), unrelated
+    assert Dynamic.reads == []
+    deep = ours
+    for _ in range(10):
+        deep = chain_in_closure(deep)
+    assert not reaches(deep, ours)  # past the depth bound: "not reached" (fails closed)

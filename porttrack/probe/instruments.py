@@ -124,52 +124,63 @@ def kernel_name(fn: Any) -> str:
     return str(getattr(inner, "__name__", None) or getattr(getattr(inner, "fn", None), "__name__", None) or fn)
 
 
-def reaches(start: Any, target: Any, depth: int = 6) -> bool:
-    """Whether calling `start` can reach `target` through what it holds: a wrapper's closure cells,
-    `__wrapped__`, defaults, a partial's function and arguments, a bound method's function and
-    object, an object's attributes and the lists, tuples and dicts in them (a hook chain), and the
-    module globals its code names. This is how another library chains to the previous hook
-    (vLLM's JIT monitor keeps it in a closure cell, `existing_hook`); a bounded walk, no call."""
+def reaches(start: Any, target: Any, depth: int = 6, budget: int = 5000) -> bool:
+    """Whether calling `start` can reach `target` through what it holds: a function's closure cells,
+    `__wrapped__`, defaults and the module globals its code names; a bound method's function and
+    object; a partial's function and arguments; an object's own attributes (its `__dict__`, and the
+    lists, tuples and dicts in it: a hook chain) and its class's `__call__`. This is how another
+    library chains to the previous hook (vLLM's JIT monitor keeps it in a closure cell,
+    `existing_hook`). A bounded walk (`depth` hops, `budget` objects: past it the answer is no,
+    which fails closed) that calls nothing and reads no attribute through `__getattr__` or a
+    property (no side effects in the program)."""
+    import functools
+    import types
+
     seen: set[int] = set()
     todo: list[tuple[Any, int]] = [(start, 0)]
     while todo:
         obj, level = todo.pop()
         if obj is target:
             return True
-        if id(obj) in seen or level >= depth or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
+        if id(obj) in seen or level >= depth or obj is None or isinstance(obj, (str, bytes, int, float, bool, type, types.ModuleType)):
             continue
+        if len(seen) >= budget:
+            return False
         seen.add(id(obj))
-        if type(obj).__name__ == "module":
-            continue
         nxt: list[Any] = []
         if isinstance(obj, (list, tuple, set, frozenset)):
             nxt.extend(list(obj)[:64])
         elif isinstance(obj, dict):
             nxt.extend(list(obj.values())[:64])
+        elif isinstance(obj, types.FunctionType):
+            nxt.extend(cell.cell_contents for cell in obj.__closure__ or () if _filled(cell))
+            nxt.extend(obj.__defaults__ or ())
+            nxt.extend((obj.__kwdefaults__ or {}).values())
+            nxt.extend(v for k, v in obj.__dict__.items() if k == "__wrapped__")
+            nxt.extend(obj.__globals__[name] for name in obj.__code__.co_names if name in obj.__globals__)
+        elif isinstance(obj, types.MethodType):
+            nxt.extend((obj.__func__, obj.__self__))
+        elif isinstance(obj, functools.partial):
+            nxt.extend((obj.func, *obj.args, *obj.keywords.values()))
         else:
-            for attr in ("__wrapped__", "__func__", "__self__", "func", "args", "keywords", "__defaults__", "__kwdefaults__"):
-                try:
-                    value = getattr(obj, attr, None)
-                except Exception:
-                    value = None
-                if value is not None:
-                    nxt.append(value)
-            for cell in getattr(obj, "__closure__", None) or ():
-                try:
-                    nxt.append(cell.cell_contents)
-                except ValueError:  # an empty cell
-                    pass
-            code, glob = getattr(obj, "__code__", None), getattr(obj, "__globals__", None)
-            if code is not None and isinstance(glob, dict):
-                nxt.extend(glob[name] for name in code.co_names if name in glob)
-            attrs = getattr(obj, "__dict__", None)
-            if isinstance(attrs, dict) and not callable(getattr(obj, "__code__", None)):
+            attrs = getattr(obj, "__dict__", None) if not hasattr(type(obj), "__getattr__") else None
+            if isinstance(attrs, dict):
                 nxt.extend(list(attrs.values())[:64])
-            call = getattr(type(obj), "__call__", None)
-            if call is not None and getattr(call, "__code__", None) is not None and not hasattr(obj, "__code__"):
-                nxt.append(getattr(obj, "__call__", None))
+            for klass in type(obj).__mro__:
+                call = klass.__dict__.get("__call__")
+                if call is not None:
+                    nxt.append(call)
+                    break
         todo.extend((value, level + 1) for value in nxt)
     return False
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 class HookWatch:
@@ -194,7 +205,7 @@ class HookWatch:
     def check(self, log: EventLog) -> None:
         for instrument, holder, attribute, ours in list(self.set):
             now = getattr(holder, attribute, None)
-            if now is ours or (instrument, attribute) in self.reported:
+            if now is ours or (instrument, attribute) in self.reported or (instrument, attribute, id(now)) in self.chained:
                 continue
             what = str(getattr(now, "__module__", "") or "") + ":" + str(getattr(now, "__qualname__", None) or type(now).__name__)
             if reaches(now, ours):
