@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from porttrack.jobs.cells import probe_fields
-from porttrack.probe import instruments
+from porttrack.probe import jit_kinds
 from tests.test_probe import run_program, summary_of
 
 WARM = """
@@ -68,9 +68,9 @@ def test_a_jit_kind_whose_instrument_fails_is_not_measured_never_zero(tmp_path) 
 
 
 def test_the_summary_names_every_kind_covered_and_not() -> None:
-    assert set(instruments.JIT_KINDS) >= {"triton", "triton-autotune", "dynamo", "inductor", "cuda-graph-capture",
+    assert set(jit_kinds.JIT_KINDS) >= {"triton", "triton-autotune", "dynamo", "inductor", "cuda-graph-capture",
                                           "nvrtc-jiterator", "cupy", "cpp-extension", "cutedsl", "tilelang", "vllm-jit-monitor"}
-    assert any("ATen" in line for line in instruments.JIT_NOT_COVERED)
+    assert any("ATen" in line for line in jit_kinds.JIT_NOT_COVERED)
 
 
 GRAPHS = """

@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from porttrack.probe import events, instruments
+from porttrack.probe import events, instruments, jit_kinds
 from porttrack.probe.events import ENV, EventLog
 
 WARMUP_DONE = "warmup-done"
@@ -127,14 +127,14 @@ def _instrument(module: str) -> None:
 _HOOKS = {
     "triton": [("triton-jit", instruments.hook_triton), ("triton-autotune", instruments.hook_autotuner),
                ("triton-cache-writes", instruments.hook_cache_writes)],
-    "torch": [("cuda-graphs", instruments.hook_cuda_graphs), ("jit-nvrtc-jiterator", instruments.hook_jiterator)],
+    "torch": [("cuda-graphs", instruments.hook_cuda_graphs), ("jit-nvrtc-jiterator", jit_kinds.hook_jiterator)],
     "torch._dynamo": [("dynamo", instruments.hook_dynamo)],
     "torch._inductor.config": [("inductor-kernels", instruments.hook_inductor)],
-    "torch.utils.cpp_extension": [("jit-cpp-extension", instruments.hook_cpp_extension)],
-    "cupy.cuda.compiler": [("jit-cupy", instruments.hook_cupy)],
-    "cutlass.cute": [("jit-cutedsl", instruments.hook_cutedsl)],
-    "tilelang.jit": [("jit-tilelang", instruments.hook_tilelang)],
-    "vllm.utils.jit_monitor": [("vllm-jit-monitor", instruments.hook_vllm_monitor)],
+    "torch.utils.cpp_extension": [("jit-cpp-extension", jit_kinds.hook_cpp_extension)],
+    "cupy.cuda.compiler": [("jit-cupy", jit_kinds.hook_cupy)],
+    "cutlass.cute": [("jit-cutedsl", jit_kinds.hook_cutedsl)],
+    "tilelang.jit": [("jit-tilelang", jit_kinds.hook_tilelang)],
+    "vllm.utils.jit_monitor": [("vllm-jit-monitor", jit_kinds.hook_vllm_monitor)],
 }
 
 

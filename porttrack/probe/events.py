@@ -16,7 +16,7 @@ Kinds (`fields`):
 - `probe-counts` (`when`: "mark:NAME" | "periodic" | "exit"; cumulative: `replays` per graph,
   `region_entries`, `regions_not_replayed` and `eager_triton` per region/kernel, `cache_written`
   per kernel, `dynamo` counters)
-- `jit-compile` (`jit`: a kind of `instruments.JIT_KINDS` other than Triton's, `kernel`, `key`,
+- `jit-compile` (`jit`: a kind of `jit_kinds.JIT_KINDS` other than Triton's, `kernel`, `key`,
   `seconds`): jiterator/NVRTC, CuPy, cpp_extension, CuTeDSL, TileLang
 - `vllm-jit-monitor` (`backend`, `kernel`, `message`): what vLLM's own JIT monitor logged
 - `probe-counts` also carry `snap` (numbered from 1 per process), `part`/`parts` (a snapshot too

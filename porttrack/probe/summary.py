@@ -27,7 +27,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from porttrack.probe import WARMUP_DONE, instruments
+from porttrack.probe import WARMUP_DONE
+from porttrack.probe.jit_kinds import JIT_KINDS, JIT_NOT_COVERED
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Summary:
     log_problems: tuple[str, ...] = field(default=())  # the log itself is damaged: nothing in it is a figure
     hooks_chained: dict[str, str] = field(default_factory=dict)  # instrument -> who chains to the probe's hook
     jit_kinds: dict[str, str] = field(default_factory=dict)  # each JIT kind -> how it was watched, or why not
-    jit_not_covered: tuple[str, ...] = field(default=instruments.JIT_NOT_COVERED)
+    jit_not_covered: tuple[str, ...] = field(default=JIT_NOT_COVERED)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -309,7 +310,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
 def _jit_kinds(used: dict[str, str], missing: dict[str, str], replaced: dict[str, str]) -> dict[str, str]:
     """Each JIT kind that "no JIT after warmup" covers, and how it was watched in this log."""
     out = {}
-    for kind, what in instruments.JIT_KINDS.items():
+    for kind, what in JIT_KINDS.items():
         name = _KIND_INSTRUMENTS[kind]
         if name in replaced:
             out[kind] = f"not measured: {replaced[name]}"
