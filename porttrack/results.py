@@ -279,7 +279,8 @@ class Results:
     def add_cell(self, *, model: str, context: int, batch: int, phase: str, metrics: Mapping[str, float],
                  numerics: Mapping[str, Any], graph_replays: int, jit_compiles_after_warmup: int,
                  backend: str | None = None, duration_s: float | None = None,
-                 backend_used: Mapping[str, Any] | None = None) -> "Results":
+                 backend_used: Mapping[str, Any] | None = None,
+                 graphed_regions_eager: int | None = None) -> "Results":
         """One GPU cell. `backend` is the attention backend claimed; `backend_used` what the engine
         recorded from inside itself: {"attention": {layer kind: [backend, ...]}, "vllm": version}."""
         cell: dict[str, Any] = {
@@ -293,6 +294,8 @@ class Results:
             cell["backend_used"] = dict(backend_used)
         if duration_s is not None:
             cell["duration_s"] = duration_s
+        if graphed_regions_eager is not None:
+            cell["graphed_regions_eager"] = graphed_regions_eager
         self.document["cells"].append(cell)
         return self
 

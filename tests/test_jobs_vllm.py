@@ -30,6 +30,8 @@ PLAN = ["--models", "GLM-5.2", "--contexts", "64", "--batches", "1", "--referenc
         "--backend", "GLM-5.2=FLASHMLA_SPARSE", "--output-len", "4", "--num-iters", "3"]
 
 
+FLASHMLA_SPARSE_CLASS = "vllm.v1.attention.backends.mla.flashmla_sparse.FlashMLASparseBackend"
+
 def run_job(tmp_path: Path, *args: str, knobs: dict | None = None, **env: str) -> tuple[subprocess.CompletedProcess, dict | None]:
     out = tmp_path / "results.json"
     full = {**os.environ, **install(tmp_path / "bin"), **IDENTITY, "STANDIN_VLLM": json.dumps(knobs or {}),
@@ -61,7 +63,8 @@ def test_each_cell_is_measured_cold_then_warm_with_its_own_caches(tmp_path):
             assert warm["metrics"]["cache_entries_written"] == 0 and warm["metrics"]["served_from_cache"] > 0
             for c in (cold, warm):
                 assert c["backend"] == "FLASHMLA_SPARSE" and c["jit_compiles_after_warmup"] == 0
-                assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin"}
+                assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin",
+                                         "attention_classes": {"Attention": [FLASHMLA_SPARSE_CLASS]}}
                 assert c["numerics"]["backends_used"] == {"candidate": {"Attention": ["FLASHMLA_SPARSE"]}, "reference": {"Attention": ["TRITON_MLA"]}}
                 assert c["graph_replays"] == 4 * 4  # output_len 4 decode steps x 4 measured batches
                 m = c["metrics"]
@@ -168,7 +171,8 @@ def test_the_backend_is_asked_for_by_the_engine_argument_and_recorded_as_the_eng
     assert proc.returncode == 0, proc.stderr
     for c in doc["cells"]:
         assert c["backend"] == "FLASHMLA_SPARSE"
-        assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin"}
+        assert c["backend_used"] == {"attention": {"Attention": ["FLASHMLA_SPARSE"]}, "vllm": "0.33.0+standin",
+                                         "attention_classes": {"Attention": [FLASHMLA_SPARSE_CLASS]}}
         assert c["numerics"]["backends_used"]["reference"] == {"Attention": ["TRITON_MLA"]}
     assert "backend by engine-argument" in doc["job"]["notes"]
 

@@ -201,6 +201,50 @@ def test_the_vllm_plugin_marks_warmup_when_the_worker_step_returns(tmp_path: Pat
     assert s.jit_compiles_after_warmup == 1 and s.jit_after_warmup[0].key == "fp16,B=3"
 
 
+VLLM_STEP = """
+    from porttrack.probe import vllm_plugin
+    vllm_plugin.register()
+    import triton
+    from vllm.v1.worker.gpu_worker import Worker
+    w = Worker()
+    w.compile_or_warm_up_model()              # ends by activating vLLM's JIT monitor, then the mark
+    import vllm.utils.jit_monitor as monitor
+    assert monitor.is_active() and triton.knobs.runtime.jit_post_compile_hook.__name__ == "_on_jit_compile"
+    w.execute_model("fp16,B=8")               # warm: no compile
+"""
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_vllms_jit_monitor_chaining_to_the_probe_keeps_the_figure(tmp_path: Path, late: bool) -> None:
+    """Item 1 of issue 31: vLLM's monitor replaces Triton's post-compile knob with a function that
+    calls the previous hook (the probe's): a clean step is 0, not None; a late compile is 1, named,
+    and the monitor's own finding of it is read too without counting it twice."""
+    body = VLLM_STEP + ('    w.execute_model("fp16,B=3")\n' if late else "")
+    _, log = run_program(tmp_path, body, "triton_3_6", "vllm_worker")
+    s = summary_of(log)
+    assert "_on_jit_compile" in s.hooks_chained["triton-jit"]
+    assert not s.problems, s.problems
+    if late:
+        assert s.jit_compiles_after_warmup == 1
+        assert [(o.kernel, o.key, o.kind) for o in s.jit_after_warmup] == [("decode_kernel", "fp16,B=3", "triton")]
+        assert [e["kernel"] for e in events_mod.read(log) if e["kind"] == "vllm-jit-monitor"] == ["decode_kernel"]
+    else:
+        assert s.jit_compiles_after_warmup == 0
+    assert s.jit_kinds["vllm-jit-monitor"].startswith("watched: logging handler")
+
+
+def test_a_monitor_finding_the_probe_did_not_see_is_counted(tmp_path: Path) -> None:
+    # a kernel only vLLM's monitor reported (here: a CuTeDSL-like backend the probe has no hook for
+    # in this process): the second source counts it
+    body = VLLM_STEP + """
+    monitor._found("CuTeDSL", "JIT compilation", "fused_moe_cute")
+"""
+    _, log = run_program(tmp_path, body, "triton_3_6", "vllm_worker")
+    s = summary_of(log)
+    assert s.jit_compiles_after_warmup == 1
+    assert (s.jit_after_warmup[0].kernel, s.jit_after_warmup[0].kind) == ("fused_moe_cute", "vllm-jit-monitor")
+
+
 def test_the_entry_point_is_declared_for_vllm() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert '[project.entry-points."vllm.general_plugins"]' in text
@@ -334,7 +378,7 @@ def test_a_hook_replaced_without_chaining_turns_the_figure_into_not_measured(tmp
     assert any("triton-jit not measured" in p and "jit_post_compile_hook" in p for p in s.problems)
 
 
-def test_a_hook_wrapped_by_another_library_after_the_probe_also_fails_closed(tmp_path: Path) -> None:
+def test_a_hook_wrapped_by_another_library_that_calls_it_is_still_measured(tmp_path: Path) -> None:
     chain = """
     previous = triton.knobs.runtime.jit_post_compile_hook
     def another_library(**kw):
@@ -343,9 +387,28 @@ def test_a_hook_wrapped_by_another_library_after_the_probe_also_fails_closed(tmp
     """
     _, log = run_program(tmp_path, KERNELS.replace("    import triton\n", "    import triton\n" + chain)
                          + "    gather_kernel.launch('fp32,N=512')\n", "triton_3_6")
-    # chained before the probe looked at it: another library set it after install, still calling ours;
-    # the probe cannot tell that from an unchained replacement, so it fails closed
-    assert summary_of(log).jit_compiles_after_warmup is None
+    # another library set the knob after install to a function that still calls the probe's hook
+    # (through a module global): the probe's hook is still reached, so the figure stands
+    s = summary_of(log)
+    assert s.jit_compiles_after_warmup == 1 and s.jit_after_warmup[0].kernel == "gather_kernel"
+    assert "another_library" in s.hooks_chained["triton-jit"]
+
+
+def test_a_chain_that_drops_the_call_is_caught_at_run_time(tmp_path: Path) -> None:
+    # holds the probe's hook (so it looks chained) but never calls it: the cache hook counted a
+    # compile the post-compile hook never saw
+    chain = """
+    previous = triton.knobs.runtime.jit_post_compile_hook
+    def another_library(**kw):
+        if False:
+            return previous(**kw)
+    triton.knobs.runtime.jit_post_compile_hook = another_library
+    """
+    _, log = run_program(tmp_path, KERNELS.replace("    import triton\n", "    import triton\n" + chain)
+                         + "    gather_kernel.launch('fp32,N=512')\n", "triton_3_6")
+    s = summary_of(log)
+    assert s.jit_compiles_after_warmup is None
+    assert any("reached the probe's hook for 0 of 3 compiles" in p for p in s.problems), s.problems
 
 
 def test_a_torch_only_eager_step_in_a_graphed_region_is_not_reported_as_zero(tmp_path: Path) -> None:
@@ -452,7 +515,7 @@ def test_mark_scans_no_folder_and_a_steady_state_logs_aggregates(tmp_path: Path)
     assert summary_of(log).graph_replays == 20000
 
 
-def test_a_process_killed_before_exit_leaves_its_periodic_counts(tmp_path: Path) -> None:
+def test_a_process_killed_before_exit_is_not_measured_but_its_periodic_counts_are_shown(tmp_path: Path) -> None:
     body = """
         import os, time
         from porttrack import probe
@@ -470,7 +533,9 @@ def test_a_process_killed_before_exit_leaves_its_periodic_counts(tmp_path: Path)
     """
     _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
     s = summary_of(log)
-    assert s.graph_replays == 7 and s.cache_entries_written is None
+    # its counts as of the last periodic snapshot are shown, but are not final: not a figure
+    assert s.graph_replays is None and s.cache_entries_written is None and s.jit_compiles_after_warmup is None
+    assert [g["replays"] for g in s.graphs.values()] == [7]
     assert any("no exit snapshot" in p for p in s.problems)
 
 
@@ -551,3 +616,42 @@ def test_against_ground_truth_over_random_programs(tmp_path: Path) -> None:
              if k not in {("offends", "caught"), ("clean", "zero"), ("blind", "not measured")}}
     assert not wrong, table
     assert all(table.get(k, 0) > 0 for k in [("offends", "caught"), ("clean", "zero")]), table
+
+
+def test_reaches_finds_the_ways_a_hook_is_chained_and_reads_nothing_through_getattr() -> None:
+    import functools
+
+    from porttrack.probe.instruments import reaches
+
+    def ours(**kw):
+        return None
+
+    def chain_in_closure(previous):
+        def hook(**kw):
+            return previous(**kw)
+        return hook
+
+    class Holder:  # e.g. vLLM's _MonitoredCuteCompile keeps the original in an attribute
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __call__(self, *args, **kw):
+            return self._inner(*args, **kw)
+
+    class Dynamic:  # an object whose attribute reads have side effects
+        reads: list = []
+
+        def __getattr__(self, name):
+            Dynamic.reads.append(name)
+            raise AttributeError(name)
+
+    for chained in (chain_in_closure(ours), functools.partial(ours), Holder(ours), functools.wraps(ours)(lambda **kw: None),
+                    [ours], {"calls": [ours]}, Holder(Holder(chain_in_closure(ours))).__call__):
+        assert reaches(chained, ours), chained
+    for unrelated in (lambda **kw: None, Holder(lambda: None), Dynamic(), functools.partial(print)):
+        assert not reaches(unrelated, ours), unrelated
+    assert Dynamic.reads == []
+    deep = ours
+    for _ in range(10):
+        deep = chain_in_closure(deep)
+    assert not reaches(deep, ours)  # past the depth bound: "not reached" (fails closed)

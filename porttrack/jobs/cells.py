@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 from porttrack.prove import runner
 from porttrack.probe import events
-from porttrack.probe.summary import summarize
+from porttrack.probe.summary import Summary, summarize
 from porttrack.results import Results, detect_environment
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")
@@ -112,18 +112,32 @@ def _read(cell: Cell, phase: str, finished: runner.JobRun, log: Path, output: Pa
     if not log.is_file():
         return Measured(cell, phase, None, "the probe wrote no event log (is porttrack.probe loaded by the program?)", seconds)
     summary = summarize(events.read(log))
-    missing = [name for name, value in (("jit_compiles_after_warmup", summary.jit_compiles_after_warmup),
-                                        ("graph_replays", summary.graph_replays)) if value is None]
-    if missing:
-        return Measured(cell, phase, None, f"the probe could not measure {', '.join(missing)}: {'; '.join(summary.problems) or 'no events'}", seconds)
-    fields = {"metrics": metrics, "numerics": numerics, "graph_replays": summary.graph_replays,
-              "jit_compiles_after_warmup": summary.jit_compiles_after_warmup, "duration_s": seconds}
+    fields, why = probe_fields(summary)
+    if fields is None:
+        return Measured(cell, phase, None, why, seconds)
+    fields = {"metrics": metrics, "numerics": numerics, **fields, "duration_s": seconds}
     if isinstance(data.get("backend_used"), dict):  # what the engine ran, as the program recorded it
         fields["backend_used"] = data["backend_used"]
     if summary.jit_after_warmup:
-        offenders = ", ".join(f"{o.kernel} [{o.key[:80]}]" for o in summary.jit_after_warmup[:5])
+        offenders = ", ".join(f"{o.kernel} [{o.key}] ({o.kind})" for o in summary.jit_after_warmup[:5])
         print(f"cells: {cell.model} {cell.context}x{cell.batch} {phase}: compiled after warmup: {offenders}", file=sys.stderr)
     return Measured(cell, phase, fields, "", seconds)
+
+
+def probe_fields(summary: Summary) -> tuple[dict[str, Any] | None, str]:
+    """The probe's figures for a results cell, or None and why the cell is not measured: a damaged
+    log (a line that does not parse, a value out of range, a missing exit snapshot), any problem
+    the summary names, or a figure it could not measure. Never a pass from a log it cannot trust."""
+    eager = None
+    if summary.graphed_regions_not_replayed is not None and summary.eager_triton_launches_in_graphed_regions is not None:
+        eager = summary.graphed_regions_not_replayed + summary.eager_triton_launches_in_graphed_regions
+    figures = {"graph_replays": summary.graph_replays, "jit_compiles_after_warmup": summary.jit_compiles_after_warmup,
+               "graphed_regions_eager": eager}
+    missing = [name for name, value in figures.items() if value is None]
+    if summary.problems or missing:
+        what = f"the probe could not measure {', '.join(missing)}" if missing else "the probe's log has problems"
+        return None, f"{what}: {'; '.join(summary.problems) or 'no events'}"[:2000]
+    return figures, ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,6 +65,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -167,7 +168,7 @@ def job_main(argv: list[str]) -> int:
                   timeout_s=args.timeout, paths=model_paths(args.model_path, env))
     started = time.monotonic()
     version = vllm_version(bench.vllm)
-    offered = vllm_interface()
+    offered = same_vllm(bench.vllm, version, vllm_interface(vllm_python(bench.vllm)))
     refusals = {m: how_to_ask(offered, plan.backends[m]) for m in plan.models}
     ways = {r for r in refusals.values() if not isinstance(r, Refusal)}
     bench = dataclasses.replace(bench, ask_by=ways.pop() if ways else BY_ARGUMENT)
@@ -284,14 +285,45 @@ def vllm_version(vllm: str) -> str:
     return lines[-1][:200]
 
 
-def vllm_interface() -> Interface:
-    """Ask the installed vLLM (the `interface` step, in this Python) what it offers."""
+def vllm_python(vllm: str) -> str:
+    """The Python the `--vllm` command runs: its script's `#!` interpreter (`#!/usr/bin/env python3`
+    is looked up on PATH), else this Python. The interface is asked there, not of whatever vLLM the
+    Python porttrack runs in can import."""
+    words = shlex.split(vllm)
+    found = shutil.which(words[0]) if words else None
+    try:
+        first = Path(found).read_bytes()[:512].split(b"\n", 1)[0].decode("utf-8", "replace") if found else ""
+    except OSError:
+        first = ""
+    if first.startswith("#!") and "python" in first:
+        parts = first[2:].split()
+        if parts and Path(parts[0]).name == "env" and len(parts) > 1:
+            return shutil.which(parts[1]) or sys.executable
+        if parts:
+            return parts[0]
+    return sys.executable
+
+
+def same_vllm(command: str, version: str, offered: Interface) -> Interface:
+    """The interface, when the vLLM asked is the one `command` runs (its `--version`); else refused."""
+    if offered.version not in version:
+        raise ConfigError(f"`{command} --version` says {version}, but the vLLM asked for its interface (in "
+                          f"{vllm_python(command)}) is {offered.version}: which vLLM runs is unclear, so nothing is measured")
+    return offered
+
+
+def vllm_interface(python: str | None = None) -> Interface:
+    """Ask the vLLM that `python` imports (the `interface` step; porttrack on its path) what it offers."""
+    python = python or sys.executable
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join([package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     with tempfile.TemporaryDirectory(prefix="porttrack-vllm-") as tmp:
         out = Path(tmp) / "interface.json"
-        run = runner.run_job("{python} -m porttrack.jobs.vllm interface --output {out}", {"python": sys.executable, "out": str(out)},
-                             cwd=Path(tmp), timeout_s=600, env={events.ENV: "", engine_record.ENV: ""}, what="vllm interface")
+        run = runner.run_job("{python} -m porttrack.jobs.vllm interface --output {out}", {"python": python, "out": str(out)},
+                             cwd=Path(tmp), timeout_s=600, env={events.ENV: "", engine_record.ENV: "", "PYTHONPATH": path},
+                             what="vllm interface")
         if run.exit_code != 0 or not out.is_file():
-            raise ConfigError(f"cannot import vllm in {sys.executable} to ask which attention backends it offers: {' | '.join(run.output_tail[-3:])}")
+            raise ConfigError(f"cannot import vllm in {python} to ask which attention backends it offers: {' | '.join(run.output_tail[-3:])}")
         data = json.loads(out.read_text(encoding="utf-8"))
     backends = data.get("backends")
     return Interface(str(data["version"]), bool(data["engine_argument"]), bool(data["environment_variable"]),
@@ -440,7 +472,8 @@ def ran_backend(record: Path, claimed: str, what: str) -> dict[str, Any]:
     if claimed not in engine_record.backends_in(attention):
         raise InputError(f"refused (backend-mismatch): {what} asked for {claimed}, but vLLM {', '.join(versions)} ran "
                          + ", ".join(f"{kind} on {'+'.join(names)}" for kind, names in attention.items()))
-    return {"attention": attention, "vllm": ", ".join(versions)}
+    classes = engine_record.merged_classes(entries)
+    return {"attention": attention, "vllm": ", ".join(versions), **({"attention_classes": classes} if classes else {})}
 
 
 def latency_metrics(latencies: Sequence[float], batch: int, output_len: int) -> dict[str, float]:

@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from porttrack.probe import instruments
+from porttrack.probe import events, instruments, jit_kinds
 from porttrack.probe.events import ENV, EventLog
 
 WARMUP_DONE = "warmup-done"
@@ -127,9 +127,14 @@ def _instrument(module: str) -> None:
 _HOOKS = {
     "triton": [("triton-jit", instruments.hook_triton), ("triton-autotune", instruments.hook_autotuner),
                ("triton-cache-writes", instruments.hook_cache_writes)],
-    "torch": [("cuda-graphs", instruments.hook_cuda_graphs)],
+    "torch": [("cuda-graphs", instruments.hook_cuda_graphs), ("jit-nvrtc-jiterator", jit_kinds.hook_jiterator)],
     "torch._dynamo": [("dynamo", instruments.hook_dynamo)],
     "torch._inductor.config": [("inductor-kernels", instruments.hook_inductor)],
+    "torch.utils.cpp_extension": [("jit-cpp-extension", jit_kinds.hook_cpp_extension)],
+    "cupy.cuda.compiler": [("jit-cupy", jit_kinds.hook_cupy)],
+    "cutlass.cute": [("jit-cutedsl", jit_kinds.hook_cutedsl)],
+    "tilelang.jit": [("jit-tilelang", jit_kinds.hook_tilelang)],
+    "vllm.utils.jit_monitor": [("vllm-jit-monitor", jit_kinds.hook_vllm_monitor)],
 }
 
 
@@ -141,6 +146,8 @@ def _snapshot(when: str) -> None:
     _state["watch"].check(log)
     _state["regions"].check()
     fields = counts.snapshot()
+    with log._lock:
+        fields["emitted"] = dict(log.emitted)  # every line this process wrote so far: a lost line shows
     if "dynamo" in _state["installed"]:
         try:
             fields["dynamo"] = instruments.dynamo_counters(sys.modules["torch._dynamo"])
@@ -150,7 +157,9 @@ def _snapshot(when: str) -> None:
         if fields == _state["flushed"]:
             return
     _state["flushed"] = fields
-    log.emit("probe-counts", when=when, **fields)
+    with _lock:
+        _state["snap"] = snap = _state.get("snap", 0) + 1
+    events.emit_counts(log, snap, when, fields)
 
 
 def _flush_loop(stop: threading.Event) -> None:
@@ -174,7 +183,9 @@ def _after_fork() -> None:
     if active():
         _state["counts"].reset_after_fork()
         _state["log"]._lock = threading.Lock()  # the parent's flusher may have held it at fork
+        _state["log"].emitted = {}
         _state["flushed"] = None
+        _state["snap"] = 0
         _state["log"].emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0], forked=True)
         _start_flusher()
 

@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from porttrack.probe.events import EventLog
 
@@ -43,7 +43,7 @@ class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
     __slots__ = ("stack", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
-                 "bench_n", "bench_s")
+                 "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
         self.stack: list[str] = []
@@ -55,6 +55,7 @@ class _Thread:
         self.unreplayed: dict[str, int] = {}
         self.bench_n = 0
         self.bench_s = 0.0
+        self.capturing = 0  # CUDA graph captures this thread has begun and not ended
 
 
 class Counts:
@@ -66,6 +67,7 @@ class Counts:
         self._lock = threading.Lock()
         self.labels: dict[int, str] = {}
         self.cache_written: dict[str, str] = {}  # cache entry (folder key) -> kernel, written by this process
+        self.hook_calls: dict[str, int] = {}  # how often the probe's own chained hooks ran ("triton_cache", "triton_post")
         self.version = 0  # bumped by a flush check when something changed
 
     def mine(self) -> _Thread:
@@ -83,6 +85,7 @@ class Counts:
         self._threads = []
         self._lock = threading.Lock()
         self.cache_written = {}
+        self.hook_calls.clear()  # the same dict the hooks hold
 
     def label(self, graph: Any) -> str:
         return self.labels.setdefault(id(graph), f"graph-{len(self.labels) + 1}")
@@ -101,12 +104,12 @@ class Counts:
             entries += t.entries
             for into, source in ((eager, t.eager), (unreplayed, t.unreplayed)):
                 for key, n in list(source.items()):
-                    into[key] = into.get(key, 0) + n
+                    into[str(key)] = into.get(str(key), 0) + n
         written: dict[str, int] = {}
         for kernel in list(self.cache_written.values()):
             written[kernel] = written.get(kernel, 0) + 1
         return {"replays": replays, "eager_triton": eager, "region_entries": {"all": entries},
-                "regions_not_replayed": unreplayed, "cache_written": written}
+                "regions_not_replayed": unreplayed, "cache_written": written, "hook_calls": dict(self.hook_calls)}
 
 
 # -- Triton ------------------------------------------------------------------------------------
@@ -121,14 +124,80 @@ def kernel_name(fn: Any) -> str:
     return str(getattr(inner, "__name__", None) or getattr(getattr(inner, "fn", None), "__name__", None) or fn)
 
 
+def reaches(start: Any, target: Any, depth: int = 6, budget: int = 5000) -> bool:
+    """Whether calling `start` can reach `target` through what it holds: a function's closure cells,
+    `__wrapped__`, defaults and the module globals its code names; a bound method's function and
+    object; a partial's function and arguments; an object's own attributes (its `__dict__`, and the
+    lists, tuples and dicts in it: a hook chain) and its class's `__call__`. This is how another
+    library chains to the previous hook (vLLM's JIT monitor keeps it in a closure cell,
+    `existing_hook`). A bounded walk (`depth` hops, `budget` objects: past it the answer is no,
+    which fails closed) that calls nothing and reads no attribute through `__getattr__` or a
+    property (no side effects in the program)."""
+    import functools
+    import types
+
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(start, 0)]
+    while todo:
+        obj, level = todo.pop()
+        if obj is target:
+            return True
+        if id(obj) in seen or level >= depth or obj is None or isinstance(obj, (str, bytes, int, float, bool, type, types.ModuleType)):
+            continue
+        if len(seen) >= budget:
+            return False
+        seen.add(id(obj))
+        nxt: list[Any] = []
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            nxt.extend(list(obj)[:64])
+        elif isinstance(obj, dict):
+            nxt.extend(list(obj.values())[:64])
+        elif isinstance(obj, types.FunctionType):
+            nxt.extend(cell.cell_contents for cell in obj.__closure__ or () if _filled(cell))
+            nxt.extend(obj.__defaults__ or ())
+            nxt.extend((obj.__kwdefaults__ or {}).values())
+            nxt.extend(v for k, v in obj.__dict__.items() if k == "__wrapped__")
+            nxt.extend(obj.__globals__[name] for name in obj.__code__.co_names if name in obj.__globals__)
+        elif isinstance(obj, types.MethodType):
+            nxt.extend((obj.__func__, obj.__self__))
+        elif isinstance(obj, functools.partial):
+            nxt.extend((obj.func, *obj.args, *obj.keywords.values()))
+        else:
+            attrs = getattr(obj, "__dict__", None) if not hasattr(type(obj), "__getattr__") else None
+            if isinstance(attrs, dict):
+                nxt.extend(list(attrs.values())[:64])
+            for klass in type(obj).__mro__:
+                call = klass.__dict__.get("__call__")
+                if call is not None:
+                    nxt.append(call)
+                    break
+        todo.extend((value, level + 1) for value in nxt)
+    return False
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
 class HookWatch:
-    """The hooks the probe set on other objects, checked at each mark and at exit: another library
-    that replaced one without chaining (torch's NVSHMEM helper and tritonparse set Triton's
-    post-compile knob) has blinded the instrument, which is then reported, never read as 0."""
+    """The hooks the probe set on other objects, checked at each mark and at exit. Another library
+    may set the same knob after the probe: vLLM's JIT monitor (activated in every worker at the end
+    of its warmup step) sets Triton's post-compile knob to a function that calls the previous hook,
+    so the probe's hook is still reached, and that is recorded (`probe-hook-chained`) and read as
+    measured. One that replaced it without chaining (torch's NVSHMEM helper, tritonparse) has
+    blinded the instrument, which is then reported (`probe-hook-replaced`), never read as 0. The
+    decision is whether the probe's own hook is still reached from the knob (`reaches`), not
+    whether the knob is the probe's function; `hook_triton` also counts, per compile, that its
+    post-compile hook really ran after its cache hook, so a chain that drops the call is caught."""
 
     def __init__(self) -> None:
         self.set: list[tuple[str, Any, str, Any]] = []  # (instrument, holder, attribute, our function)
         self.reported: set[tuple[str, str]] = set()
+        self.chained: set[tuple[str, str, int]] = set()
 
     def add(self, instrument: str, holder: Any, attribute: str, ours: Any) -> None:
         self.set.append((instrument, holder, attribute, ours))
@@ -136,10 +205,16 @@ class HookWatch:
     def check(self, log: EventLog) -> None:
         for instrument, holder, attribute, ours in list(self.set):
             now = getattr(holder, attribute, None)
-            if now is not ours and (instrument, attribute) not in self.reported:
-                self.reported.add((instrument, attribute))
-                what = getattr(now, "__qualname__", None) or type(now).__name__
-                log.emit("probe-hook-replaced", instrument=instrument, hook=attribute, now=str(what)[:200])
+            if now is ours or (instrument, attribute) in self.reported or (instrument, attribute, id(now)) in self.chained:
+                continue
+            what = str(getattr(now, "__module__", "") or "") + ":" + str(getattr(now, "__qualname__", None) or type(now).__name__)
+            if reaches(now, ours):
+                if (instrument, attribute, id(now)) not in self.chained:
+                    self.chained.add((instrument, attribute, id(now)))
+                    log.emit("probe-hook-chained", instrument=instrument, hook=attribute, by=what[:200])
+                continue
+            self.reported.add((instrument, attribute))
+            log.emit("probe-hook-replaced", instrument=instrument, hook=attribute, now=what[:200])
 
 
 def hook_triton(log: EventLog, triton: Any, counts: Counts, watch: HookWatch, regions: "Regions") -> str:
@@ -157,14 +232,21 @@ def hook_triton(log: EventLog, triton: Any, counts: Counts, watch: HookWatch, re
     started: dict[tuple[int, str], float] = {}
     previous_cache, previous_post = getattr(holder, cache_attr), getattr(holder, post_attr)
 
+    calls = counts.hook_calls
+
     def on_cache(*args: Any, **kw: Any) -> Any:
         key = str(kw.get("key"))[:KEY_CHARS]
         started[(threading.get_ident(), key)] = time.perf_counter()
-        return previous_cache(*args, **kw) if previous_cache else None
+        result = previous_cache(*args, **kw) if previous_cache else None
+        if not result:  # Triton compiles now and calls the post-compile knob after
+            calls["triton_cache"] = calls.get("triton_cache", 0) + 1
+        return result
 
     def on_compiled(*args: Any, **kw: Any) -> Any:
         key = str(kw.get("key"))[:KEY_CHARS]
         began = started.pop((threading.get_ident(), key), None)
+        if began is not None:
+            calls["triton_post"] = calls.get("triton_post", 0) + 1
         log.emit("triton-compile", kernel=kernel_name(kw.get("fn")), key=key,
                  seconds=None if began is None else round(time.perf_counter() - began, 6),
                  manual_warmup=bool(kw.get("is_manual_warmup")))
@@ -268,7 +350,6 @@ class Regions:
         self._lock = threading.Lock()
         self._inside = 0
         self._previous: Any = None
-        self._capturing: Callable[[], bool] = lambda: False
         self._hook = self._on_launch  # one bound method, so `is` tells whether the knob is still ours
         self._local = counts._local
 
@@ -322,10 +403,16 @@ class Regions:
             t = self._local.t
         except AttributeError:
             t = None
-        if t is not None and t.stack and not self._capturing():
-            data = metadata.get() if hasattr(metadata, "get") and callable(metadata.get) else metadata
-            name = str((data.get("name") if isinstance(data, dict) else None) or "?")
-            t.eager[name] = t.eager.get(name, 0) + 1
+        if t is not None and t.stack and not t.capturing:
+            # the kernel's name is in LazyDict.data from the start; `get()` would run the kernel's
+            # launch-metadata functions on every launch (measured 1.21x on a launch in a region)
+            try:
+                name = metadata.data["name"]
+            except Exception:
+                data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
+                name = (data.get("name") if isinstance(data, dict) else None) or "?"
+            eager = t.eager
+            eager[name] = eager.get(name, 0) + 1
         if self._chain is not None:
             return None  # the chain calls the other hooks itself
         previous = self._previous
@@ -378,6 +465,7 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
     if graph_cls is None or not hasattr(graph_cls, "replay"):
         raise Unavailable("torch.cuda.CUDAGraph.replay does not exist in this torch")
     original_replay, original_end = graph_cls.replay, graph_cls.capture_end
+    original_begin = getattr(graph_cls, "capture_begin", None)
     local, mine = counts._local, counts.mine
 
     def replay(self: Any, *args: Any, **kw: Any) -> Any:
@@ -390,16 +478,26 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
         r[id(self)] = r.get(id(self), 0) + 1
         return original_replay(self, *args, **kw)
 
+    def capture_begin(self: Any, *args: Any, **kw: Any) -> Any:
+        """Launches while this thread captures are not eager: kept as a per-thread count, so the
+        launch hook never asks the CUDA runtime (`is_current_stream_capturing` cost ~1 us a launch)."""
+        result = original_begin(self, *args, **kw)
+        mine().capturing += 1
+        return result
+
     def capture_end(self: Any, *args: Any, **kw: Any) -> Any:
-        result = original_end(self, *args, **kw)
+        t = mine()
+        try:
+            result = original_end(self, *args, **kw)
+        finally:
+            t.capturing = max(0, t.capturing - 1)
         log.emit("graph-capture", graph=counts.label(self), region=regions.current())
         return result
 
     graph_cls.replay, graph_cls.capture_end = replay, capture_end
+    if original_begin is not None:
+        graph_cls.capture_begin = capture_begin
     watch.add("cuda-graphs", graph_cls, "replay", replay)
-    is_capturing = getattr(torch.cuda, "is_current_stream_capturing", None)
-    if is_capturing is not None:
-        regions._capturing = lambda: bool(is_capturing())
     return "torch.cuda.CUDAGraph.replay/capture_end"
 
 

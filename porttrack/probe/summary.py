@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from porttrack.probe import WARMUP_DONE
+from porttrack.probe.jit_kinds import JIT_KINDS, JIT_NOT_COVERED
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Offender:
     kernel: str
     key: str
     pid: int
-    kind: str  # "triton" | "dynamo"
+    kind: str  # "triton" | "triton-autotune" | "dynamo" | "cuda-graph-capture" | a JIT_KINDS kind | "vllm-jit-monitor"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,11 @@ class Summary:
     graphed_region_entries: int | None = None
     graphed_regions_not_replayed: int | None = None
     autotunes_before_warmup: int = 0
+    graph_captures_after_warmup: int | None = None
+    log_problems: tuple[str, ...] = field(default=())  # the log itself is damaged: nothing in it is a figure
+    hooks_chained: dict[str, str] = field(default_factory=dict)  # instrument -> who chains to the probe's hook
+    jit_kinds: dict[str, str] = field(default_factory=dict)  # each JIT kind -> how it was watched, or why not
+    jit_not_covered: tuple[str, ...] = field(default=JIT_NOT_COVERED)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,26 +81,56 @@ class _Process:
     """One pid's events, folded."""
     warm: bool = False
     compiled: bool = False
+    started: bool = False
     at_mark: dict[str, Any] | None = None  # the counters when warmup was marked
     final: dict[str, Any] | None = None  # the last counters written
     exited: bool = False
     reasons_after: int = 0
+    snaps: dict[int, dict[str, Any]] = field(default_factory=dict)  # snap -> {"parts": n, "got": {part: event}}
+
+
+# the instruments behind each JIT kind: a kind whose instrument could not be installed (or was
+# replaced without chaining) leaves "JIT after warmup" not measured
+_KIND_INSTRUMENTS = {
+    "triton": "triton-jit", "triton-autotune": "triton-autotune", "inductor": "inductor-kernels", "dynamo": "dynamo",
+    "cuda-graph-capture": "cuda-graphs", "nvrtc-jiterator": "jit-nvrtc-jiterator", "cupy": "jit-cupy",
+    "cpp-extension": "jit-cpp-extension", "cutedsl": "jit-cutedsl", "tilelang": "jit-tilelang",
+    "vllm-jit-monitor": "vllm-jit-monitor",
+}
+_IMPORT_WATCHED = set(_KIND_INSTRUMENTS)  # every instrument is installed when its module is imported
+
+
+def _merge_snapshot(parts: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for number in sorted(parts):
+        for name, value in parts[number].items():
+            if isinstance(value, dict) and isinstance(merged.get(name), dict):
+                merged[name] = {**merged[name], **value}
+            else:
+                merged[name] = value
+    return merged
 
 
 def summarize(events: Iterable[dict[str, Any]]) -> Summary:
     by_pid: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    log_problems: list[str] = []
     for event in events:
-        by_pid[int(event.get("pid") or 0)].append(event)
-    instruments: dict[str, str] = {}
+        if event.get("bad_line"):
+            log_problems.append(f"{event.get('where')}: {event.get('error')}")
+            continue
+        pid = event.get("pid")
+        by_pid[pid if isinstance(pid, int) and not isinstance(pid, bool) else 0].append(event)
+    instruments_used: dict[str, str] = {}
     missing: dict[str, str] = {}
     replaced: dict[str, str] = {}
+    chained: dict[str, str] = {}
     problems: list[str] = []
     offenders: list[Offender] = []
     before = autotunes_before = 0
     seconds_before = seconds_after = 0.0
     written = 0
     written_ok = True
-    replays = captures = 0
+    replays = captures = captures_after = 0
     graphs: dict[str, dict[str, int]] = defaultdict(lambda: {"captures": 0, "replays": 0})
     eager: dict[str, int] = {}
     entries = unreplayed = 0
@@ -103,23 +139,42 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
     counted = False
     for pid, stream in sorted(by_pid.items()):
         proc = _Process()
+        monitor: list[tuple[str, str]] = []
+        seen: dict[str, int] = defaultdict(int)
+        ended = False
         for event in stream:
-            kind = event["kind"]
-            if kind == "probe-instruments":
-                instruments.update(event.get("instruments") or {})
+            kind = event.get("kind")
+            seen[str(kind)] += 1
+            if kind == "probe-exit":
+                ended = True
+            if kind == "probe-start":
+                proc.started = True
+            elif kind == "probe-instruments":
+                instruments_used.update(event.get("instruments") or {})
                 missing.update(event.get("missing") or {})
             elif kind == "probe-error":
-                problems.append(f"pid {pid}: {event.get('where')}: {event.get('error')}")
+                log_problems.append(f"pid {pid}: probe error at {event.get('where')}: {event.get('error')}")
             elif kind == "probe-hook-replaced":
                 replaced.setdefault(str(event.get("instrument")), f"pid {pid}: its {event.get('hook')} was replaced by "
-                                    f"{event.get('now')} (not chained to the probe's)")
+                                    f"{event.get('now')}, which does not reach the probe's hook")
+            elif kind == "probe-hook-chained":
+                chained.setdefault(str(event.get("instrument")), f"pid {pid}: {event.get('hook')} now {event.get('by')}, "
+                                   "which still calls the probe's hook")
             elif kind == "mark" and event.get("name") == WARMUP_DONE:
                 proc.warm = True
             elif kind == "probe-counts":
-                proc.final = event
-                proc.exited = event.get("when") == "exit"
-                if event.get("when") == f"mark:{WARMUP_DONE}" and proc.at_mark is None:
-                    proc.at_mark = event
+                snap = proc.snaps.setdefault(int(event["snap"]), {"parts": int(event["parts"]), "got": {}, "when": event["when"]})
+                if snap["parts"] != event["parts"] or snap["when"] != event["when"] or event["part"] in snap["got"]:
+                    log_problems.append(f"pid {pid}: counts snapshot {event['snap']} has inconsistent parts")
+                    continue
+                snap["got"][int(event["part"])] = {k: v for k, v in event.items()
+                                                   if k not in ("t", "pid", "kind", "snap", "part", "parts")}
+                if len(snap["got"]) == snap["parts"]:
+                    whole = _merge_snapshot(snap["got"])
+                    proc.final = whole
+                    proc.exited = whole.get("when") == "exit"
+                    if whole.get("when") == f"mark:{WARMUP_DONE}" and proc.at_mark is None:
+                        proc.at_mark = whole
             elif kind == "triton-compile":
                 proc.compiled = True
                 secs = float(event.get("seconds") or 0.0)
@@ -136,6 +191,16 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
                     seconds_after += float(event.get("seconds") or 0.0)
                 else:
                     autotunes_before += 1
+            elif kind == "jit-compile":
+                proc.compiled = True
+                if proc.warm:
+                    offenders.append(Offender(str(event.get("kernel")), str(event.get("key")), pid, str(event.get("jit"))))
+                    seconds_after += float(event.get("seconds") or 0.0)
+                else:
+                    seconds_before += float(event.get("seconds") or 0.0)
+            elif kind == "vllm-jit-monitor":
+                if proc.warm:
+                    monitor.append((str(event.get("backend")), str(event.get("kernel"))))
             elif kind == "dynamo-recompile":
                 reasons.append(str(event.get("reason")))
                 if proc.warm:
@@ -144,13 +209,37 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
             elif kind == "graph-capture":
                 captures += 1
                 graphs[f"{pid}:{event.get('graph')}"]["captures"] += 1
+                if proc.warm:
+                    captures_after += 1
+                    offenders.append(Offender(str(event.get("graph")), f"captured after warmup (region {event.get('region')})",
+                                              pid, "cuda-graph-capture"))
+        # vLLM's monitor as a second source: a finding the probe's own instruments did not name
+        mine = {(o.kind, o.kernel) for o in offenders if o.pid == pid}
+        for backend, kernel in monitor:
+            ours = {"Triton": ("triton", "triton-autotune"), "CuTeDSL": ("cutedsl",), "TileLang": ("tilelang",)}.get(backend, ())
+            if not any((k, kernel) in mine for k in ours):
+                offenders.append(Offender(kernel, f"reported by vLLM's JIT monitor ({backend})", pid, "vllm-jit-monitor"))
+        incomplete = sorted(n for n, snap in proc.snaps.items() if len(snap["got"]) != snap["parts"])
+        if proc.snaps and sorted(proc.snaps) != list(range(1, max(proc.snaps) + 1)):
+            log_problems.append(f"pid {pid}: counts snapshot(s) missing from the log (numbers {sorted(proc.snaps)[:8]})")
+        if incomplete:
+            log_problems.append(f"pid {pid}: counts snapshot(s) {incomplete[:5]} incomplete (a part is missing)")
         if proc.compiled and not proc.warm:
             unmarked.append(pid)
         final = proc.final or {}
         if proc.final is not None:
             counted = True
-            if not proc.exited:
-                problems.append(f"pid {pid}: no exit snapshot (killed?): counts as of its last periodic snapshot")
+        if (proc.started or proc.final is not None) and not (proc.exited and ended):
+            log_problems.append(f"pid {pid}: no exit snapshot (killed?): its counts are not final")
+        lost = {k: n - seen.get(k, 0) for k, n in (final.get("emitted") or {}).items()
+                if k != "probe-counts" and n > seen.get(k, 0)}
+        if lost:
+            log_problems.append(f"pid {pid}: the log lacks lines the process wrote: "
+                                + ", ".join(f"{n} {k}" for k, n in sorted(lost.items())))
+        calls = final.get("hook_calls") or {}
+        if int(calls.get("triton_cache", 0)) > int(calls.get("triton_post", 0)):
+            replaced.setdefault("triton-jit", f"pid {pid}: Triton's post-compile hook chain reached the probe's hook for "
+                                f"{calls.get('triton_post', 0)} of {calls.get('triton_cache', 0)} compiles")
         for graph, n in (final.get("replays") or {}).items():
             replays += int(n)
             graphs[f"{pid}:{graph}"]["replays"] += int(n)
@@ -166,45 +255,74 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
             if frames > proc.reasons_after:  # compiled after warmup, reason not logged (logging settings)
                 offenders.extend(Offender("torch.compile frame", "frame compiled after warmup (torch._dynamo.utils.counters; "
                                           "reason not logged)", pid, "dynamo") for _ in range(frames - proc.reasons_after))
-            if "dynamo" in instruments and "dynamo" not in final:
+            if "dynamo" in instruments_used and "dynamo" not in final:
                 problems.append(f"pid {pid}: dynamo's counters were not read after warmup")
                 replaced.setdefault("dynamo", f"pid {pid}: dynamo's counters were not read")
+    marked = any(e.get("kind") == "mark" and e.get("name") == WARMUP_DONE for stream in by_pid.values() for e in stream)
+    if by_pid and not marked:
+        problems.append(f"no process marked {WARMUP_DONE!r}: there is no 'after warmup' to measure")
     if unmarked:
         problems.append(f"process(es) {', '.join(map(str, unmarked))} compiled kernels but never marked {WARMUP_DONE!r}: "
                         "compiles after warmup cannot be told from warmup")
-    blind = [name for name in ("triton-jit", "triton-autotune", "dynamo") if name in replaced]
-    jit_ok = ("triton-jit" in instruments and "triton-autotune" in instruments and not unmarked and by_pid
-              and not blind)
-    graphs_ok = "cuda-graphs" in instruments and "cuda-graphs" not in replaced and counted
+    jit_kinds = _jit_kinds(instruments_used, missing, replaced)
+    blind = [name for name in ("triton-jit", "triton-autotune", "dynamo", "cuda-graphs") if name in replaced]
+    blind += [name for name in replaced if name.startswith("jit-")]
+    blind += [name for name in missing if name.startswith("jit-") or name == "vllm-jit-monitor"]
+    intact = not log_problems
+    jit_ok = intact and ("triton-jit" in instruments_used and "triton-autotune" in instruments_used and not unmarked
+                         and bool(by_pid) and marked and not blind)
+    graphs_ok = intact and "cuda-graphs" in instruments_used and "cuda-graphs" not in replaced and counted
     regions_ok = graphs_ok and "region-launches" not in replaced
     compiles = before + sum(o.kind == "triton" for o in offenders)
     eager_total = sum(eager.values())
+    cache_ok = intact and written_ok and counted and "triton-cache-writes" in instruments_used and "triton-cache-writes" not in replaced
     return Summary(
-        processes=len(by_pid),
-        instruments=instruments,
+        processes=len([p for p in by_pid if p]),
+        instruments=instruments_used,
         missing=missing,
         jit_compiles_after_warmup=len(offenders) if jit_ok else None,
         jit_after_warmup=tuple(offenders),
         compiles_before_warmup=before,
         compile_seconds_before_warmup=round(seconds_before, 6),
         compile_seconds_after_warmup=round(seconds_after, 6),
-        cache_entries_written=written if written_ok and counted and "triton-cache-writes" in instruments
-        and "triton-cache-writes" not in replaced else None,
-        served_from_cache=max(0, compiles - written) if written_ok and counted and "triton-cache-writes" in instruments
-        and "triton-cache-writes" not in replaced else None,
+        cache_entries_written=written if cache_ok else None,
+        served_from_cache=max(0, compiles - written) if cache_ok else None,
         graph_captures=captures if graphs_ok else None,
         graph_replays=replays if graphs_ok else None,
         graphs=dict(graphs),
         eager_launches_in_graphed_regions=None,
         eager_kernels=tuple(sorted(eager)),
         dynamo_recompile_reasons=tuple(reasons[:20]),
-        problems=tuple(problems + [f"{name} not instrumented: {why}" for name, why in sorted(missing.items())]
+        problems=tuple([f"the probe log is damaged, nothing in it is measured: {p}" for p in log_problems[:20]] + problems
+                       + [f"{name} not instrumented: {why}" for name, why in sorted(missing.items())]
                        + [f"{name} not measured: {why}" for name, why in sorted(replaced.items())]),
-        eager_triton_launches_in_graphed_regions=eager_total if regions_ok and "triton-jit" in instruments else None,
+        eager_triton_launches_in_graphed_regions=eager_total if regions_ok and "triton-jit" in instruments_used else None,
         graphed_region_entries=entries if regions_ok else None,
         graphed_regions_not_replayed=unreplayed if regions_ok else None,
         autotunes_before_warmup=autotunes_before,
+        graph_captures_after_warmup=captures_after if graphs_ok else None,
+        log_problems=tuple(log_problems),
+        hooks_chained=chained,
+        jit_kinds=jit_kinds,
     )
+
+
+def _jit_kinds(used: dict[str, str], missing: dict[str, str], replaced: dict[str, str]) -> dict[str, str]:
+    """Each JIT kind that "no JIT after warmup" covers, and how it was watched in this log."""
+    out = {}
+    for kind, what in JIT_KINDS.items():
+        name = _KIND_INSTRUMENTS[kind]
+        if name in replaced:
+            out[kind] = f"not measured: {replaced[name]}"
+        elif name in missing:
+            out[kind] = f"not measured: {missing[name]}"
+        elif name in used:
+            out[kind] = f"watched: {used[name]}"
+        elif kind in _IMPORT_WATCHED:
+            out[kind] = "watched: not imported by the program (its import would have been instrumented)"
+        else:
+            out[kind] = "not measured: its instrument was never installed"
+    return out
 
 
 def to_fields(summary: Summary) -> dict[str, Any]:

@@ -409,6 +409,9 @@ def _backend_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
     """A claimed backend the engine's own record does not show, and numerics that compared a
     backend with itself, are not evidence (the vLLM job refuses both; this catches other writers)."""
     claimed, used = cell.get("backend"), _attention_used(cell)
+    if claimed is not None and used is None:
+        yield Check("backend", MISSING, f"the cell claims {claimed}, but what the engine ran was not recorded: an unverified claim",
+                    limit=claimed)
     if claimed is not None and used is not None:
         ran = {name for names in used.values() for name in names}
         if claimed in ran:
@@ -442,6 +445,13 @@ def _absolute_checks(gate: "Gate", cell: Mapping[str, Any]) -> Iterable[Check]:
             yield Check("graph-replay", PASS, f"{replays} graph replays observed", observed=replays, limit=1)
         else:
             yield Check("graph-replay", FAIL, "graph replay not observed (0 replays; the gate requires at least 1)", observed=replays, limit=1, over_by=1)
+        if "graphed_regions_eager" in cell:  # written by the probe's jobs: eager work where a replay was expected
+            eager = cell.get("graphed_regions_eager")
+            if not isinstance(eager, int) or isinstance(eager, bool):
+                yield Check("graph-replay", MISSING, "eager launches in graphed regions were not measured", limit=0)
+            elif eager > 0:
+                yield Check("graph-replay", FAIL, f"{eager} eager step{'s' if eager != 1 else ''} or launch{'es' if eager != 1 else ''} "
+                            "in graphed regions after warmup (the gate allows 0)", observed=eager, limit=0, over_by=eager)
     if gate.no_jit_after_warmup == "required":
         compiles = cell.get("jit_compiles_after_warmup")
         if compiles is None:

@@ -3,6 +3,11 @@ server in miniature on the Triton and torch stand-ins. Warms up its batch shape,
 marks warmup done, replays, and writes the output JSON the job reads.
 
     serve_standin.py --context C --batch B --output OUT [--compile-after-warmup] [--fail] [--no-probe] [--config F]
+
+--config may also set what the gate must catch (issue 31): "late_capture" (a CUDA graph captured
+after warmup, as cudagraph trees do at a new batch size), "eager_after_replay" (the graphed step
+replays once, then runs eagerly), "damaged_log" (a probe-log line cut by a short write), "graphs"
+(how many graphs are captured and replayed: thousands make the counts long).
 """
 
 import argparse
@@ -17,6 +22,7 @@ parser.add_argument("--compile-after-warmup", action="store_true")
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--no-probe", action="store_true")
 parser.add_argument("--config", help="a JSON file of options (the gate demo's fork keeps one in demo/config.json)")
+parser.set_defaults(late_capture=False, eager_after_replay=False, damaged_log=False, graphs=1)
 args = parser.parse_args()
 if args.config:
     with open(args.config) as handle:
@@ -43,17 +49,36 @@ def decode_attention_kernel():
 
 key = f"fp16,B={args.batch},T={args.context}"
 decode_attention_kernel.launch(key)
-graph = torch.cuda.CUDAGraph()
-with probe.graphed_region("decode"):
-    graph.capture_begin()
-    decode_attention_kernel.launch(key)
-    graph.capture_end()
+graphs = []
+for _ in range(int(args.graphs)):
+    graph = torch.cuda.CUDAGraph()
+    with probe.graphed_region("decode"):
+        graph.capture_begin()
+        decode_attention_kernel.launch(key)
+        graph.capture_end()
+    graphs.append(graph)
 probe.mark(probe.WARMUP_DONE)
 for _ in range(7):
-    with probe.graphed_region("decode"):
-        graph.replay()
+    for graph in graphs:
+        with probe.graphed_region("decode"):
+            graph.replay()
 if args.compile_after_warmup:
     decode_attention_kernel.launch("bf16," + key)
+if args.late_capture:
+    late = torch.cuda.CUDAGraph()
+    late.capture_begin()
+    decode_attention_kernel.launch(key)
+    late.capture_end()
+    late.replay()
+if args.eager_after_replay:
+    with probe.graphed_region("decode"):
+        decode_attention_kernel.launch(key)
+if args.damaged_log:
+    import atexit
+    import os
+
+    # runs before the probe's exit snapshot (atexit is last in, first out): half a line, no newline
+    atexit.register(lambda: open(os.environ["PORTTRACK_PROBE"], "ab").write(b'{"t": 1.0, "pid": 1, "kind": "triton-com'))
 if args.fail:
     print("serve_standin: out of memory (planted)", file=sys.stderr)
     sys.exit(3)

@@ -41,15 +41,16 @@ knobs = types.SimpleNamespace(
     runtime=types.SimpleNamespace(jit_cache_hook=None, jit_post_compile_hook=None,
                                   launch_enter_hook=None if _plain else HookChain()),
     cache=types.SimpleNamespace(dir=None),
+    autotuning=types.SimpleNamespace(print=False),
 )
 
 
 class _Lazy:
     def __init__(self, data):
-        self._data = data
+        self.data = data  # as Triton's LazyDict: the name is here from the start
 
     def get(self):
-        return self._data
+        return self.data
 
 
 class JitFunctionInfo:

@@ -17,12 +17,11 @@ def decode_kernel():
     pass
 
 
-class Backend:
-    def __init__(self, name):
-        self.name = name
+def Backend(name):
+    """The backend class (vLLM's get_attn_backend() returns a class), from the registry stand-in."""
+    from vllm.v1.attention.backends.registry import backend_class
 
-    def get_name(self):
-        return self.name
+    return backend_class(name)
 
 
 class Layer:
