@@ -105,14 +105,11 @@ from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
 from porttrack.common.clock import utcnow
 from porttrack.converge.history import LITERAL as _LITERAL
-from porttrack.converge.history import Later as _Later
-from porttrack.converge.history import later_upstream as _later_upstream
+from porttrack.converge import trail as _trail
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
 from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
-from porttrack.converge.history import STEP_WITH_RENAMES as _STEP
-from porttrack.converge.history import rename_in as _rename_in
 from porttrack.converge.history import renamed_to as _renamed_to
 from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.gitrepo import GitRepo
@@ -121,8 +118,8 @@ if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff, Hunk
 
 SCHEMA = "porttrack/convergence/v2"
-VERDICTS = ("converged", "partially-converged", "not-converged")
-STATES = ("present", "present-after-churn", "missing", "unknown")
+VERDICTS = ("converged", "partially-converged", "not-converged", "undone-upstream")
+STATES = ("present", "present-after-churn", "undone-upstream", "missing", "unknown")
 COUNTED = frozenset({"present", "present-after-churn"})  # the states that count toward converged
 
 
@@ -280,12 +277,15 @@ def summary(hunks: Sequence[HunkResult]) -> dict[str, int]:
         "present_after_churn": sum(h.state == "present-after-churn" for h in hunks),
         "missing": sum(h.state == "missing" for h in hunks),
         "unknown": sum(h.state == "unknown" for h in hunks),
+        "undone_upstream": sum(h.state == "undone-upstream" for h in hunks),
     }
 
 
 def counts_words(s: Mapping[str, int]) -> str:
-    """'11 present, 2 present after churn, 3 missing, 1 unknown of 17 hunks': exact, adds up."""
-    return (f"{s['present']} present, {s['present_after_churn']} present after churn, "
+    """'11 present, 2 present after churn, 3 missing, 1 unknown of 17 hunks': exact, adds up (hunks
+    undone upstream are named when there are any: '..., 2 undone upstream, 3 missing, ...')."""
+    undone = f"{s['undone_upstream']} undone upstream, " if s.get("undone_upstream") else ""
+    return (f"{s['present']} present, {s['present_after_churn']} present after churn, {undone}"
             f"{s['missing']} missing, {s['unknown']} unknown of {s['hunks']} hunk(s)")
 
 
@@ -320,6 +320,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
     else:  # a root commit: everything it has is its change
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
+    start = parents[0] if parents else None  # the walk of upstream's later history starts here (trail.walk)
     merge_base = repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
     if not in_fork and repo.shallow:  # a "yes" found in the history there is true; a "no" may be the cut
@@ -343,8 +344,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
 
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
-        results = _rechecked(repo, files, pr.number, merge, fork_sha, base_sha, "ancestry",
-                             f"merge commit {merge[:12]} is an ancestor", merge)
+        results = _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha, "ancestry",
+                             f"merge commit {merge[:12]} is an ancestor")
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -367,13 +368,13 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        return finish("patch-id", _rechecked(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None,
-                                             "patch-id", f"same patch-id as {m.commit[:12]}", m.commit), patch_id)
+        return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
+                                             "patch-id", f"same patch-id as {m.commit[:12]}"), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
 
-    results = _by_content(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None)
+    results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
     return finish("content", results, patch_id)
 
@@ -392,6 +393,9 @@ def _verdict_of(results: Sequence[HunkResult]) -> str:
     found = sum(h.counts for h in results)
     if found == len(results):
         return "converged"
+    undone = sum(h.state == "undone-upstream" for h in results)
+    if undone and found + undone == len(results):
+        return "undone-upstream"
     return "partially-converged" if found else "not-converged"
 
 
@@ -410,39 +414,15 @@ def _header(h: "Hunk") -> str:
 
 # -- ancestry and patch-id: the change arrived; is it still there?
 
-def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-               base_sha: str | None, method: str, why: str, since: str) -> list[HunkResult]:
+def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None, fork_sha: str,
+               base_sha: str | None, method: str, why: str) -> list[HunkResult]:
     """Ancestry or a patch-id match says the change arrived in the fork, not that it is still
-    there: the fork may have reverted or edited lines since. So every hunk is looked for at the
-    fork tip at its own location, as the content step does: present where its post-image is
-    there (`method` says how it arrived); otherwise missing, present after churn or unknown by
-    the content step's rules, where only commits on upstream's branch (the ancestry path from
-    the merge to the upstream base) count as churn -- a fork commit that undoes or edits the PR
-    never does. `base_sha`: the upstream base; its history counts only when it contains the
-    merge (asked only when a hunk needs it). `since`: the commit the change arrived with (the
-    merge, or the fork commit with its patch-id), to name what undid a missing hunk."""
-    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False, merge_in_fork=since == merge)
-    undone = _undone_by(repo, since, fork_sha, base_sha, sorted({r.path for r in results if r.state == "missing"}))
-    out = []
-    for r in results:
-        by = undone.get(r.path) if r.state == "missing" else None
-        if by is not None:
-            where = "upstream" if by.upstream else "in the fork"
-            r = replace(r, changed_by=by, detail=f"the pre-image is back at the fork ref: undone {where} by {by.commit[:12]} ({by.subject[:60]})")
-        out.append(replace(r, method=method, detail=f"{why}; {r.detail}"))
-    return out
+    there: the fork may have reverted or edited lines since, and upstream may have. So every hunk
+    is decided as the content step decides it (`_by_content`: upstream's newest form, then the
+    fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
+    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha)
+    return [replace(r, method=method, detail=f"{why}; {r.detail}") for r in results]
 
-
-def _undone_by(repo: GitRepo, since: str, fork_sha: str, base_sha: str | None, paths: Sequence[str]) -> dict[str, ChangedBy]:
-    """path -> the newest commit in since..fork that touched it (one `log -1` per path of a
-    missing hunk, usually none), and whether upstream's base has it."""
-    out = {}
-    for path in paths:
-        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{fork_sha}", "--", path, env=_LITERAL)
-        if line:
-            sha, _, subject = line.partition(" ")
-            out[path] = ChangedBy(sha, subject, bool(base_sha) and repo.is_ancestor(sha, base_sha))
-    return out
 
 
 # -- patch-id
@@ -491,88 +471,232 @@ class _Look:
     absent_added: bool = False  # an added file that is absent: missing unless upstream deleted it
 
 
-def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-                base_sha: str | None, base_checked: bool = True, merge_in_fork: bool = False) -> list[HunkResult]:
-    """Each hunk by the fork ref's content at its own location (`_locations`), then, for a hunk
-    with neither image there, by the later upstream change that rewrote it (`base_sha` counts
-    only when the upstream base contains the merge: given so, or, with `base_checked` false,
-    asked here when a hunk needs it). Upstream's history is read only for those hunks' paths."""
+def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None,
+                fork_sha: str, base_sha: str | None) -> list[HunkResult]:
+    """Each hunk by upstream's newest form of its lines, then by the fork ref's content.
+
+    `base_sha`: the upstream base, given only when it may contain the merge; its first-parent
+    history after the merge is walked once for all the PR's paths (`trail.walk`, from `start`, the
+    commit the change is taken against, so the merge itself must show up: that proves the base
+    has it on its first-parent line). Per hunk (`porttrack.converge.trail`):
+
+    - upstream's newest form is the pre-image: **undone-upstream**, naming the commit that last
+      touched those lines, whatever the fork has (a revert upstream is never converged);
+    - the fork's file is the upstream base's (same blob and mode): present when no later upstream
+      commit touched the hunk's lines, else present-after-churn -- never missing;
+    - otherwise the fork's content: the post-image at the hunk's location -> present; upstream's
+      newest form there (the base's lines where the base has them, no fork change over them)
+      -> present (untouched) or present-after-churn; the pre-image -> missing; else unknown.
+
+    Without a walk (the base lacks the merge) only the fork's content decides: there is no later
+    upstream state to compare."""
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
+    trails = _trails(repo, files, start, merge, base_sha) if base_sha else None
     at_fork = _read_files(repo, fork_sha, paths)
-    near = _locations(repo, merge, fork_sha, files, at_fork)
-    looks = [(fd, h, _look(h, fd, at_fork, near.get(id(h)))) for fd in files for h in fd.hunks]
-    open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
-    missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
-    later: dict[str, Sequence[_Later] | None] = {}
-    known: set[str] = set()  # commits stepped back through from the fork ref: in it by construction
-    moves: dict[tuple[str, str], str | None] = {}  # (commit, path) -> where that commit renamed it
-    rest = open_paths
-    if base_sha and merge_in_fork and open_paths:
-        open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
-        for fd, h, look in looks:
-            if look.state is None:
-                open_hunks.setdefault(fd.path, []).append((h, fd))
-        later, rest, moves = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
-        known = {c[0] for commits in later.values() if commits for c in commits}
-    base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
-    if rest and base_sha:
-        later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
-    at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
-    # the commits stepped back through from the fork ref are in it by construction, and their
-    # steps said where they moved the path
-    memo: dict = {**dict.fromkeys(known, True), **moves}
+    fork_entries = repo.tree_entries(fork_sha, paths)
+    base_entries = repo.tree_entries(base_sha, paths) if trails is not None and base_sha else {}
+    same = {fd.path for fd in files if trails is not None and fork_entries.get(fd.path) == base_entries.get(fd.path)}
+    others = [fd for fd in files if fd.path not in same]
+    near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
+    cache: dict[Any, Any] = {}
+
+    def ancestor(sha: str) -> bool:
+        if sha == fork_sha:
+            return True
+        if ("anc", sha) not in cache:
+            cache[("anc", sha)] = repo.is_ancestor(sha, fork_sha)
+        return cache[("anc", sha)]
+
+    def upstream_regions(path: str) -> list[tuple[int, int, int, int]]:
+        """The `-U0` hunks of the base's file against the fork's (one diff for every such path)."""
+        if "regions" not in cache:
+            wanted = sorted({fd.path for fd in others if fd.path in fork_entries and fd.path in base_entries})
+            diff = repo.run("diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", str(base_sha), fork_sha, "--",
+                            *wanted, env=_LITERAL).stdout if wanted else b""
+            cache["regions"] = {fd.path: [(x.old_start, x.old_len, x.new_start, x.new_len) for x in fd.hunks if x.kind == "text"]
+                                for fd in hunks_mod.parse_diff(diff)}
+        return cache["regions"].get(path, [])
+
+    def by(t: "_trail.Trail", path: str) -> ChangedBy:
+        last = t.touched[-1]
+        if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
+            key = ("real", last.sha, path)
+            if key not in cache:
+                cache[key] = _real_commit(repo, last, path, t.spans[-1])
+            sha, subject = cache[key]
+            return ChangedBy(sha, subject, True)
+        return ChangedBy(last.sha, last.subject, True)
+
+    def moved_to(sha: str, path: str) -> str | None:
+        if ("moved", sha, path) not in cache:
+            cache[("moved", sha, path)] = _renamed_to(repo, sha, path)
+        return cache[("moved", sha, path)]
+
+    def moved_out(sha: str, lost: Sequence[bytes]) -> bool:
+        """Commit `sha` added most of the `lost` lines elsewhere (another file): moved, not removed."""
+        if ("diff", sha) not in cache:
+            cache[("diff", sha)] = repo.run("diff-tree", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
+                                            f"{sha}^", sha).stdout
+        return _trail.moved_out(cache[("diff", sha)], lost)
+
     results = []
-    for fd, h, look in looks:
-        if look.state == "present":
-            results.append(_result(h, "present", "content", detail=look.detail))
-        elif look.state is not None:
-            words = _upstream_words(h, fd, base_sha if base_has_merge else None, at_base) if look.state == "missing" else ""
-            results.append(_result(h, look.state, "content", detail=look.detail + words))
-        else:
-            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path),
-                                        at_fork.get(fd.path), near.get(id(h)), memo))
+    for fd in files:
+        for h in fd.hunks:
+            t = trails.get(id(h)) if trails is not None else None
+            look = _look(h, fd, at_fork, near.get(id(h))) if fd.path not in same else None
+            if t is None:
+                results.append(_without_upstream(h, look, base_sha is not None and trails is None))
+                continue
+            if t.touched and t.absent and fd.status != "deleted":
+                results.append(_gone_upstream(h, fd, t, look, number, by(t, fd.path), moved_to(t.touched[-1].sha, fd.path),
+                                              fork_entries, base_entries, ancestor))
+                continue
+            if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
+                c = by(t, fd.path)
+                what = f"upstream {c.commit[:12]} ({c.subject[:60]}) moved these lines out of {fd.path}"
+                if fd.path in same or ancestor(t.touched[-1].sha):
+                    results.append(_result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref has that change"))
+                elif look is not None and look.state == "present":
+                    results.append(_result(h, "present", "content", detail=look.detail))
+                else:
+                    results.append(_result(h, "unknown", "churn", c, f"{what}, which the fork ref does not contain"))
+                continue
+            if t.touched and _undone(h, fd, t, at_base_entry=lambda p: _read_files(repo, str(base_sha), [p]).get(p)):
+                c = by(t, fd.path)
+                still = look is not None and look.state == "present"
+                results.append(_result(h, "undone-upstream", "churn", c,
+                                       f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
+                                       f"({c.subject[:60]}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
+                                                                  if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
+                continue
+            if fd.path in same:
+                if not t.touched:
+                    results.append(_result(h, "present", "content", detail="the fork ref's file is the upstream base's, and no later upstream "
+                                                                           "commit touched these lines"))
+                else:
+                    c = by(t, fd.path)
+                    results.append(_result(h, "present-after-churn", "churn", c,
+                                           f"upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines later, and the fork ref's "
+                                           f"file is the upstream base's"))
+                continue
+            assert look is not None
+            if look.state == "present":
+                results.append(_result(h, "present", "content", detail=look.detail))
+                continue
+            entry = at_fork.get(fd.path)
+            if entry is not None and not t.whole and t.items and fd.path in base_entries and \
+                    _trail.holds(t, _lines(entry[1]), upstream_regions(fd.path)):
+                if not t.touched:
+                    results.append(_result(h, "present", "content", detail=f"{look.detail}; the lines #{number} put there are at the "
+                                                                           f"fork ref where upstream has them (their context changed)"))
+                else:
+                    c = by(t, fd.path)
+                    results.append(_result(h, "present-after-churn", "churn", c,
+                                           f"{look.detail}; the fork ref has upstream's newest form of these lines, from {c.commit[:12]} "
+                                           f"({c.subject[:60]})"))
+                continue
+            words = ""
+            if t.touched:
+                c = by(t, fd.path)
+                words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
+            if look.state == "missing" or look.absent_added:
+                results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
+            else:
+                results.append(_result(h, "unknown", "content", detail=look.detail + (words or "; upstream still has the post-image, "
+                                                                                                 "so this is the fork's own version")))
     return results
 
 
-_MAX_STEPS = 20  # newest-first steps back through a path's history before the full walk
+def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge: str, base_sha: str) -> dict[int, "_trail.Trail"] | None:
+    """id(hunk) -> its trail through upstream's first-parent history after the merge, or None when
+    the base does not have the merge on its first-parent line (nothing to follow)."""
+    if start is None:
+        return None
+    steps = _trail.walk(repo, start, base_sha, sorted({fd.path for fd in files}))
+    shas = [c.sha for c, _ in steps]
+    if merge not in shas:
+        return None
+    later = steps[shas.index(merge) + 1:]
+    trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
+    _trail.follow([(fd.path, trails[id(h)]) for fd in files for h in fd.hunks], later)
+    return trails
 
 
-def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, paths: Sequence[str],
-                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]],
-                     ) -> tuple[dict[str, Sequence[_Later] | None], list[str], dict[tuple[str, str], str | None]]:
-    """For a fork ref that contains the merge, and a path no fork-only commit (`<base>..<fork>`)
-    touched: the commits since the merge that touched it are upstream's, so step back from the
-    newest (`log -1` each) until the parent has every open hunk's post-image -- usually one step,
-    as cheap as before issue 21. Oldest first, as `_later_upstream` gives them; the paths the
-    fork itself touched, or that need more steps, are left to that full walk (the second list).
-    Each step also lists the commit's whole change with rename detection (`_STEP`): the third
-    result, (commit, path) -> where it moved the path, is what `_renamed_to` would ask again."""
-    out: dict[str, Sequence[_Later] | None] = {}
-    rest = []
-    moves: dict[tuple[str, str], str | None] = {}
-    for path in paths:
-        if repo.text("log", "-1", "--no-renames", "--format=%H", f"{base_sha}..{fork_sha}", "--", path, env=_LITERAL):
-            rest.append(path)
-            continue
-        commits: list[_Later] = []
-        tip = fork_sha
-        for _ in range(_MAX_STEPS):
-            step = repo.run("log", "-1", "--format=%H %s", *_STEP, f"{merge}..{tip}", "--", path, env=_LITERAL).stdout
-            if not step.strip():
-                break
-            head, _, changes = step.partition(b"\0")  # "<sha> <subject>\0" then "\n" and the -z name-status
-            sha, _, subject = head.decode("utf-8", "surrogateescape").partition(" ")
-            moves[(sha, path)] = _rename_in(changes.removeprefix(b"\n"), path)
-            commits.append((sha, subject, _read_files(repo, sha, [path]).get(path)))
-            before = _read_files(repo, f"{sha}^", [path]).get(path)
-            if all(_present(h, fd, before) for h, fd in open_hunks[path]):
-                break
-            tip = f"{sha}^"
-        else:
-            rest.append(path)
-            continue
-        out[path] = commits[::-1]
-    return out, rest, moves
+def _lines(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool:
+    """Upstream's newest form of `h` is its pre-image (see `porttrack.converge.trail.undone`);
+    a whole-file hunk by the base's file: the old blob, the old mode, a deleted file back as it was."""
+    if not t.whole and not t.opaque:
+        return _trail.undone(h, t)
+    entry = at_base_entry(fd.path)
+    if entry is None:
+        return False
+    if fd.status == "deleted":
+        return h.kind == "meta" or presence.pre_image_present(h, entry[1])
+    if h.kind == "binary":
+        return presence.pre_image_present(h, entry[1]) and not presence.post_image_present(h, entry[1])
+    if h.kind == "meta" and fd.old_mode and fd.new_mode and fd.old_mode != fd.new_mode:
+        return entry[0] == fd.old_mode
+    return False
+
+
+def _without_upstream(h: "Hunk", look: _Look | None, not_on_line: bool) -> HunkResult:
+    """No later upstream state to compare: the fork's content alone decides."""
+    assert look is not None
+    if look.state in ("present", "missing", "unknown"):
+        return _result(h, look.state, "content", detail=look.detail)
+    if look.absent_added:
+        return _result(h, "missing", "content", detail=look.detail)
+    why = ("the merge is not on the upstream base's first-parent history, so its later upstream state cannot be followed"
+           if not_on_line else "the upstream base does not contain the merge, so there is no later upstream state to compare")
+    return _result(h, "unknown", "content", detail=f"{look.detail}; {why}")
+
+
+def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | None, number: int, c: ChangedBy,
+                   moved: str | None, fork_entries: Mapping[str, tuple[str, str]], base_entries: Mapping[str, tuple[str, str]],
+                   ancestor) -> HunkResult:
+    """Upstream deleted (or moved) the hunk's file after the merge (`c` last touched it)."""
+    what = f"upstream {c.commit[:12]} ({c.subject[:60]}) " + (f"moved {fd.path} to {moved}" if moved else f"deleted {fd.path}")
+    if fd.status == "added" and moved is None:
+        still = fd.path in fork_entries
+        return _result(h, "undone-upstream", "churn", c,
+                       f"{what}, which #{number} added: undone upstream; " +
+                       ("the fork ref still has it: keep carrying it or drop it" if still else "the fork ref has no such file either"))
+    if fd.path not in fork_entries:
+        there = moved is not None and moved in base_entries and fork_entries.get(moved) == base_entries.get(moved)
+        if there or ancestor(t.touched[-1].sha):
+            return _result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref " + (f"has {moved} as upstream has it" if there else "contains that commit"))
+        return _result(h, "unknown", "churn", c, f"{fd.path} does not exist at the fork ref; {what}, which the fork ref does not contain: "
+                                                 f"absence alone does not show the fork ever had #{number}'s version")
+    assert look is not None
+    if look.state == "present":
+        return _result(h, "present", "content", detail=look.detail)
+    if look.state == "missing":
+        return _result(h, "missing", "content", c, f"{look.detail}; {what} since")
+    return _result(h, "unknown", "churn", c, f"{look.detail}; {what} since, and the fork ref still has the file")
+
+
+def _real_commit(repo: GitRepo, merge: "_trail.Commit", path: str, span: tuple[int, int] | None) -> tuple[str, str]:
+    """The commit a merge on upstream's first-parent line brought that changed lines `span` (1-based,
+    in the merge's file) of `path`: `git log -L` over what the merge brought (`merge^1..merge`);
+    without lines to follow, the newest non-merge commit it brought on the path."""
+    args = ["log", "--no-merges", "-1", "--format=%H%x00%s", "--no-patch"]
+    if span is not None:
+        proc = repo.run(*args, "-L", f"{span[0]},{span[1]}:{path}", f"{merge.sha}^1..{merge.sha}", check=False, env=_LITERAL)
+    else:
+        proc = repo.run(*args, f"{merge.sha}^1..{merge.sha}", "--", path, check=False, env=_LITERAL)
+    line = proc.stdout.decode("utf-8", "replace").strip().split("\n")[0] if proc.returncode == 0 else ""
+    if "\0" in line:
+        sha, _, subject = line.partition("\0")
+        return sha, subject
+    return merge.sha, merge.subject
+
 
 
 def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
@@ -602,91 +726,6 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], n
     if h.kind == "text" and presence.post_image_present(h, entry[1], near) and presence.pre_image_present(h, entry[1], near):
         return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
     return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
-
-
-def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Mapping[str, tuple[str, bytes]]) -> str:
-    """For a missing hunk: whether upstream still has it (a hint for the reader, not a proof)."""
-    if base_sha is None or fd.status == "deleted":
-        return ""
-    return "; upstream still has it" if _present(h, fd, at_base.get(fd.path)) else "; upstream has since changed it, and the fork never took this change"
-
-
-def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
-                 base_sha: str | None, later: Sequence[_Later] | None, entry: tuple[str, bytes] | None,
-                 near: tuple[int, int] | None = None, memo: dict | None = None) -> HunkResult:
-    """A hunk with neither image at the fork ref: present after churn when the fork ref contains
-    the upstream change C that took the post-image away (see the module docstring), else unknown
-    -- or, for an added file that is absent and that upstream never deleted, missing."""
-    if base_sha is None or later is None:
-        if look.absent_added:
-            return _result(h, "missing", "content", detail=look.detail)
-        return _result(h, "unknown", "content", detail=f"{look.detail}; the upstream base does not contain the merge, so there is no later upstream state to compare")
-    c = next((c for c in later if not _present(h, fd, c[2])), None)
-    if c is None:
-        if look.absent_added:
-            return _result(h, "missing", "content", detail=f"{look.detail}; upstream still has it")
-        return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
-    changed = ChangedBy(c[0], c[1], True)
-    what = "deleted" if c[2] is None else "rewrote"
-    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1], near):
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
-                       f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
-    if c[2] is not None and h.kind == "text" and presence.hunk_state(h, c[2][1]) == "not-applied":
-        # upstream put the original text back: that undoes #N, it does not carry it further
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) restored the text #{number} replaced, so no later "
-                       f"upstream state carries this change")
-    if entry is None and c[2] is not None and not look.absent_added and not any(
-            later_c[2] is None and repo.is_ancestor(later_c[0], fork_sha) for later_c in later):
-        # the file is gone from the fork ref, and no upstream deletion the fork has explains it:
-        # the fork removed or moved it itself, which is never upstream churn
-        return _result(h, "unknown", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
-                       f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
-    memo = {} if memo is None else memo  # (commit, path) -> renamed to; commit -> in the fork ref
-    if c[2] is None and h.kind == "text" and (c[0], fd.path) not in memo:
-        memo[(c[0], fd.path)] = _renamed_to(repo, c[0], fd.path)
-    moved = memo.get((c[0], fd.path)) if c[2] is None and h.kind == "text" else None
-    if moved is not None:
-        there = _read_files(repo, fork_sha, [moved]).get(moved)
-        if there is not None and presence.hunk_state(h, there[1]) == "not-applied":
-            return _result(h, "missing", "content", changed,
-                           f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) renamed it to {moved}, where the fork ref has the pre-image")
-    if c[0] not in memo:
-        memo[c[0]] = repo.is_ancestor(c[0], fork_sha)
-    if memo[c[0]]:
-        return _result(h, "present-after-churn", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
-    if look.absent_added:  # the pre-image of an added file is its absence, and it is absent
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it later, but the fork ref does not contain that "
-                       f"commit: the fork never took #{number}'s file")
-    if c[2] is None:
-        return _result(h, "unknown", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) deleted the file, which the fork ref does not contain: "
-                       f"absence alone does not show the fork ever had #{number}'s version")
-    if entry is not None and _change_present(repo, c[0], fd.path, entry):
-        return _result(h, "present-after-churn", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, and its change to {fd.path} is at the fork ref")
-    return _result(h, "unknown", "churn", changed,
-                   f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but the fork ref has neither that commit nor its change to {fd.path}")
-
-
-def _change_present(repo: GitRepo, sha: str, path: str, entry: tuple[str, bytes]) -> bool:
-    """Every hunk of commit `sha`'s change to `path` (against its first parent) is applied in the
-    fork's `entry`: the fork has upstream's later state of that file, not just its absence."""
-    changes = [fd for fd in hunks_mod.parse_diff(repo.run("diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--binary", "--full-index",
-                                                          f"{sha}^", sha, "--", path, env=_LITERAL).stdout) if fd.path == path]
-    checks = [(fd, h) for fd in changes for h in fd.hunks]
-    return bool(checks) and all(_applied(h, fd, entry) for fd, h in checks)
-
-
-def _applied(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
-    """Stricter than `_present`: the post-image is there and the pre-image is not."""
-    if fd.status == "deleted" or entry is None or h.kind == "meta":
-        return _present(h, fd, entry)
-    return presence.hunk_state(h, entry[1]) == "applied"
 
 
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:

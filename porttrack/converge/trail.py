@@ -1,0 +1,295 @@
+"""Upstream's newest form of a merged hunk's lines ("Upstream's newest form decides", DESIGN.md).
+
+Each hunk of the merged change leaves a **trail** in the merge commit's file: the lines it added
+(with their content), and a gap where it removed lines without adding any. The trail is followed
+through every later commit on upstream's first-parent history that touched the PR's paths (one
+`git log --first-parent -p -U0 <start>..<upstream base> -- <paths>` for all of them, `walk`): a
+later change whose lines overlap the trail *touched* it, and the lines it put there become the
+trail; one that only changed neighbouring (context) lines shifts it. At the end the trail's lines
+are upstream's newest form of the hunk, and the commits that touched it, oldest first, say who
+made that form.
+
+- Not touched: upstream still has the hunk's own lines (whatever happened to its context).
+- Touched, and the newest form is the hunk's pre-image (the lines it removed are back and none of
+  the lines it added is left; for a hunk that only added lines: nothing but its context is left):
+  **undone upstream** by the last commit that touched it (a revert, one resolved by hand, or a
+  later change that removed it).
+- Touched otherwise: upstream's newest form is the later commit's; a fork holding it has the
+  change "after churn".
+
+Line tracking follows git's own `-U0` hunks; a gap (lines removed, none added) counts as touched
+by a change that inserts within one line of it (git may slide an insertion among equal lines).
+Binary changes and whole-file hunks (modes, renames, empty files) are followed per file: any later
+change to the file touches them. Renames later upstream are deletions here (`--no-renames`); the
+caller asks where a deleted file went.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from porttrack.diff import hunks as hunks_mod
+
+if TYPE_CHECKING:
+    from porttrack.diff.hunks import FileDiff, Hunk
+    from porttrack.gitrepo import GitRepo
+
+GAP, LINE = 0, 1  # item kinds; a gap "before line n" sorts before line n
+LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    parents: tuple[str, ...]
+    subject: str
+
+
+@dataclass
+class Trail:
+    """One hunk's lines in upstream's file as history goes on (see the module docstring)."""
+
+    items: list[tuple[int, int, bytes]]  # (line 1-based, LINE | GAP, content) in file order
+    whole: bool = False  # followed per file (binary, meta, an empty file): any change touches it
+    touched: list[Commit] = field(default_factory=list)  # oldest first
+    opaque: bool = False  # a later binary change: the newest form is the file's blob, not lines
+    absent: bool = False  # the file is gone at the end (deleted by the last commit that touched it)
+    spans: list[tuple[int, int] | None] = field(default_factory=list)  # 1-based lines right after each touch
+    lost: list[bytes] = field(default_factory=list)  # non-blank lines the last touch removed and put nowhere in the file
+    targeted: bool = False  # the last touch removed mostly these lines (not a larger block they were part of)
+
+
+    @property
+    def form(self) -> list[bytes]:
+        """The newest form: the trail's lines, in order (empty: the lines were removed)."""
+        return [content for _, kind, content in self.items if kind == LINE]
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """0-based first and last line of the trail in the file (a gap: the line before and after)."""
+        if not self.items:
+            return None
+        lines = [n for n, kind, _ in self.items if kind == LINE] or [n - 1 for n, _, _ in self.items]
+        gaps = [n for n, kind, _ in self.items if kind == GAP]
+        lo = min(lines + [g - 1 for g in gaps])
+        hi = max(lines + gaps)
+        return max(lo - 1, 0), max(hi - 1, 0)
+
+
+def start(fd: "FileDiff", h: "Hunk") -> Trail:
+    """The trail of hunk `h` in the merge commit's file: the lines it added, a gap where it removed
+    a run of lines."""
+    if h.kind != "text" or fd.is_binary:
+        return Trail([], whole=True, absent=fd.status == "deleted")
+    items: list[tuple[int, int, bytes]] = []
+    n = h.new_start if h.new_len else h.new_start + 1
+    before = b" "
+    for marker, content in h._lines():
+        if marker == b"\\":
+            continue
+        if marker == b"+":
+            items.append((n, LINE, content))
+            n += 1
+        elif marker == b"-":
+            if before != b"-":
+                items.append((n, GAP, b""))
+        else:
+            n += 1
+        before = marker
+    return Trail(items, absent=fd.status == "deleted")
+
+
+def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list[tuple[Commit, tuple["FileDiff", ...]]]:
+    """The commits on `tip`'s first-parent history after `start_at` that touched `paths`, oldest
+    first, each with its change to them against its first parent (`-U0`, no renames): one git
+    process for every path."""
+    if not paths:
+        return []
+    out = repo.run("log", "--first-parent", "--diff-merges=first-parent", "--reverse", "-p", "-U0", "--no-renames",
+                   "--no-ext-diff", "--no-textconv", "--format=%x00%x01%H %P%x00%s%x00", f"{start_at}..{tip}", "--",
+                   *paths, env=LITERAL).stdout
+    steps = []
+    for chunk in out.split(b"\0\x01")[1:]:
+        head, subject, diff = (chunk.split(b"\0", 2) + [b"", b""])[:3]
+        sha, *parents = head.decode().split()
+        files = hunks_mod.parse_diff(diff.lstrip(b"\n")) if diff.strip() else ()
+        steps.append((Commit(sha, tuple(parents), subject.decode("utf-8", "replace")), files))
+    return steps
+
+
+def follow(trails: Iterable[tuple[str, Trail]], steps: Sequence[tuple[Commit, Sequence["FileDiff"]]]) -> None:
+    """Advance each (path, trail) through `steps` (from `walk`), in place."""
+    by_path: dict[str, list[Trail]] = {}
+    for path, trail in trails:
+        by_path.setdefault(path, []).append(trail)
+    for commit, files in steps:
+        for fd in files:
+            for trail in by_path.get(fd.path, ()):
+                _advance(trail, fd, commit)
+
+
+def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
+    texts = [h for h in fd.hunks if h.kind == "text"]
+    if trail.whole or fd.is_binary or any(h.kind == "binary" for h in fd.hunks):
+        trail.touched.append(commit)
+        trail.spans.append(None)
+        trail.opaque = trail.opaque or fd.is_binary or any(h.kind == "binary" for h in fd.hunks)
+        trail.absent = fd.status == "deleted"
+        if not trail.whole:
+            trail.items = []
+        return
+    regions = [(h.old_start, h.old_len, h.new_start, h.new_len, h) for h in texts]
+    kept: list[tuple[int, int, bytes]] = []
+    hit: set[int] = set()
+    for item in trail.items:
+        j = _hit(item, regions)
+        if j is None:
+            kept.append((item[0] + _shift(item[0], regions), item[1], item[2]))
+        else:
+            hit.add(j)
+    if not hit:
+        trail.items = kept
+        if fd.status == "deleted":
+            trail.absent = True
+        return
+    lost: list[bytes] = []
+    ours = theirs = 0
+    for j in sorted(hit):
+        a, b, c, d, h = regions[j]
+        gone = [content.strip() for n, kind, content in trail.items if kind == LINE and _hit((n, kind, content), regions) == j]
+        gone = [line for line in gone if line]
+        ours += len(gone)
+        theirs += sum(1 for line in h.removed_lines() if line.strip())
+        if gone and not _mostly(gone, h.added_lines()):  # not rewritten in place: moved elsewhere in the file?
+            moved = _moved_within(gone, regions, j)
+            if moved is not None:
+                k, first, last = moved
+                if k not in hit:
+                    kc, kh = regions[k][2], regions[k][4]
+                    kept.extend((kc + i, LINE, kh.added_lines()[i]) for i in range(first, last + 1))
+                continue
+            lost.extend(gone)
+        if d:
+            kept.extend((c + i, LINE, content) for i, content in enumerate(h.added_lines()))
+        else:
+            kept.append((c + 1, GAP, b""))
+    trail.lost = lost
+    trail.targeted = 2 * ours >= theirs
+    kept.sort(key=lambda item: (item[0], item[1]))
+    trail.items = kept
+    trail.touched.append(commit)
+    lines = [n for n, kind, _ in kept if kind == LINE]
+    trail.spans.append((min(lines), max(lines)) if lines else None)
+    trail.absent = fd.status == "deleted"
+
+
+def _mostly(lines: Sequence[bytes], added: Sequence[bytes]) -> bool:
+    """At least half of `lines` (stripped, non-blank) are among `added` (stripped): the same code,
+    perhaps re-indented -- a move or an edit in place, not a removal."""
+    pool: dict[bytes, int] = {}
+    for line in added:
+        pool[line.strip()] = pool.get(line.strip(), 0) + 1
+    found = 0
+    for line in lines:
+        if pool.get(line, 0):
+            pool[line] -= 1
+            found += 1
+    return bool(lines) and 2 * found >= len(lines)
+
+
+def _moved_within(gone: Sequence[bytes], regions, j: int) -> tuple[int, int, int] | None:
+    """Another hunk of the same change that added most of the `gone` lines: (its index, the first
+    and last of its added lines that are among them)."""
+    want = set(gone)
+    best = None
+    for k, (_a, _b, _c, _d, h) in enumerate(regions):
+        if k == j or h is None:
+            continue
+        added = h.added_lines()
+        if not _mostly(gone, added):
+            continue
+        at = [i for i, line in enumerate(added) if line.strip() in want]
+        if at and (best is None or len(at) > best[0]):
+            best = (len(at), k, at[0], at[-1])
+    return None if best is None else best[1:]
+
+
+def moved_out(diff: bytes, lost: Sequence[bytes]) -> bool:
+    """Does a commit's whole diff (`diff`, any context) add most of the `lost` lines somewhere
+    (another file)? Then it moved them, it did not remove them."""
+    added = [line[1:] for line in diff.split(b"\n") if line.startswith(b"+") and not line.startswith(b"+++")]
+    return _mostly(list(lost), added)
+
+
+def _hit(item: tuple[int, int, bytes], regions: Sequence[tuple[int, int, int, int, object]]) -> int | None:
+    n, kind, _ = item
+    for j, (a, b, _c, _d, _h) in enumerate(regions):
+        if kind == LINE:
+            if b and a <= n <= a + b - 1:
+                return j
+        elif (b and a <= n <= a + b) or (not b and n - 2 <= a <= n):
+            return j
+    return None
+
+
+def _shift(n: int, regions: Sequence[tuple[int, int, int, int, object]]) -> int:
+    return sum(d - b for a, b, _c, d, _h in regions if (a + b - 1 < n if b else a < n))
+
+
+def undone(h: "Hunk", trail: Trail) -> bool:
+    """Is upstream's newest form of hunk `h` its pre-image? Only a touched, line-followed trail can
+    say so: none of the lines `h` added (that are not also in its pre-image) is left, and every run
+    of lines it removed is back; for a hunk that only added lines, nothing but its context is left."""
+    if not trail.touched or trail.whole or trail.opaque:
+        return False
+    form = trail.form
+    pre = set(h.pre_image())
+    own = {line for line in h.added_lines() if line.strip()} - pre
+    if any(line in own for line in form):
+        return False
+    removed = _runs(h)
+    if removed:
+        return all(_contains(form, run) for run in removed)
+    # only added lines: removed, and by a change aimed at them (not a larger block they were in,
+    # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
+    return trail.targeted and all(line in pre for line in form if line.strip())
+
+
+def _runs(h: "Hunk") -> list[list[bytes]]:
+    runs: list[list[bytes]] = [[]]
+    for marker, content in h._lines():
+        if marker == b"-":
+            runs[-1].append(content)
+        elif marker != b"\\" and runs[-1]:
+            runs.append([])
+    return [run for run in runs if any(line.strip() for line in run)]
+
+
+def _contains(hay: list[bytes], needle: list[bytes]) -> bool:
+    n = len(needle)
+    return any(hay[i:i + n] == needle for i in range(len(hay) - n + 1))
+
+
+def holds(trail: Trail, fork_lines: list[bytes], regions: Sequence[tuple[int, int, int, int]] | None) -> bool:
+    """Does a fork file hold the trail's newest form? `regions`: the `-U0` hunks (old start, old
+    len, new start, new len) of the upstream file against the fork's (None: the same file, empty:
+    no difference): the form is there when no difference overlaps the trail and its lines read the
+    same there."""
+    if regions is None or not regions:
+        return True
+    shaped = [(a, b, c, d, None) for a, b, c, d in regions]
+    for item in trail.items:
+        if _hit(item, shaped) is not None and (item[1] == LINE or _strict_gap_hit(item[0], regions)):
+            return False
+    for n, kind, content in trail.items:
+        if kind == LINE:
+            m = n + _shift(n, shaped)
+            if not (1 <= m <= len(fork_lines)) or fork_lines[m - 1] != content:
+                return False
+    return True
+
+
+def _strict_gap_hit(g: int, regions: Sequence[tuple[int, int, int, int]]) -> bool:
+    """A fork difference that puts lines into a gap (not merely beside it)."""
+    return any((b and a < g <= a + b - 1) or (not b and a == g - 1) for a, b, _c, _d in regions)
