@@ -107,6 +107,9 @@ def _hunk_words(h: "HunkResult") -> str:
         where = "upstream" if h.changed_by.upstream else "in the fork"
         return (f"present after churn: changed {where} by {h.changed_by.commit[:12]} "
                 f"({for_terminal(h.changed_by.subject, 50)}), which the fork has ({h.method})")
+    if h.state == "undone-upstream" and h.changed_by is not None:
+        return (f"UNDONE UPSTREAM by {h.changed_by.commit[:12]} ({for_terminal(h.changed_by.subject, 50)}): "
+                f"keep carrying it or drop it ({h.method})")
     if h.state == "missing":
         return f"MISSING ({h.method}): {for_terminal(h.detail, 100)}"
     return f"UNKNOWN ({h.method}): {for_terminal(h.detail, 140)}"

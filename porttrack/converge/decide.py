@@ -421,7 +421,8 @@ def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: s
     is decided as the content step decides it (`_by_content`: upstream's newest form, then the
     fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
     results = _by_content(repo, files, number, merge, start, fork_sha, base_sha)
-    return [replace(r, method=method, detail=f"{why}; {r.detail}") for r in results]
+    return [replace(r, method=method, detail=f"{why}; " + ("the pre-image is back at the fork ref: " if r.state == "missing" else "") + r.detail)
+            for r in results]
 
 
 
@@ -539,7 +540,8 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                                             f"{sha}^", sha).stdout
         return _trail.moved_out(cache[("diff", sha)], lost)
 
-    results = []
+    results: list[HunkResult] = []
+    fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
     for fd in files:
         for h in fd.hunks:
             t = trails.get(id(h)) if trails is not None else None
@@ -600,11 +602,32 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 c = by(t, fd.path)
                 words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
             if look.state == "missing" or look.absent_added:
+                fork_trails[len(results)] = t
                 results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
             else:
-                results.append(_result(h, "unknown", "content", detail=look.detail + (words or "; upstream still has the post-image, "
-                                                                                                 "so this is the fork's own version")))
+                results.append(_result(h, "unknown", "churn" if t.touched else "content",
+                                       detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
+    if fork_trails and base_sha and ancestor(base_sha):
+        results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
     return results
+
+
+def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[int, "_trail.Trail"], files: Sequence["FileDiff"],
+                    base_sha: str, fork_sha: str) -> list[HunkResult]:
+    """Missing hunks at a fork ref that contains the upstream base: upstream's newest form was not
+    the pre-image, so the fork's own commits since the base undid them. Their trails, followed on
+    through the fork's first-parent history (one more walk), name the fork commit that did."""
+    paths = sorted({results[i].path for i in missing})
+    steps = _trail.walk(repo, base_sha, fork_sha, paths)
+    copies = {i: _trail.Trail(list(t.items)) for i, t in missing.items()}
+    _trail.follow([(results[i].path, copies[i]) for i in copies], steps)
+    out = list(results)
+    for i, t in copies.items():
+        if t.touched:
+            c = t.touched[-1]
+            out[i] = replace(out[i], changed_by=ChangedBy(c.sha, c.subject, False),
+                             detail=f"{out[i].detail}; undone in the fork by {c.sha[:12]} ({c.subject[:60]})")
+    return out
 
 
 def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge: str, base_sha: str) -> dict[int, "_trail.Trail"] | None:
@@ -678,7 +701,7 @@ def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | N
     if look.state == "present":
         return _result(h, "present", "content", detail=look.detail)
     if look.state == "missing":
-        return _result(h, "missing", "content", c, f"{look.detail}; {what} since")
+        return _result(h, "missing", "content", detail=f"{look.detail}; {what} since")
     return _result(h, "unknown", "churn", c, f"{look.detail}; {what} since, and the fork ref still has the file")
 
 
