@@ -502,7 +502,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     cache: dict[Any, Any] = {}
 
     def ancestor(sha: str) -> bool:
-        if sha == fork_sha:
+        """`sha` (a commit of upstream's walk, or the base) is in the fork ref; every commit of the
+        walk is in the base, so a fork ref at the base (or containing it) has them all."""
+        if sha == fork_sha or fork_sha == base_sha or cache.get(("anc", base_sha)):
             return True
         if ("anc", sha) not in cache:
             cache[("anc", sha)] = repo.is_ancestor(sha, fork_sha)
@@ -550,7 +552,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
             if t.touched and t.absent and fd.status != "deleted":
-                results.append(_gone_upstream(h, fd, t, look, number, by(t, fd.path), moved_to(t.touched[-1].sha, fd.path),
+                results.append(_gone_upstream(h, fd, t, look, number, by(t, fd.path), lambda: moved_to(t.touched[-1].sha, fd.path),
                                               fork_entries, base_entries, ancestor))
                 continue
             if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
@@ -682,27 +684,32 @@ def _without_upstream(h: "Hunk", look: _Look | None, not_on_line: bool) -> HunkR
 
 
 def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | None, number: int, c: ChangedBy,
-                   moved: str | None, fork_entries: Mapping[str, tuple[str, str]], base_entries: Mapping[str, tuple[str, str]],
+                   moved_to, fork_entries: Mapping[str, tuple[str, str]], base_entries: Mapping[str, tuple[str, str]],
                    ancestor) -> HunkResult:
-    """Upstream deleted (or moved) the hunk's file after the merge (`c` last touched it)."""
-    what = f"upstream {c.commit[:12]} ({c.subject[:60]}) " + (f"moved {fd.path} to {moved}" if moved else f"deleted {fd.path}")
-    if fd.status == "added" and moved is None:
-        still = fd.path in fork_entries
-        return _result(h, "undone-upstream", "churn", c,
-                       f"{what}, which #{number} added: undone upstream; " +
-                       ("the fork ref still has it: keep carrying it or drop it" if still else "the fork ref has no such file either"))
+    """Upstream deleted (or moved: `moved_to()`, asked only when it matters) the hunk's file after
+    the merge (`c` last touched it)."""
+    gone = f"upstream {c.commit[:12]} ({c.subject[:60]}) "
+    if fd.status == "added":
+        moved = moved_to()
+        if moved is None:
+            still = fd.path in fork_entries
+            return _result(h, "undone-upstream", "churn", c,
+                           f"{gone}deleted {fd.path}, which #{number} added: undone upstream; " +
+                           ("the fork ref still has it: keep carrying it or drop it" if still else "the fork ref has no such file either"))
     if fd.path not in fork_entries:
-        there = moved is not None and moved in base_entries and fork_entries.get(moved) == base_entries.get(moved)
-        if there or ancestor(t.touched[-1].sha):
-            return _result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref " + (f"has {moved} as upstream has it" if there else "contains that commit"))
-        return _result(h, "unknown", "churn", c, f"{fd.path} does not exist at the fork ref; {what}, which the fork ref does not contain: "
-                                                 f"absence alone does not show the fork ever had #{number}'s version")
+        if ancestor(t.touched[-1].sha):
+            return _result(h, "present-after-churn", "churn", c, f"{gone}deleted or moved {fd.path}, and the fork ref contains that commit")
+        moved = moved_to()
+        if moved is not None and moved in base_entries and fork_entries.get(moved) == base_entries.get(moved):
+            return _result(h, "present-after-churn", "churn", c, f"{gone}moved {fd.path} to {moved}, and the fork ref has {moved} as upstream has it")
+        return _result(h, "unknown", "churn", c, f"{fd.path} does not exist at the fork ref; {gone}deleted it, which the fork ref does not "
+                                                 f"contain: absence alone does not show the fork ever had #{number}'s version")
     assert look is not None
     if look.state == "present":
         return _result(h, "present", "content", detail=look.detail)
     if look.state == "missing":
-        return _result(h, "missing", "content", detail=f"{look.detail}; {what} since")
-    return _result(h, "unknown", "churn", c, f"{look.detail}; {what} since, and the fork ref still has the file")
+        return _result(h, "missing", "content", detail=f"{look.detail}; {gone}deleted or moved {fd.path} since")
+    return _result(h, "unknown", "churn", c, f"{look.detail}; {gone}deleted or moved {fd.path} since, and the fork ref still has the file")
 
 
 def _real_commit(repo: GitRepo, merge: "_trail.Commit", path: str, span: tuple[int, int] | None) -> tuple[str, str]:

@@ -26,6 +26,7 @@ caller asks where a deleted file went.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -100,7 +101,7 @@ def start(fd: "FileDiff", h: "Hunk") -> Trail:
     return Trail(items, absent=fd.status == "deleted")
 
 
-def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list[tuple[Commit, tuple["FileDiff", ...]]]:
+def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list[tuple[Commit, Sequence["_File | FileDiff"]]]:
     """The commits on `tip`'s first-parent history after `start_at` that touched `paths`, oldest
     first, each with its change to them against its first parent (`-U0`, no renames): one git
     process for every path."""
@@ -113,9 +114,86 @@ def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list
     for chunk in out.split(b"\0\x01")[1:]:
         head, subject, diff = (chunk.split(b"\0", 2) + [b"", b""])[:3]
         sha, *parents = head.decode().split()
-        files = hunks_mod.parse_diff(diff.lstrip(b"\n")) if diff.strip() else ()
+        files = _parse_u0(diff.lstrip(b"\n")) if diff.strip() else ()
         steps.append((Commit(sha, tuple(parents), subject.decode("utf-8", "replace")), files))
     return steps
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One `-U0` hunk of a later change: what `_advance` reads of it."""
+
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    added: tuple[bytes, ...]
+    removed: tuple[bytes, ...]
+    kind: str = "text"
+
+    def added_lines(self) -> list[bytes]:
+        return list(self.added)
+
+    def removed_lines(self) -> list[bytes]:
+        return list(self.removed)
+
+
+@dataclass(frozen=True)
+class _File:
+    path: str
+    status: str  # added | deleted | modified
+    is_binary: bool
+    hunks: tuple[_Change, ...]
+
+
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _parse_u0(diff: bytes) -> "Sequence[_File | FileDiff]":
+    """A `-U0 --no-renames` diff as `_advance` needs it, read line by line (the walk's output is
+    most of a verify's reading: the full parser, `porttrack.diff.hunks.parse_diff`, is used only
+    for an entry whose header it must unquote)."""
+    out: list[_File] = []
+    lines = diff.split(b"\n")
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        if not line.startswith(b"diff --git "):
+            i += 1
+            continue
+        rest = line[len(b"diff --git "):]
+        half = (len(rest) - 3) // 2
+        name = rest[2:2 + half]
+        if b'"' in rest or rest != b"a/" + name + b" b/" + name:
+            return hunks_mod.parse_diff(diff)  # a quoted or odd name: the full parser
+        status, binary, changes = "modified", False, []
+        i += 1
+        while i < n and not lines[i].startswith(b"diff --git "):
+            line = lines[i]
+            if line.startswith(b"@@"):
+                m = _HUNK.match(line)
+                if m is None:
+                    return hunks_mod.parse_diff(diff)
+                a, b, c, d = (int(x) if x is not None else 1 for x in m.groups())
+                added, removed = [], []
+                i += 1
+                while i < n and lines[i][:1] in (b"+", b"-", b"\\"):
+                    if lines[i][:1] == b"+":
+                        added.append(lines[i][1:])
+                    elif lines[i][:1] == b"-":
+                        removed.append(lines[i][1:])
+                    i += 1
+                changes.append(_Change(a, b, c, d, tuple(added), tuple(removed)))
+                continue
+            if line.startswith(b"new file mode"):
+                status = "added"
+            elif line.startswith(b"deleted file mode"):
+                status = "deleted"
+            elif line.startswith(b"Binary files ") or line.startswith(b"GIT binary patch"):
+                binary = True
+            i += 1
+        out.append(_File(name.decode("utf-8", "surrogateescape"), status, binary, tuple(changes)))
+    return out
 
 
 def follow(trails: Iterable[tuple[str, Trail]], steps: Sequence[tuple[Commit, Sequence["FileDiff"]]]) -> None:
