@@ -105,6 +105,45 @@ def cherry_pick(fork: Path, onto: str, commit: str, message: str | None = None) 
     return commit_tree(fork, onto, tree, message or git(fork, "log", "-1", "--format=%B", commit))
 
 
+def apply_change(fork: Path, onto: str, patch: bytes, message: str, edit=None, parents: tuple[str, ...] = ()) -> str:
+    """A commit on `onto` (and `parents` after it, for a merge) whose tree is `onto`'s with `patch`
+    applied (`git apply --cached --3way`), then `edit(path, bytes) -> bytes | None` run on every
+    file the patch touched (a changed result is written back: a change made "by hand")."""
+    from porttrack.diff import hunks as hunks_mod
+
+    index = fork / ".git" / f"change-{os.getpid()}.index"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        git(fork, "read-tree", onto, env=env)
+        if patch:
+            git(fork, "apply", "--cached", "--3way", "-", input=patch, env=env)
+        if edit is not None:
+            for fd in hunks_mod.parse_diff(patch):
+                if fd.status == "deleted":
+                    continue
+                listed = git(fork, "ls-files", "-s", "--", fd.path, env=env)
+                if not listed:
+                    continue
+                mode, blob = listed.split()[:2]
+                data = subprocess.run(["git", "-C", str(fork), "cat-file", "blob", blob], capture_output=True, check=True).stdout
+                changed = edit(fd.path, data)
+                if changed is not None and changed != data:
+                    new = git(fork, "hash-object", "-w", "--stdin", input=changed)
+                    git(fork, "update-index", "--cacheinfo", f"{mode},{new},{fd.path}", env=env)
+        tree = git(fork, "write-tree", env=env)
+    finally:
+        index.unlink(missing_ok=True)
+    args = ["commit-tree", tree, "-p", onto]
+    for p in parents:
+        args += ["-p", p]
+    return git(fork, *args, "-m", message)
+
+
+def diff(fork: Path, old: str, new: str, *paths: str) -> bytes:
+    return subprocess.run(["git", "-C", str(fork), "diff", "--binary", "--full-index", old, new, "--", *paths],
+                          capture_output=True, check=True).stdout
+
+
 def hand_port(fork: Path, onto: str, commit: str, keep, message: str) -> str:
     """Part of `commit`'s change as a new commit on `onto`: the hunks for which `keep(path, index)`
     is true (index: the hunk's position in its file), applied in a scratch index."""

@@ -152,7 +152,7 @@ def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_pa
     assert second["recorded"] == f"state/convergence/{PR}.json"
     [latest] = converge_record.latest_verdicts(Workspace(ws.root), "main", GitRepo.open(world.fork)).values()
     assert (latest.pr, latest.verdict, latest.standing) == (PR, "converged", "current")
-    assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
+    assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("refs/heads/main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
 
 
 def test_a_verdict_that_finds_the_same_is_not_appended_again(tmp_path, world):
