@@ -491,13 +491,14 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
 
     Without a walk (the base lacks the merge) only the fork's content decides: there is no later
     upstream state to compare."""
-    paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
     trails = _trails(repo, files, start, merge, base_sha) if base_sha else None
+    where = {id(h): trails[id(h)].path if trails is not None else fd.path for fd in files for h in fd.hunks}  # a later rename moves it
+    paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None} | set(where.values()))
     at_fork = _read_files(repo, fork_sha, paths)
     fork_entries = repo.tree_entries(fork_sha, paths)
     base_entries = repo.tree_entries(base_sha, paths) if trails is not None and base_sha else {}
-    same = {fd.path for fd in files if trails is not None and fork_entries.get(fd.path) == base_entries.get(fd.path)}
-    others = [fd for fd in files if fd.path not in same]
+    same = {p for p in set(where.values()) if trails is not None and fork_entries.get(p) == base_entries.get(p)}
+    others = [fd for fd in files if any(where[id(h)] not in same for h in fd.hunks)]
     near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
     cache: dict[Any, Any] = {}
 
@@ -513,7 +514,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     def upstream_regions(path: str) -> list[tuple[int, int, int, int]]:
         """The `-U0` hunks of the base's file against the fork's (one diff for every such path)."""
         if "regions" not in cache:
-            wanted = sorted({fd.path for fd in others if fd.path in fork_entries and fd.path in base_entries})
+            wanted = sorted({p for p in where.values() if p not in same and p in fork_entries and p in base_entries})
             diff = repo.run("diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", str(base_sha), fork_sha, "--",
                             *wanted, env=_LITERAL).stdout if wanted else b""
             cache["regions"] = {fd.path: [(x.old_start, x.old_len, x.new_start, x.new_len) for x in fd.hunks if x.kind == "text"]
@@ -547,18 +548,19 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     for fd in files:
         for h in fd.hunks:
             t = trails.get(id(h)) if trails is not None else None
-            look = _look(h, fd, at_fork, near.get(id(h))) if fd.path not in same else None
+            tpath = where[id(h)]
+            look = _look(h, fd, at_fork, near.get(id(h))) if tpath not in same else None
             if t is None:
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
             if t.touched and t.absent and fd.status != "deleted":
-                results.append(_gone_upstream(h, fd, t, look, number, by(t, fd.path), lambda: moved_to(t.touched[-1].sha, fd.path),
+                results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, fd.path),
                                               fork_entries, base_entries, ancestor))
                 continue
             if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
-                c = by(t, fd.path)
+                c = by(t, tpath)
                 what = f"upstream {c.commit[:12]} ({c.subject[:60]}) moved these lines out of {fd.path}"
-                if fd.path in same or ancestor(t.touched[-1].sha):
+                if tpath in same or ancestor(t.touched[-1].sha):
                     results.append(_result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref has that change"))
                 elif look is not None and look.state == "present":
                     results.append(_result(h, "present", "content", detail=look.detail))
@@ -566,19 +568,19 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                     results.append(_result(h, "unknown", "churn", c, f"{what}, which the fork ref does not contain"))
                 continue
             if t.touched and _undone(h, fd, t, at_base_entry=lambda p: _read_files(repo, str(base_sha), [p]).get(p)):
-                c = by(t, fd.path)
+                c = by(t, tpath)
                 still = look is not None and look.state == "present"
                 results.append(_result(h, "undone-upstream", "churn", c,
                                        f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
                                        f"({c.subject[:60]}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
                                                                   if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
                 continue
-            if fd.path in same:
+            if tpath in same:
                 if not t.touched:
                     results.append(_result(h, "present", "content", detail="the fork ref's file is the upstream base's, and no later upstream "
                                                                            "commit touched these lines"))
                 else:
-                    c = by(t, fd.path)
+                    c = by(t, tpath)
                     results.append(_result(h, "present-after-churn", "churn", c,
                                            f"upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines later, and the fork ref's "
                                            f"file is the upstream base's"))
@@ -587,21 +589,21 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             if look.state == "present":
                 results.append(_result(h, "present", "content", detail=look.detail))
                 continue
-            entry = at_fork.get(fd.path)
-            if entry is not None and not t.whole and t.items and fd.path in base_entries and \
-                    _trail.holds(t, _lines(entry[1]), upstream_regions(fd.path)):
+            entry = at_fork.get(tpath)
+            if entry is not None and not t.whole and t.items and tpath in base_entries and \
+                    _trail.holds(t, _lines(entry[1]), upstream_regions(tpath)):
                 if not t.touched:
                     results.append(_result(h, "present", "content", detail=f"{look.detail}; the lines #{number} put there are at the "
                                                                            f"fork ref where upstream has them (their context changed)"))
                 else:
-                    c = by(t, fd.path)
+                    c = by(t, tpath)
                     results.append(_result(h, "present-after-churn", "churn", c,
                                            f"{look.detail}; the fork ref has upstream's newest form of these lines, from {c.commit[:12]} "
                                            f"({c.subject[:60]})"))
                 continue
             words = ""
             if t.touched:
-                c = by(t, fd.path)
+                c = by(t, tpath)
                 words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
             if look.state == "missing" or look.absent_added:
                 fork_trails[len(results)] = t
@@ -634,16 +636,35 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
 
 def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge: str, base_sha: str) -> dict[int, "_trail.Trail"] | None:
     """id(hunk) -> its trail through upstream's first-parent history after the merge, or None when
-    the base does not have the merge on its first-parent line (nothing to follow)."""
+    the base does not have the merge on its first-parent line (nothing to follow). A PR path that
+    a later upstream commit deleted is asked whether that commit renamed it (one `diff-tree` for
+    those commits); a renamed one is followed on in its new file (a second walk, from the rename)."""
     if start is None:
         return None
-    steps = _trail.walk(repo, start, base_sha, sorted({fd.path for fd in files}))
+    paths = sorted({fd.path for fd in files})
+    steps = _trail.walk(repo, start, base_sha, paths)
     shas = [c.sha for c, _ in steps]
     if merge not in shas:
         return None
     later = steps[shas.index(merge) + 1:]
     trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
-    _trail.follow([(fd.path, trails[id(h)]) for fd in files for h in fd.hunks], later)
+    pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
+    deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in paths}
+    found = {key: new for key, new in _trail.renames(repo, sorted({sha for sha, _ in deleted})).items() if key in deleted} if deleted else {}
+    if not found:
+        _trail.follow(pairs, later)
+        return trails
+    blobs = repo.read_objects([spec for (sha, old), new in found.items() for spec in (f"{sha}^:{old}", f"{sha}:{new}")])
+    moves = {(sha, old): (new, _trail.change_between((blobs.get(f"{sha}^:{old}") or ("", b""))[1], (blobs.get(f"{sha}:{new}") or ("", b""))[1], new))
+             for (sha, old), new in found.items()}
+    _trail.follow(pairs, later, moves)
+    moved = [t for t in trails.values() if t.path in set(found.values())]
+    if moved:
+        order = {sha: i for i, sha in enumerate(shas)}
+        first = min((sha for sha, _ in found), key=order.__getitem__)
+        renamed_at = {new: sha for (sha, _), new in found.items()}
+        _trail.follow([(t.path, t) for t in moved], _trail.walk(repo, first, base_sha, sorted({t.path for t in moved})),
+                      after={id(t): renamed_at[t.path] for t in moved if renamed_at[t.path] != first})
     return trails
 
 
@@ -659,7 +680,7 @@ def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool
     a whole-file hunk by the base's file: the old blob, the old mode, a deleted file back as it was."""
     if not t.whole and not t.opaque:
         return _trail.undone(h, t)
-    entry = at_base_entry(fd.path)
+    entry = at_base_entry(t.path or fd.path)
     if entry is None:
         return False
     if fd.status == "deleted":

@@ -59,6 +59,7 @@ class Trail:
     spans: list[tuple[int, int] | None] = field(default_factory=list)  # 1-based lines right after each touch
     lost: list[bytes] = field(default_factory=list)  # non-blank lines the last touch removed and put nowhere in the file
     targeted: bool = False  # the last touch removed mostly these lines (not a larger block they were part of)
+    path: str = ""  # where the lines are at the end (a later upstream rename moves them)
 
 
     @property
@@ -196,15 +197,71 @@ def _parse_u0(diff: bytes) -> "Sequence[_File | FileDiff]":
     return out
 
 
-def follow(trails: Iterable[tuple[str, Trail]], steps: Sequence[tuple[Commit, Sequence["FileDiff"]]]) -> None:
-    """Advance each (path, trail) through `steps` (from `walk`), in place."""
+def follow(trails: Iterable[tuple[str, Trail]], steps: Sequence[tuple[Commit, Sequence["_File | FileDiff"]]],
+           moves: "dict[tuple[str, str], tuple[str, _File]] | None" = None, after: "dict[int, str] | None" = None) -> None:
+    """Advance each (path, trail) through `steps` (from `walk`), in place. `moves`: (commit, old
+    path) -> (new path, the change from the old file to the new one): that commit renamed the
+    path, so the trail goes on in the new file (`Trail.path`). `after`: id(trail) -> a commit: the
+    trail takes only the steps after that one (a second walk that starts earlier than its rename)."""
+    moves = moves or {}
+    waiting = dict(after or {})
     by_path: dict[str, list[Trail]] = {}
     for path, trail in trails:
-        by_path.setdefault(path, []).append(trail)
+        trail.path = trail.path or path
+        by_path.setdefault(trail.path, []).append(trail)
     for commit, files in steps:
         for fd in files:
-            for trail in by_path.get(fd.path, ()):
-                _advance(trail, fd, commit)
+            for trail in list(by_path.get(fd.path, ())):
+                if id(trail) in waiting:
+                    continue
+                move = moves.get((commit.sha, fd.path))
+                if move is None:
+                    _advance(trail, fd, commit)
+                    continue
+                new, change = move
+                _advance(trail, change, commit)
+                by_path[fd.path].remove(trail)
+                by_path.setdefault(new, []).append(trail)
+                trail.path, trail.absent = new, False
+        for key, sha in list(waiting.items()):
+            if sha == commit.sha:
+                del waiting[key]
+
+
+def renames(repo: "GitRepo", shas: Sequence[str]) -> dict[tuple[str, str], str]:
+    """(commit, old path) -> new path, for the renames git finds in each commit against its first
+    parent (one `diff-tree --stdin` for them all)."""
+    if not shas:
+        return {}
+    out = repo.run("diff-tree", "--stdin", "-r", "-M", "--name-status", "-z", "-m", "--first-parent",
+                   input=("\n".join(shas) + "\n").encode()).stdout.split(b"\0")
+    found: dict[tuple[str, str], str] = {}
+    commit, i = "", 0
+    while i < len(out):
+        word = out[i].decode("utf-8", "surrogateescape").strip("\n")
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", word):
+            commit, i = word, i + 1
+        elif word[:1] in ("R", "C") and i + 2 < len(out):
+            if word[0] == "R":
+                found[(commit, out[i + 1].decode("utf-8", "surrogateescape"))] = out[i + 2].decode("utf-8", "surrogateescape")
+            i += 3
+        else:
+            i += 2 if word else 1
+    return found
+
+
+def change_between(old: bytes, new: bytes, path: str) -> _File:
+    """The change from one file's content to another's as `-U0` hunks (difflib's matching: git's
+    own is not at hand for two blobs of a rename), for following a trail across a rename."""
+    import difflib
+
+    a, b = old.split(b"\n"), new.split(b"\n")
+    hunks = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        hunks.append(_Change(i1 + 1 if i2 > i1 else i1, i2 - i1, j1 + 1 if j2 > j1 else j1, j2 - j1, tuple(b[j1:j2]), tuple(a[i1:i2])))
+    return _File(path, "modified", False, tuple(hunks))
 
 
 def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
