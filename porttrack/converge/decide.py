@@ -321,7 +321,12 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     else:  # a root commit: everything it has is its change
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
     start = parents[0] if parents else None  # the walk of upstream's later history starts here (trail.walk)
-    merge_base = repo.merge_base(merge, fork_sha)
+    # A fork ref at its upstream base (just rebased, or upstream main itself): the churn walk, needed
+    # anyway, also proves the merge is in it (on its first-parent line): no merge-base to ask.
+    walked = bool(base_sha) and fork_sha == base_sha and start is not None
+    early = _trails(repo, files, start, merge, str(base_sha)) if walked else None
+    walked = walked and early is not None
+    merge_base = merge if walked else repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
     if not in_fork and repo.shallow:  # a "yes" found in the history there is true; a "no" may be the cut
         raise _shallow(repo, merge, fork_ref)
@@ -345,7 +350,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
         results = _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha, "ancestry",
-                             f"merge commit {merge[:12]} is an ancestor")
+                             f"merge commit {merge[:12]} is an ancestor", early if walked else _NOT_YET)
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -414,13 +419,16 @@ def _header(h: "Hunk") -> str:
 
 # -- ancestry and patch-id: the change arrived; is it still there?
 
+_NOT_YET: Any = object()  # trails not walked yet (`_by_content` walks)
+
+
 def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None, fork_sha: str,
-               base_sha: str | None, method: str, why: str) -> list[HunkResult]:
+               base_sha: str | None, method: str, why: str, trails: Any = _NOT_YET) -> list[HunkResult]:
     """Ancestry or a patch-id match says the change arrived in the fork, not that it is still
     there: the fork may have reverted or edited lines since, and upstream may have. So every hunk
     is decided as the content step decides it (`_by_content`: upstream's newest form, then the
     fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
-    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha)
+    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails)
     return [replace(r, method=method, detail=f"{why}; " + ("the pre-image is back at the fork ref: " if r.state == "missing" else "") + r.detail)
             for r in results]
 
@@ -473,7 +481,7 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None,
-                fork_sha: str, base_sha: str | None) -> list[HunkResult]:
+                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET) -> list[HunkResult]:
     """Each hunk by upstream's newest form of its lines, then by the fork ref's content.
 
     `base_sha`: the upstream base, given only when it may contain the merge; its first-parent
@@ -491,7 +499,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
 
     Without a walk (the base lacks the merge) only the fork's content decides: there is no later
     upstream state to compare."""
-    trails = _trails(repo, files, start, merge, base_sha) if base_sha else None
+    trails = walked if walked is not _NOT_YET else _trails(repo, files, start, merge, base_sha) if base_sha else None
     where = {id(h): trails[id(h)].path if trails is not None else fd.path for fd in files for h in fd.hunks}  # a later rename moves it
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None} | set(where.values()))
     at_fork = _read_files(repo, fork_sha, paths)
@@ -637,8 +645,8 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
 def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge: str, base_sha: str) -> dict[int, "_trail.Trail"] | None:
     """id(hunk) -> its trail through upstream's first-parent history after the merge, or None when
     the base does not have the merge on its first-parent line (nothing to follow). A PR path that
-    a later upstream commit deleted is asked whether that commit renamed it (one `diff-tree` for
-    those commits); a renamed one is followed on in its new file (a second walk, from the rename)."""
+    a later upstream commit deleted is asked whether that commit renamed it (`trail.renames_read`,
+    from the objects); a renamed one is followed on in its new file (a second walk, from the rename)."""
     if start is None:
         return None
     paths = sorted({fd.path for fd in files})
@@ -650,7 +658,7 @@ def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge
     trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
     pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
     deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in paths}
-    found = {key: new for key, new in _trail.renames(repo, sorted({sha for sha, _ in deleted})).items() if key in deleted} if deleted else {}
+    found = _trail.renames_read(repo, sorted(deleted)) if deleted else {}
     if not found:
         _trail.follow(pairs, later)
         return trails

@@ -250,6 +250,89 @@ def renames(repo: "GitRepo", shas: Sequence[str]) -> dict[tuple[str, str], str]:
     return found
 
 
+def renames_read(repo: "GitRepo", deleted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Like `renames`, for the (commit, deleted path) pairs only, from the objects themselves (the
+    repository's reader; no git process): the files each commit added against its first parent
+    (its trees compared from the root, only where they differ); an added file with the deleted
+    file's blob is its new name, else the added file most like it, when at least half of their
+    lines are the same (git's own default threshold), the same file name first."""
+    from porttrack.gitrepo import _tree_entries
+
+    by_commit: dict[str, list[str]] = {}
+    for sha, path in deleted:
+        by_commit.setdefault(sha, []).append(path)
+    found: dict[tuple[str, str], str] = {}
+    for sha, paths in by_commit.items():
+        added = _added_files(repo, f"{sha}^", sha, _tree_entries)
+        if not added:
+            continue
+        olds = {path: e for path, e in repo.tree_entries(f"{sha}^", paths).items()}
+        for path in paths:
+            if path not in olds:
+                continue
+            exact = [new for new, blob in added.items() if blob == olds[path][1]]
+            if exact:
+                found[(sha, path)] = min(exact, key=lambda new: (new.rpartition("/")[2] != path.rpartition("/")[2], new))
+                continue
+            kind = path.rpartition(".")[2]
+            candidates = sorted(new for new in added if new.rpartition(".")[2] == kind)[:50]
+            blobs = repo.read_objects([olds[path][1], *(added[new] for new in candidates)])
+            old_data = (blobs.get(olds[path][1]) or ("", b""))[1]
+            best = None
+            for new in candidates:
+                score = _similarity(old_data, (blobs.get(added[new]) or ("", b""))[1])
+                key = (score, new.rpartition("/")[2] == path.rpartition("/")[2])
+                if score >= 0.5 and (best is None or key > best[0]):
+                    best = (key, new)
+            if best is not None:
+                found[(sha, path)] = best[1]
+    return found
+
+
+def _added_files(repo: "GitRepo", old: str, new: str, entries) -> dict[str, str]:
+    """path -> blob of the files `new` has and `old` lacks, comparing trees level by level (one
+    batch of the reader per level), descending only where they differ."""
+    hash_len = 0
+    level = [("", f"{old}^{{tree}}", f"{new}^{{tree}}")]
+    out: dict[str, str] = {}
+    while level:
+        objects = repo.objects([spec for _, a, b in level for spec in (a, b) if spec])
+        following = []
+        for prefix, a, b in level:
+            ob = objects.get(b)
+            if ob is None:
+                continue
+            hash_len = len(ob[0]) // 2
+            there = entries(ob[2], hash_len)
+            oa = objects.get(a) if a else None
+            here = entries(oa[2], hash_len) if oa is not None else {}
+            for name, (mode, sha) in there.items():
+                if here.get(name) == (mode, sha):
+                    continue
+                path = prefix + name
+                if mode == "040000":
+                    before = here.get(name)
+                    following.append((path + "/", before[1] if before and before[0] == "040000" else "", sha))
+                elif mode != "160000" and name not in here:
+                    out[path] = sha
+        level = following
+    return out
+
+
+def _similarity(a: bytes, b: bytes) -> float:
+    """Shared lines over the longer file's lines (multisets)."""
+    la, lb = a.split(b"\n"), b.split(b"\n")
+    pool: dict[bytes, int] = {}
+    for line in la:
+        pool[line] = pool.get(line, 0) + 1
+    same = 0
+    for line in lb:
+        if pool.get(line, 0):
+            pool[line] -= 1
+            same += 1
+    return same / max(len(la), len(lb), 1)
+
+
 def change_between(old: bytes, new: bytes, path: str) -> _File:
     """The change from one file's content to another's as `-U0` hunks (difflib's matching: git's
     own is not at hand for two blobs of a rename), for following a trail across a rename."""
