@@ -562,6 +562,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
             if t.touched and t.absent and fd.status != "deleted":
+                if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
+                    near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
+                    look = _look(h, fd, at_fork, near.get(id(h)))
                 results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, fd.path),
                                               fork_entries, base_entries, ancestor))
                 continue
