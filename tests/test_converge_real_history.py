@@ -244,3 +244,30 @@ def test_a_tag_named_like_the_fork_branch_never_stands_in_for_it(tmp_path, fork)
     assert code == 1 and data["verdict"] == "not-converged", err
     assert data["commits"]["fork_ref"] == "refs/heads/release"
     assert data["commits"]["fork_sha"] == git(fork, "rev-parse", f"{merge}^")
+
+
+# ----------------------------------------------------------------------------- commit-graph
+
+
+def test_a_fetch_keeps_the_commit_graph_current_with_its_bloom_filters(tmp_path, upstream):
+    """`porttrack init` writes a commit-graph with changed-path Bloom filters; every fetch porttrack
+    makes adds the fetched commits to it (issue 34), so the churn walk stays fast after a fetch."""
+    from porttrack.gitrepo import GitRepo
+
+    old = git(upstream, "rev-parse", f"{SLICE_MERGES[46076]}^")
+    fork = tmp_path / "fork"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(fork)], check=True)
+    git(fork, "fetch", "-q", str(upstream), f"{old}:refs/remotes/upstream/main")
+    git(fork, "remote", "add", "upstream", str(upstream))
+    git(fork, "commit-graph", "write", "--reachable", "--changed-paths", "--no-progress")
+    repo = GitRepo.open(fork)
+    assert repo.commit_graph([old]).state == "ok"
+    assert repo.commit_graph([SLICE_TIP]).state != "ok"  # not fetched yet
+
+    repo.fetch("upstream", ["+refs/heads/main:refs/remotes/upstream/main"])
+
+    assert git(fork, "rev-parse", "refs/remotes/upstream/main") == SLICE_TIP
+    graph = repo.commit_graph([SLICE_TIP])
+    assert graph.state == "ok", graph
+    layers = sorted((fork / ".git" / "objects" / "info" / "commit-graphs").glob("graph-*.graph"))
+    assert layers and all(b"BIDX" in layer.read_bytes() for layer in layers)  # the Bloom filters came along

@@ -108,9 +108,18 @@ def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list
     process for every path."""
     if not paths:
         return []
-    out = repo.run("log", "--first-parent", "--diff-merges=first-parent", "--reverse", "-p", "-U0", "--no-renames",
-                   "--no-ext-diff", "--no-textconv", "--format=%x00%x01%H %P%x00%s%x00", f"{start_at}..{tip}", "--",
-                   *paths, env=LITERAL).stdout
+    proc = repo.run("log", "--first-parent", "--diff-merges=first-parent", "--reverse", "-p", "-U0", "--no-renames",
+                    "--no-ext-diff", "--no-textconv", "--format=%x00%x01%H %P%x00%s%x00", f"{start_at}..{tip}", "--",
+                    *paths, env=LITERAL, check=False)
+    if proc.returncode != 0:
+        from porttrack.common.errors import CannotEvaluate, GitError
+        from porttrack.converge.history import unreadable
+
+        err = proc.stderr.decode("utf-8", "replace")
+        if "promisor" in err or "could not fetch" in err:  # a partial clone whose contents cannot come now
+            raise CannotEvaluate(unreadable(repo, f"{start_at}..{tip}", list(paths)))
+        raise GitError(["log", "--first-parent", f"{start_at}..{tip}"], proc.returncode, err)
+    out = proc.stdout
     steps = []
     for chunk in out.split(b"\0\x01")[1:]:
         head, subject, diff = (chunk.split(b"\0", 2) + [b"", b""])[:3]
