@@ -131,7 +131,14 @@ def main() -> int:
         after = set(line)
         order = {sha: i for i, sha in enumerate(line)}
         print(f"{len(merges)} squash merges touching Python; {len(reverted)} of them reverted upstream later", flush=True)
-        rows, failures = [], []
+        rows: list[dict] = []
+
+        class Failures(list):
+            def append(self, item: str) -> None:  # shown as found, and kept for the result
+                print(f"  FAIL {item}", flush=True)
+                super().append(item)
+
+        failures = Failures()
         verdicts: Counter = Counter()
         states: Counter = Counter()
         t0 = time.perf_counter()
@@ -190,7 +197,7 @@ def main() -> int:
         result = {"schema": "porttrack/proof-upstream-main-converged/v1", "world": world,
                   "checked": len(rows), "verdicts": dict(verdicts), "hunk_states": dict(states),
                   "reverted_upstream": {str(pr): sha for pr, sha in reverted.items()},
-                  "failures": failures, "seconds": round(took, 1), "merges": rows}
+                  "failures": list(failures), "seconds": round(took, 1), "merges": rows}
         print(f"checked {len(rows)} merges in {took:.0f}s: verdicts {dict(verdicts)}; hunks {dict(states)}")
         print(f"reverted upstream: {len(reverted)}; their verdicts: "
               f"{dict(Counter(r['verdict'] for r in rows if r.get('reverted_by')))}; converged after a re-land: "

@@ -1,58 +1,67 @@
 """The verdict of `porttrack verify-converged`: what a merged upstream PR looks like at a fork ref.
 
 A PR is decided in three steps, cheapest first, and each hunk records the step that decided it.
-Every hunk ends in one of four states, and only the first two count toward converged:
+Every hunk ends in one of five states, and only the first two count toward converged:
 
-- **present** -- the hunk's post-image is at the fork ref (directly, by patch-id, or by ancestry
-  of the merge commit with the post-image still there);
-- **present-after-churn** -- the post-image is gone from the fork ref, but the fork ref contains
-  the later upstream change C that rewrote or deleted those lines (C is an ancestor of the fork
-  ref, or C's own change on that file is present at the fork ref), so the fork matches upstream's
-  later state; `changed_by` names C;
-- **missing** -- the hunk's pre-image is still at the fork ref, whatever upstream did later (for a
-  deleted file: the file is still there; for an added file: it is absent and upstream never
-  deleted it);
+- **present** -- the hunk is at the fork ref: its post-image at its location (directly, by
+  patch-id, or by ancestry), or the lines it put there are where upstream still has them (no
+  later upstream commit touched them; their context may have changed: context is not evidence);
+- **present-after-churn** -- a later upstream commit C rewrote those lines, and the fork ref holds
+  upstream's newest form of them (`changed_by` names C, the last commit that touched the lines);
+- **undone-upstream** -- upstream's newest form of those lines is the hunk's pre-image: a revert
+  (also one resolved by hand), or a later change that removed the lines; `changed_by` names the
+  commit that last touched them. Whatever the fork has, this never counts toward converged, and it
+  is never "missing": the next action is the maintainer's (keep carrying it, or drop it);
+- **missing** -- the hunk's pre-image is at the fork ref and upstream's newest form is not (for a
+  deleted file: the file is still there; for an added file: it is absent and upstream kept it);
+  at a fork ref whose file is upstream's own, never;
 - **unknown** -- none of those could be shown; `detail` says why.
 
+**Upstream's newest form decides** (DESIGN.md, "What a verdict may claim";
+`porttrack.converge.trail`): each hunk's lines -- the lines it added, and a gap where it only
+removed lines -- are followed through upstream's first-parent history after the merge, one
+`git log --first-parent -p -U0 <start>..<base> -- <the PR's paths>` for all of them (a PR path a
+later commit renamed is followed into its new file). A commit whose change overlaps those lines
+touched them; its lines become the newest form. A merge on upstream's first-parent line is named
+after the commit it brought (`git log -L` over what it merged), not the merge.
 The merged change is the merge commit against its first parent -- except after GitHub's "Rebase
 and merge", whose `merge_commit_sha` is only the last of the PR's replayed commits: then (told by
 the PR head's author and message, `history.rebase_merged`) it starts below the replayed commits.
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge, the squash
-   commit or the last replayed commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
-   the merge base the later steps start from. Ancestry says the change arrived, not that it is
-   still there (the fork may have reverted or edited lines since): every hunk is then decided as
-   in step 3, at the fork tip, and keeps this step as its method. Only commits on upstream's
-   branch (the ancestry path from the merge to the upstream base) can make a hunk
-   present-after-churn; a fork commit that undoes or edits the PR never does. A missing hunk
-   names the newest commit since the merge that touched its path (`changed_by`: what undid it).
+   commit or the last replayed commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`
+   (none when the fork ref is its upstream base: the churn walk shows the merge there), which also
+   gives the merge base the later steps start from. Ancestry says the change arrived, not that it
+   is still there (the fork or upstream may have reverted or edited lines since): every hunk is
+   then decided as in step 3 and keeps this step as its method. A missing hunk at a fork ref that
+   contains the upstream base names the fork commit that undid it (the hunk's lines followed on
+   through the fork's own first-parent commits).
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here; as after ancestry, every hunk is then re-checked at the fork tip.
-3. **content** -- each hunk is looked for at the fork ref, byte for byte, at its own location
-   (`porttrack.diff.presence.hunk_state` with `near`: the hunk's lines in the merge commit's file
-   mapped through `git diff -U0 <merge> <fork>`; it anchors a hunk at the start or end of the file
-   as `git apply` does): post-image found there and not the pre-image -> present; pre-image found
-   there and not the post-image -> missing. The same text elsewhere in the file (a second copy of
-   a block, a `}`) is not the hunk. A hunk with
-   neither is looked up in upstream's later history, only when the fork's upstream base contains
-   the merge: C is the first commit on the ancestry path from the merge to the base
-   (`git log --ancestry-path <merge>..<base> -- <path>`) whose content of the path lacks the
-   post-image. It is present-after-churn when C is an ancestor of the fork ref, or every hunk of
-   C's change to the path (against its first parent) is applied at the fork ref; a deletion by C
-   counts only by ancestry (absence alone does not show the fork ever had the PR's version).
-   Anything else is unknown, with the reason.
+   here; as after ancestry, every hunk is then decided as in step 3.
+3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
+   first-parent line), then the fork ref's content: a fork file that is the upstream base's
+   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the hunk is
+   looked for at the fork ref, byte for byte, at its own location (`porttrack.diff.presence.hunk_state`
+   with `near`: the hunk's lines in the merge commit's file mapped through `git diff -U0 <merge>
+   <fork>`; it anchors a hunk at the start or end of the file as `git apply` does), and upstream's
+   newest form at the location the base's lines map to in the fork (`git diff -U0 <base> <fork>`).
+   The same text elsewhere in the file (a second copy of a block, a `}`) is not the hunk. A file
+   upstream deleted after the merge counts as churn only by ancestry of that commit (absence alone
+   does not show the fork ever had the PR's version); one the PR added and upstream deleted is
+   undone upstream. Anything else is unknown, with the reason.
 
 Verdict: `converged` when every hunk is present or present-after-churn (an empty change is
-converged), `partially-converged` when some are and some are not, `not-converged` when none is.
-Counts (`summary`) say present / present-after-churn / missing / unknown separately and add up to
-`hunks`. The command exits 0 only for `converged` (and, with `--run-regression`, a passing
+converged), `undone-upstream` when every other hunk is undone upstream, `partially-converged` when
+some count and some are missing or unknown, `not-converged` when none counts.
+Counts (`summary`) say present / present-after-churn / missing / unknown / undone-upstream
+separately and add up to `hunks`. The command exits 0 only for `converged` (and, with `--run-regression`, a passing
 regression); otherwise `CheckFailed` (exit 1), after recording.
 
 Applying the diff in reverse at the tip is deliberately not a method: once upstream has moved on
-(#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was deleted two days after it merged),
+(#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was moved two days after it merged),
 it fails on upstream's own main.
 
 JSON shape (`--json`, schema `porttrack/convergence/v2`; additive changes only). v2 replaced v1's
@@ -64,15 +73,15 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
     {
       "schema": "porttrack/convergence/v2",
       "pr": 48407, "title": "...", "track": "sparse-indexer-skip" | null,
-      "verdict": "converged" | "partially-converged" | "not-converged",
+      "verdict": "converged" | "partially-converged" | "not-converged" | "undone-upstream",  # the last: additive
       "method": "ancestry" | "patch-id" | "content",   # the step that settled the verdict
       "reasons": ["...", ...],                          # human sentences, in order
       "computed_at": "2026-08-25T10:00:00Z",
       "source": {"pr_state": "github" | "recorded", "note": str | null},
       "commits": {"merge_commit": sha, "merge_parent": sha | null,       # what the change is taken against
                   "merge_kind": "squash" | "merge" | "rebase",            # "rebase": additive, this round
-                  "fork_ref": "main", "fork_sha": sha,
-                  "upstream_base": "upstream/main", "upstream_base_sha": sha | null,
+                  "fork_ref": "refs/heads/main", "fork_sha": sha,         # fully qualified, as resolved
+                  "upstream_base": "refs/remotes/upstream/main", "upstream_base_sha": sha | null,
                   "merge_base": sha | null},
       "ancestry": {"fork_ref": bool, "upstream_base": bool | null},   # null: not checked (the
                                                                       # fork ref has the merge)
@@ -80,12 +89,12 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
                           "matched": [{"commit": sha, "subject": str, "matches": "change" | pr-commit sha}]},
       "hunks": [{"id": "1a2b3c4d5e6f", "path": "...", "kind": "text" | "binary" | "meta",
                  "header": "@@ -10,7 +10,9 @@ def f",
-                 "state": "present" | "present-after-churn" | "missing" | "unknown",
+                 "state": "present" | "present-after-churn" | "undone-upstream" | "missing" | "unknown",
                  "method": "ancestry" | "patch-id" | "content" | "churn",
                  "changed_by": null | {"commit": sha, "subject": str, "upstream": bool},
                  "detail": str}],
       "summary": {"hunks": int, "present": int, "present_after_churn": int, "missing": int,
-                  "unknown": int},                      # the four add up to hunks
+                  "unknown": int, "undone_upstream": int},   # they add up to hunks ("undone_upstream": additive)
       "drops": [{"kind": "queued-patch" | "fork-commit", "ref": name-or-sha, "commit": sha | null,
                  "duplicate": bool, "droppable": bool, "retired": bool, "reason": str}],
       "regression": null | {"command": str, "workdir": "checkout" | "temporary worktree",
