@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -103,6 +104,62 @@ def touches_lines(repo: Path, commit: str, paths: list[str], added: list[bytes],
     return any(line.strip() in minus for line in added if line.strip()) or any(line.strip() in plus for line in removed if line.strip())
 
 
+_CTX: dict = {}
+
+
+def check_one(m: dict) -> tuple[dict, list[str], Counter]:
+    """One merge decided with the fork at upstream main, and the proof's checks of its verdict."""
+    if "repo" not in _CTX:
+        _CTX["repo"] = GitRepo.open(_CTX["fork"])  # one per worker process (its own reader)
+    repo, fork, reverted, after, order = (_CTX[k] for k in ("repo", "fork", "reverted", "after", "order"))
+    failures: list[str] = []
+    pr = MergedPR(m["pr"], m["subject"], m["commit"], m["date"], "recorded")
+    try:
+        v = decide(repo, pr, fork_ref="refs/heads/main", upstream_base="refs/remotes/upstream/main", now="2026-08-17T00:00:00Z")
+    except Exception as exc:  # a verdict the tool cannot give is a failure of the proof, with its reason
+        failures.append(f"#{m['pr']} {m['commit'][:12]}: {type(exc).__name__}: {exc}"[:400])
+        return {**m, "verdict": "error", "error": str(exc)[:300]}, failures, Counter()
+    s = summary(v.hunks)
+    row = {"commit": m["commit"], "pr": m["pr"], "subject": m["subject"][:100], "verdict": v.verdict, "method": v.method,
+           "summary": s}
+    if s["missing"] or s["unknown"]:
+        bad = [f"{h.path} {h.header[:40]} {h.state}: {h.detail[-160:]}" for h in v.hunks if h.state in ("missing", "unknown")]
+        failures.append(f"#{m['pr']} {m['commit'][:12]}: {s['missing']} missing, {s['unknown']} unknown: {bad[:2]}")
+    if v.verdict not in ("converged", "undone-upstream"):
+        failures.append(f"#{m['pr']} {m['commit'][:12]}: verdict {v.verdict}")
+    if m["pr"] in reverted:
+        revert = reverted[m["pr"]]
+        row["reverted_by"] = revert
+        if v.verdict == "converged":
+            # converged after a revert only where upstream put the lines back later (a re-land):
+            # some hunk's newest form is from a commit after the revert, none from the revert
+            later = {h.changed_by.commit for h in v.hunks if h.changed_by} - {revert}
+            relanded = bool(later) and all(c in after and order[c] > order[revert] for c in later) and \
+                not any(h.changed_by and h.changed_by.commit == revert for h in v.hunks)
+            row["relanded"] = relanded
+            if not relanded:
+                failures.append(f"#{m['pr']} {m['commit'][:12]}: reverted upstream by {revert[:12]}, yet converged")
+    undone = [h for h in v.hunks if h.state == "undone-upstream"]
+    if undone:
+        from porttrack.diff import hunks as hunks_mod
+
+        by_id = {h.id: h for fd in hunks_mod.parse_diff(repo.diff(v.commits.merge_parent or f"{m['commit']}^", m["commit"]))
+                 for h in fd.hunks}
+        row["undone_by"] = sorted({h.changed_by.commit for h in undone if h.changed_by})
+        for h in undone:
+            c = h.changed_by
+            if c is None or c.commit not in after:
+                failures.append(f"#{m['pr']} hunk {h.id}: undone upstream by {c and c.commit[:12]}, not a first-parent commit of main")
+                continue
+            ph = by_id.get(h.id)
+            if ph is None or ph.kind != "text":
+                continue
+            paths = sorted({h.path, *_renamed(repo, c.commit)})
+            if not touches_lines(fork, c.commit, paths, ph.added_lines(), ph.removed_lines()):
+                failures.append(f"#{m['pr']} hunk {h.id} ({h.path}): named {c.commit[:12]} does not touch its lines")
+    return row, failures, Counter(h.state for h in v.hunks)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--history", type=Path, default=os.environ.get("PORTTRACK_VLLM_HISTORY"))
@@ -110,6 +167,7 @@ def main() -> int:
     ap.add_argument("--until", default="2026-08-17T23:59:59Z")
     ap.add_argument("--limit", type=int, help="check only the newest N merges (a quick look)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (each with its own git reader)")
     args = ap.parse_args()
     if args.history is None or not Path(args.history).exists():
         raise SystemExit("give the vLLM history with --history or PORTTRACK_VLLM_HISTORY")
@@ -126,73 +184,26 @@ def main() -> int:
         reverted = reverted_prs(history, merges)
         fork = make_fork(history, Path(tmp) / "fork", main=tip)
         git(fork, "commit-graph", "write", "--reachable", "--changed-paths", "--no-progress")
-        repo = GitRepo.open(fork)
         line = git(fork, "rev-list", "--first-parent", "--reverse", tip).split()
         after = set(line)
         order = {sha: i for i, sha in enumerate(line)}
         print(f"{len(merges)} squash merges touching Python; {len(reverted)} of them reverted upstream later", flush=True)
         rows: list[dict] = []
-
-        class Failures(list):
-            def append(self, item: str) -> None:  # shown as found, and kept for the result
-                print(f"  FAIL {item}", flush=True)
-                super().append(item)
-
-        failures = Failures()
+        failures: list[str] = []
         verdicts: Counter = Counter()
         states: Counter = Counter()
         t0 = time.perf_counter()
-        for k, m in enumerate(merges):
-            pr = MergedPR(m["pr"], m["subject"], m["commit"], m["date"], "recorded")
-            try:
-                v = decide(repo, pr, fork_ref="refs/heads/main", upstream_base="refs/remotes/upstream/main", now="2026-08-17T00:00:00Z")
-            except Exception as exc:  # a verdict the tool cannot give is a failure of the proof, with its reason
-                failures.append(f"#{m['pr']} {m['commit'][:12]}: {type(exc).__name__}: {exc}"[:400])
-                rows.append({**m, "verdict": "error", "error": str(exc)[:300]})
-                continue
-            s = summary(v.hunks)
-            verdicts[v.verdict] += 1
-            states.update(h.state for h in v.hunks)
-            row = {"commit": m["commit"], "pr": m["pr"], "subject": m["subject"][:100], "verdict": v.verdict, "method": v.method,
-                   "summary": s}
-            if s["missing"] or s["unknown"]:
-                bad = [f"{h.path} {h.header[:40]} {h.state}: {h.detail[-160:]}" for h in v.hunks if h.state in ("missing", "unknown")]
-                failures.append(f"#{m['pr']} {m['commit'][:12]}: {s['missing']} missing, {s['unknown']} unknown: {bad[:2]}")
-            if v.verdict not in ("converged", "undone-upstream"):
-                failures.append(f"#{m['pr']} {m['commit'][:12]}: verdict {v.verdict}")
-            if m["pr"] in reverted:
-                revert = reverted[m["pr"]]
-                row["reverted_by"] = revert
-                if v.verdict == "converged":
-                    # converged after a revert only where upstream put the lines back later (a re-land):
-                    # some hunk's newest form is from a commit after the revert, none from the revert
-                    later = {h.changed_by.commit for h in v.hunks if h.changed_by} - {revert}
-                    relanded = bool(later) and all(c in after and order[c] > order[revert] for c in later) and \
-                        not any(h.changed_by and h.changed_by.commit == revert for h in v.hunks)
-                    row["relanded"] = relanded
-                    if not relanded:
-                        failures.append(f"#{m['pr']} {m['commit'][:12]}: reverted upstream by {revert[:12]}, yet converged")
-            undone = [h for h in v.hunks if h.state == "undone-upstream"]
-            if undone:
-                from porttrack.diff import hunks as hunks_mod
-
-                by_id = {h.id: h for fd in hunks_mod.parse_diff(repo.diff(v.commits.merge_parent or f"{m['commit']}^", m["commit"]))
-                         for h in fd.hunks}
-                row["undone_by"] = sorted({h.changed_by.commit for h in undone if h.changed_by})
-                for h in undone:
-                    c = h.changed_by
-                    if c is None or c.commit not in after:
-                        failures.append(f"#{m['pr']} hunk {h.id}: undone upstream by {c and c.commit[:12]}, not a first-parent commit of main")
-                        continue
-                    ph = by_id.get(h.id)
-                    if ph is None or ph.kind != "text":
-                        continue
-                    paths = sorted({h.path, *_renamed(repo, c.commit)})
-                    if not touches_lines(fork, c.commit, paths, ph.added_lines(), ph.removed_lines()):
-                        failures.append(f"#{m['pr']} hunk {h.id} ({h.path}): named {c.commit[:12]} does not touch its lines")
-            rows.append(row)
-            if (k + 1) % 100 == 0:
-                print(f"  {k + 1}/{len(merges)} in {time.perf_counter() - t0:.0f}s: {dict(verdicts)}; failures {len(failures)}", flush=True)
+        _CTX.update(fork=fork, reverted=reverted, after=after, order=order)
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            for k, (row, found, hunk_states) in enumerate(pool.imap(check_one, merges, chunksize=4)):
+                rows.append(row)
+                verdicts[row["verdict"]] += 1
+                states.update(hunk_states)
+                for item in found:
+                    print(f"  FAIL {item}", flush=True)
+                failures += found
+                if (k + 1) % 100 == 0:
+                    print(f"  {k + 1}/{len(merges)} in {time.perf_counter() - t0:.0f}s: {dict(verdicts)}; failures {len(failures)}", flush=True)
         took = time.perf_counter() - t0
         result = {"schema": "porttrack/proof-upstream-main-converged/v1", "world": world,
                   "checked": len(rows), "verdicts": dict(verdicts), "hunk_states": dict(states),

@@ -669,22 +669,32 @@ def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge
     later = steps[shas.index(merge) + 1:]
     trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
     pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
-    deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in paths}
-    found = _trail.renames_read(repo, sorted(deleted)) if deleted else {}
-    if not found:
-        _trail.follow(pairs, later)
-        return trails
-    blobs = repo.read_objects([spec for (sha, old), new in found.items() for spec in (f"{sha}^:{old}", f"{sha}:{new}")])
-    moves = {(sha, old): (new, _trail.change_between((blobs.get(f"{sha}^:{old}") or ("", b""))[1], (blobs.get(f"{sha}:{new}") or ("", b""))[1], new))
-             for (sha, old), new in found.items()}
-    _trail.follow(pairs, later, moves)
-    moved = [t for t in trails.values() if t.path in set(found.values())]
-    if moved:
+    order = {sha: i for i, sha in enumerate(shas)}
+    after: dict[int, str] = {}
+    for _ in range(8):  # a path renamed, and renamed again (and back): each round walks the new names once
+        here = {path for path, _t in pairs}
+        deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in here}
+        found = _trail.renames_read(repo, sorted(deleted)) if deleted else {}
+        if not found:
+            _trail.follow(pairs, later, after=after)
+            break
+        blobs = repo.read_objects([spec for (sha, old), new in found.items() for spec in (f"{sha}^:{old}", f"{sha}:{new}")])
+        moves = {(sha, old): (new, _trail.change_between((blobs.get(f"{sha}^:{old}") or ("", b""))[1],
+                                                         (blobs.get(f"{sha}:{new}") or ("", b""))[1], new))
+                 for (sha, old), new in found.items()}
+        before = {id(t): t.path for _p, t in pairs}
+        _trail.follow(pairs, later, moves, after=after)
+        moved = [t for _p, t in pairs if t.path != before[id(t)]]
+        if not moved:
+            break
+        renamed_at = {id(t): max((sha for (sha, old), new in found.items() if new == t.path and old == before[id(t)]),
+                                 key=lambda sha: order.get(sha, -1), default="") for t in moved}
+        first = min(renamed_at.values(), key=lambda sha: order.get(sha, 1 << 30))
+        later = _trail.walk(repo, first, base_sha, sorted({t.path for t in moved}))
+        shas = [c.sha for c, _ in later]
         order = {sha: i for i, sha in enumerate(shas)}
-        first = min((sha for sha, _ in found), key=order.__getitem__)
-        renamed_at = {new: sha for (sha, _), new in found.items()}
-        _trail.follow([(t.path, t) for t in moved], _trail.walk(repo, first, base_sha, sorted({t.path for t in moved})),
-                      after={id(t): renamed_at[t.path] for t in moved if renamed_at[t.path] != first})
+        pairs = [(t.path, t) for t in moved]
+        after = {id(t): sha for t in moved if (sha := renamed_at[id(t)]) != first}
     return trails
 
 
