@@ -669,6 +669,8 @@ def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge
     later = steps[shas.index(merge) + 1:]
     trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
     pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
+    for path, t in pairs:
+        t.path = path
     order = {sha: i for i, sha in enumerate(shas)}
     after: dict[int, str] = {}
     for _ in range(8):  # a path renamed, and renamed again (and back): each round walks the new names once
@@ -688,7 +690,7 @@ def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge
         if not moved:
             break
         renamed_at = {id(t): max((sha for (sha, old), new in found.items() if new == t.path and old == before[id(t)]),
-                                 key=lambda sha: order.get(sha, -1), default="") for t in moved}
+                                 key=lambda sha: order.get(sha, -1)) for t in moved}
         first = min(renamed_at.values(), key=lambda sha: order.get(sha, 1 << 30))
         later = _trail.walk(repo, first, base_sha, sorted({t.path for t in moved}))
         shas = [c.sha for c, _ in later]
