@@ -574,8 +574,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
                     near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
                     look = _look(h, fd, at_fork, near.get(id(h)))
-                results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, fd.path),
-                                              fork_entries, base_entries, ancestor))
+                results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, t.path or fd.path),
+                                              fork_entries, base_entries, ancestor,
+                                              lambda: bool(t.lost) and moved_out(t.touched[-1].sha, t.lost)))
                 continue
             if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
                 c = by(t, tpath)
@@ -738,13 +739,15 @@ def _without_upstream(h: "Hunk", look: _Look | None, not_on_line: bool) -> HunkR
 
 def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | None, number: int, c: ChangedBy,
                    moved_to, fork_entries: Mapping[str, tuple[str, str]], base_entries: Mapping[str, tuple[str, str]],
-                   ancestor) -> HunkResult:
+                   ancestor, carried_elsewhere) -> HunkResult:
     """Upstream deleted (or moved: `moved_to()`, asked only when it matters) the hunk's file after
-    the merge (`c` last touched it)."""
+    the merge (`c` last touched it). A file the PR added is undone upstream when the commit that
+    deleted it neither renamed it nor added most of its lines elsewhere (`carried_elsewhere()`:
+    code moved into another file is upstream rewriting, not undoing)."""
     gone = f"upstream {c.commit[:12]} ({c.subject[:60]}) "
     if fd.status == "added":
         moved = moved_to()
-        if moved is None:
+        if moved is None and not carried_elsewhere():
             still = fd.path in fork_entries
             return _result(h, "undone-upstream", "churn", c,
                            f"{gone}deleted {fd.path}, which #{number} added: undone upstream; " +
