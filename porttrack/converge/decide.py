@@ -511,11 +511,14 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     trails = walked if walked is not _NOT_YET else _trails(repo, files, start, merge, base_sha) if base_sha else None
     where = {id(h): trails[id(h)].path if trails is not None else fd.path for fd in files for h in fd.hunks}  # a later rename moves it
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None} | set(where.values()))
-    at_fork = _read_files(repo, fork_sha, paths)
     fork_entries = repo.tree_entries(fork_sha, paths)
     base_entries = repo.tree_entries(base_sha, paths) if trails is not None and base_sha else {}
     same = {p for p in set(where.values()) if trails is not None and fork_entries.get(p) == base_entries.get(p)}
     others = [fd for fd in files if any(where[id(h)] not in same for h in fd.hunks)]
+    # the fork's files are read only where upstream's newest form alone cannot decide (at the
+    # upstream base itself: none)
+    at_fork = _read_files(repo, fork_sha, sorted({p for fd in others for p in (fd.path, fd.old_path) if p is not None} |
+                                                 {where[id(h)] for fd in others for h in fd.hunks}))
     near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
     cache: dict[Any, Any] = {}
 
@@ -572,6 +575,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 continue
             if t.touched and t.absent and fd.status != "deleted":
                 if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
+                    at_fork.update(_read_files(repo, fork_sha, [p for p in (fd.path, fd.old_path) if p is not None]))
                     near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
                     look = _look(h, fd, at_fork, near.get(id(h)))
                 results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, t.path or fd.path),
