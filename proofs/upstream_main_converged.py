@@ -154,9 +154,32 @@ def check_one(m: dict) -> tuple[dict, list[str], Counter]:
             ph = by_id.get(h.id)
             if ph is None or ph.kind != "text":
                 continue
-            if not touches_lines(fork, c.commit, [], ph.added_lines(), ph.removed_lines()):
+            if touches_lines(fork, c.commit, [], ph.added_lines(), ph.removed_lines()):
+                row.setdefault("undone_checked", {})[h.id] = "the named commit removes a line the hunk added or adds back one it removed"
+            elif through := touches_through(fork, m["commit"], c.commit, ph.added_lines()):
+                row.setdefault("undone_checked", {})[h.id] = f"the named commit changes a line that {through[:12]} put in place of the hunk's"
+            else:
                 failures.append(f"#{m['pr']} hunk {h.id} ({h.path}): named {c.commit[:12]} does not touch its lines")
     return row, failures, Counter(h.state for h in v.hunks)
+
+
+def touches_through(repo: Path, merge: str, commit: str, added: list[bytes]) -> str | None:
+    """The lines were rewritten before `commit` undid them: an earlier first-parent commit X after
+    the merge that removed one of the hunk's `added` lines (`git log -S`, git's pickaxe), whose own
+    added lines `commit` removes. X, or None."""
+    def changed(sha: str, sign: bytes) -> set[bytes]:
+        diff = subprocess.run(["git", "-C", str(repo), "diff", "-U0", "--no-renames", f"{sha}^", sha], capture_output=True, check=True).stdout
+        return {line[1:].strip() for line in diff.split(b"\n") if line.startswith(sign) and not line.startswith(sign * 3)} - {b""}
+
+    gone = changed(commit, b"-")
+    wanted = sorted({line.strip() for line in added if len(line.strip()) > 3})[:3]
+    for line in wanted:
+        found = subprocess.run(["git", "-C", str(repo), "log", "--first-parent", "--format=%H", "-S", line.decode("utf-8", "replace"),
+                                f"{merge}..{commit}^"], capture_output=True).stdout.decode().split()
+        for x in found:
+            if changed(x, b"+") & gone:
+                return x
+    return None
 
 
 def main() -> int:

@@ -475,12 +475,23 @@ def undone(h: "Hunk", trail: Trail) -> bool:
     own = {line for line in h.added_lines() if line.strip()} - pre
     if any(line in own for line in form):
         return False
+    if not own and h.added_lines():  # the hunk only reorders lines: the order tells
+        pre_core, post_core = _cores(h)
+        return _contains(form, pre_core) and not _contains(form, post_core)
     removed = _runs(h)
     if removed:
         return all(_contains(form, run) for run in removed)
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
     # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
     return trail.targeted and all(line in pre for line in form if line.strip())
+
+
+def _cores(h: "Hunk") -> tuple[list[bytes], list[bytes]]:
+    """The hunk's lines from its first change to its last, as before and as after it."""
+    lines = [(m, c) for m, c in h._lines() if m != b"\\"]
+    changed = [i for i, (m, _) in enumerate(lines) if m in (b"-", b"+")]
+    span = lines[changed[0]:changed[-1] + 1] if changed else []
+    return [c for m, c in span if m != b"+"], [c for m, c in span if m != b"-"]
 
 
 def _runs(h: "Hunk") -> list[list[bytes]]:
