@@ -716,7 +716,7 @@ def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool
     """Upstream's newest form of `h` is its pre-image (see `porttrack.converge.trail.undone`);
     a whole-file hunk by the base's file: the old blob, the old mode, a deleted file back as it was."""
     if not t.whole and not t.opaque:
-        return _trail.undone(h, t)
+        return _trail.undone(h, t, lambda: (at_base_entry(t.path or fd.path) or ("", None))[1])
     entry = at_base_entry(t.path or fd.path)
     if entry is None:
         return False

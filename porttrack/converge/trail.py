@@ -464,7 +464,7 @@ def _shift(n: int, regions: Sequence[tuple[int, int, int, int, object]]) -> int:
     return sum(d - b for a, b, _c, d, _h in regions if (a + b - 1 < n if b else a < n))
 
 
-def undone(h: "Hunk", trail: Trail) -> bool:
+def undone(h: "Hunk", trail: Trail, upstream_file=None) -> bool:
     """Is upstream's newest form of hunk `h` its pre-image? Only a touched, line-followed trail can
     say so: none of the lines `h` added (that are not also in its pre-image) is left, and every run
     of lines it removed is back; for a hunk that only added lines, nothing but its context is left."""
@@ -475,23 +475,17 @@ def undone(h: "Hunk", trail: Trail) -> bool:
     own = {line for line in h.added_lines() if line.strip()} - pre
     if any(line in own for line in form):
         return False
-    if not own and h.added_lines():  # the hunk only reorders lines: the order tells
-        pre_core, post_core = _cores(h)
-        return _contains(form, pre_core) and not _contains(form, post_core)
+    if not own and h.added_lines():  # the hunk only reorders lines: the order, in upstream's file there, tells
+        from porttrack.diff import presence
+
+        data = upstream_file() if upstream_file is not None else None
+        return data is not None and presence.hunk_state(h, data, trail.span) == "not-applied"
     removed = _runs(h)
     if removed:
         return all(_contains(form, run) for run in removed)
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
     # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
     return trail.targeted and all(line in pre for line in form if line.strip())
-
-
-def _cores(h: "Hunk") -> tuple[list[bytes], list[bytes]]:
-    """The hunk's lines from its first change to its last, as before and as after it."""
-    lines = [(m, c) for m, c in h._lines() if m != b"\\"]
-    changed = [i for i, (m, _) in enumerate(lines) if m in (b"-", b"+")]
-    span = lines[changed[0]:changed[-1] + 1] if changed else []
-    return [c for m, c in span if m != b"+"], [c for m, c in span if m != b"-"]
 
 
 def _runs(h: "Hunk") -> list[list[bytes]]:
