@@ -271,3 +271,15 @@ def test_a_fetch_keeps_the_commit_graph_current_with_its_bloom_filters(tmp_path,
     assert graph.state == "ok", graph
     layers = sorted((fork / ".git" / "objects" / "info" / "commit-graphs").glob("graph-*.graph"))
     assert layers and all(b"BIDX" in layer.read_bytes() for layer in layers)  # the Bloom filters came along
+
+
+def test_status_after_an_undone_upstream_verdict_never_says_port_the_missing_hunks(tmp_path, fork):
+    ws = workspace(tmp_path, fork)
+    out = ws.run_in_process("verify-converged", str(REVERTED), "--json", env=ws.env())  # recorded
+    assert out.returncode == 1 and json.loads(out.stdout)["verdict"] == "undone-upstream"
+    status = ws.run_in_process("status", "--offline", "--json", env=ws.env())
+    assert status.returncode == 0, status.stderr
+    [pr] = [p for t in json.loads(status.stdout)["tracks"] for p in t["prs"] if p["number"] == REVERTED]
+    text = pr["next_action"]["text"]
+    assert "upstream has since undone part of it" in text and "keep carrying those hunks or drop them" in text
+    assert "port the missing hunks" not in text
