@@ -333,7 +333,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     # A fork ref at its upstream base (just rebased, or upstream main itself): the churn walk, needed
     # anyway, also proves the merge is in it (on its first-parent line): no merge-base to ask.
     walked = bool(base_sha) and fork_sha == base_sha and start is not None
-    early = _trails(repo, files, start, merge, str(base_sha)) if walked else None
+    early = _trail.follow_upstream(repo, files, start, merge, str(base_sha)) if walked else None
     walked = walked and early is not None
     merge_base = merge if walked else repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
@@ -508,7 +508,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
 
     Without a walk (the base lacks the merge) only the fork's content decides: there is no later
     upstream state to compare."""
-    trails = walked if walked is not _NOT_YET else _trails(repo, files, start, merge, base_sha) if base_sha else None
+    trails = walked if walked is not _NOT_YET else _trail.follow_upstream(repo, files, start, merge, base_sha) if base_sha else None
     where = {id(h): trails[id(h)].path if trails is not None else fd.path for fd in files for h in fd.hunks}  # a later rename moves it
     paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None} | set(where.values()))
     fork_entries = repo.tree_entries(fork_sha, paths)
@@ -546,7 +546,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
             key = ("real", last.sha, path)
             if key not in cache:
-                cache[key] = _real_commit(repo, last, path, t.spans[-1])
+                cache[key] = _trail.real_commit(repo, last, path, t.spans[-1])
             sha, subject = cache[key]
             return ChangedBy(sha, subject, True)
         return ChangedBy(last.sha, last.subject, True)
@@ -616,7 +616,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 continue
             entry = at_fork.get(tpath)
             if entry is not None and not t.whole and t.items and tpath in base_entries and \
-                    _trail.holds(t, _lines(entry[1]), upstream_regions(tpath)):
+                    _trail.holds(t, _trail.file_lines(entry[1]), upstream_regions(tpath)):
                 if not t.touched:
                     results.append(_result(h, "present", "content", detail=f"{look.detail}; the lines #{number} put there are at the "
                                                                            f"fork ref where upstream has them (their context changed)"))
@@ -657,59 +657,6 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
             out[i] = replace(out[i], changed_by=ChangedBy(c.sha, c.subject, False),
                              detail=f"{out[i].detail}; undone in the fork by {c.sha[:12]} ({c.subject[:60]})")
     return out
-
-
-def _trails(repo: GitRepo, files: Sequence["FileDiff"], start: str | None, merge: str, base_sha: str) -> dict[int, "_trail.Trail"] | None:
-    """id(hunk) -> its trail through upstream's first-parent history after the merge, or None when
-    the base does not have the merge on its first-parent line (nothing to follow). A PR path that
-    a later upstream commit deleted is asked whether that commit renamed it (`trail.renames_read`,
-    from the objects); a renamed one is followed on in its new file (a second walk, from the rename)."""
-    if start is None:
-        return None
-    paths = sorted({fd.path for fd in files})
-    steps = _trail.walk(repo, start, base_sha, paths)
-    shas = [c.sha for c, _ in steps]
-    if merge not in shas:
-        return None
-    later = steps[shas.index(merge) + 1:]
-    trails = {id(h): _trail.start(fd, h) for fd in files for h in fd.hunks}
-    pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
-    for path, t in pairs:
-        t.path = path
-    order = {sha: i for i, sha in enumerate(shas)}
-    after: dict[int, str] = {}
-    for _ in range(8):  # a path renamed, and renamed again (and back): each round walks the new names once
-        here = {path for path, _t in pairs}
-        deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in here}
-        found = _trail.renames_read(repo, sorted(deleted)) if deleted else {}
-        if not found:
-            _trail.follow(pairs, later, after=after)
-            break
-        blobs = repo.read_objects([spec for (sha, old), new in found.items() for spec in (f"{sha}^:{old}", f"{sha}:{new}")])
-        moves = {(sha, old): (new, _trail.change_between((blobs.get(f"{sha}^:{old}") or ("", b""))[1],
-                                                         (blobs.get(f"{sha}:{new}") or ("", b""))[1], new))
-                 for (sha, old), new in found.items()}
-        before = {id(t): t.path for _p, t in pairs}
-        _trail.follow(pairs, later, moves, after=after)
-        moved = [t for _p, t in pairs if t.path != before[id(t)]]
-        if not moved:
-            break
-        renamed_at = {id(t): max((sha for (sha, old), new in found.items() if new == t.path and old == before[id(t)]),
-                                 key=lambda sha: order.get(sha, -1)) for t in moved}
-        first = min(renamed_at.values(), key=lambda sha: order.get(sha, 1 << 30))
-        later = _trail.walk(repo, first, base_sha, sorted({t.path for t in moved}))
-        shas = [c.sha for c, _ in later]
-        order = {sha: i for i, sha in enumerate(shas)}
-        pairs = [(t.path, t) for t in moved]
-        after = {id(t): sha for t in moved if (sha := renamed_at[id(t)]) != first}
-    return trails
-
-
-def _lines(data: bytes) -> list[bytes]:
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
 
 
 def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool:
@@ -770,23 +717,6 @@ def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | N
     if look.state == "missing":
         return _result(h, "missing", "content", detail=f"{look.detail}; {gone}deleted or moved {fd.path} since")
     return _result(h, "unknown", "churn", c, f"{look.detail}; {gone}deleted or moved {fd.path} since, and the fork ref still has the file")
-
-
-def _real_commit(repo: GitRepo, merge: "_trail.Commit", path: str, span: tuple[int, int] | None) -> tuple[str, str]:
-    """The commit a merge on upstream's first-parent line brought that changed lines `span` (1-based,
-    in the merge's file) of `path`: `git log -L` over what the merge brought (`merge^1..merge`);
-    without lines to follow, the newest non-merge commit it brought on the path."""
-    args = ["log", "--no-merges", "-1", "--format=%H%x00%s", "--no-patch"]
-    if span is not None:
-        proc = repo.run(*args, "-L", f"{span[0]},{span[1]}:{path}", f"{merge.sha}^1..{merge.sha}", check=False, env=_LITERAL)
-    else:
-        proc = repo.run(*args, f"{merge.sha}^1..{merge.sha}", "--", path, check=False, env=_LITERAL)
-    line = proc.stdout.decode("utf-8", "replace").strip().split("\n")[0] if proc.returncode == 0 else ""
-    if "\0" in line:
-        sha, _, subject = line.partition("\0")
-        return sha, subject
-    return merge.sha, merge.subject
-
 
 
 def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:

@@ -520,3 +520,72 @@ def holds(trail: Trail, fork_lines: list[bytes], regions: Sequence[tuple[int, in
             if not (1 <= m <= len(fork_lines)) or fork_lines[m - 1] != content:
                 return False
     return True
+
+
+def follow_upstream(repo: "GitRepo", files: Sequence["FileDiff"], start_at: str | None, merge: str, base_sha: str) -> "dict[int, Trail] | None":
+    """id(hunk) -> its trail through upstream's first-parent history after the merge, or None when
+    the base does not have the merge on its first-parent line (nothing to follow). A PR path that
+    a later upstream commit deleted is asked whether that commit renamed it (`trail.renames_read`,
+    from the objects); a renamed one is followed on in its new file (a second walk, from the rename)."""
+    if start_at is None:
+        return None
+    paths = sorted({fd.path for fd in files})
+    steps = walk(repo, start_at, base_sha, paths)
+    shas = [c.sha for c, _ in steps]
+    if merge not in shas:
+        return None
+    later = steps[shas.index(merge) + 1:]
+    trails = {id(h): start(fd, h) for fd in files for h in fd.hunks}
+    pairs = [(fd.path, trails[id(h)]) for fd in files for h in fd.hunks]
+    for path, t in pairs:
+        t.path = path
+    order = {sha: i for i, sha in enumerate(shas)}
+    after: dict[int, str] = {}
+    for _ in range(8):  # a path renamed, and renamed again (and back): each round walks the new names once
+        here = {path for path, _t in pairs}
+        deleted = {(c.sha, fd.path) for c, changed in later for fd in changed if fd.status == "deleted" and fd.path in here}
+        found = renames_read(repo, sorted(deleted)) if deleted else {}
+        if not found:
+            follow(pairs, later, after=after)
+            break
+        blobs = repo.read_objects([spec for (sha, old), new in found.items() for spec in (f"{sha}^:{old}", f"{sha}:{new}")])
+        moves = {(sha, old): (new, change_between((blobs.get(f"{sha}^:{old}") or ("", b""))[1],
+                                                         (blobs.get(f"{sha}:{new}") or ("", b""))[1], new))
+                 for (sha, old), new in found.items()}
+        before = {id(t): t.path for _p, t in pairs}
+        follow(pairs, later, moves, after=after)
+        moved = [t for _p, t in pairs if t.path != before[id(t)]]
+        if not moved:
+            break
+        renamed_at = {id(t): max((sha for (sha, old), new in found.items() if new == t.path and old == before[id(t)]),
+                                 key=lambda sha: order.get(sha, -1)) for t in moved}
+        first = min(renamed_at.values(), key=lambda sha: order.get(sha, 1 << 30))
+        later = walk(repo, first, base_sha, sorted({t.path for t in moved}))
+        shas = [c.sha for c, _ in later]
+        order = {sha: i for i, sha in enumerate(shas)}
+        pairs = [(t.path, t) for t in moved]
+        after = {id(t): sha for t in moved if (sha := renamed_at[id(t)]) != first}
+    return trails
+
+
+def real_commit(repo: "GitRepo", merge: Commit, path: str, span: tuple[int, int] | None) -> tuple[str, str]:
+    """The commit a merge on upstream's first-parent line brought that changed lines `span` (1-based,
+    in the merge's file) of `path`: `git log -L` over what the merge brought (`merge^1..merge`);
+    without lines to follow, the newest non-merge commit it brought on the path."""
+    args = ["log", "--no-merges", "-1", "--format=%H%x00%s", "--no-patch"]
+    if span is not None:
+        proc = repo.run(*args, "-L", f"{span[0]},{span[1]}:{path}", f"{merge.sha}^1..{merge.sha}", check=False, env=LITERAL)
+    else:
+        proc = repo.run(*args, f"{merge.sha}^1..{merge.sha}", "--", path, check=False, env=LITERAL)
+    line = proc.stdout.decode("utf-8", "replace").strip().split("\n")[0] if proc.returncode == 0 else ""
+    if "\0" in line:
+        sha, _, subject = line.partition("\0")
+        return sha, subject
+    return merge.sha, merge.subject
+
+
+def file_lines(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
