@@ -101,6 +101,8 @@ def touches_lines(repo: Path, commit: str, paths: list[str], added: list[bytes],
                           capture_output=True, check=True).stdout
     minus = {line[1:].strip() for line in diff.split(b"\n") if line.startswith(b"-") and not line.startswith(b"---")}
     plus = {line[1:].strip() for line in diff.split(b"\n") if line.startswith(b"+") and not line.startswith(b"+++")}
+    if not any(line.strip() for line in (*added, *removed)):  # a hunk of blank lines only: a blank line changed
+        return (bool(added) and b"" in minus) or (bool(removed) and b"" in plus)
     return any(line.strip() in minus for line in added if line.strip()) or any(line.strip() in plus for line in removed if line.strip())
 
 

@@ -541,12 +541,13 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                                 for fd in hunks_mod.parse_diff(diff)}
         return cache["regions"].get(path, [])
 
-    def by(t: "_trail.Trail", path: str) -> ChangedBy:
-        last = t.touched[-1]
+    def by(t: "_trail.Trail", path: str, k: int = -1) -> ChangedBy:
+        """The commit that touched the lines (the last, or touch `k`)."""
+        last = t.touched[k]
         if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
             key = ("real", last.sha, path)
             if key not in cache:
-                cache[key] = _trail.real_commit(repo, last, path, t.spans[-1])
+                cache[key] = _trail.real_commit(repo, last, path, t.spans[k])
             sha, subject = cache[key]
             return ChangedBy(sha, subject, True)
         return ChangedBy(last.sha, last.subject, True)
@@ -593,7 +594,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                     results.append(_result(h, "unknown", "churn", c, f"{what}, which the fork ref does not contain"))
                 continue
             if t.touched and _undone(h, fd, t, at_base_entry=lambda p: _read_files(repo, str(base_sha), [p]).get(p)):
-                c = by(t, tpath)
+                c = by(t, tpath, _trail.undone_index(h, t) if not (t.whole or t.opaque) else -1)
                 still = look is not None and look.state == "present"
                 results.append(_result(h, "undone-upstream", "churn", c,
                                        f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "

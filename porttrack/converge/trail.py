@@ -59,6 +59,7 @@ class Trail:
     spans: list[tuple[int, int] | None] = field(default_factory=list)  # 1-based lines right after each touch
     lost: list[bytes] = field(default_factory=list)  # non-blank lines the last touch removed and put nowhere in the file
     targeted: bool = False  # the last touch removed mostly these lines (not a larger block they were part of)
+    forms: list[tuple[list[bytes], bool]] = field(default_factory=list)  # (form, targeted) after each touch
     path: str = ""  # where the lines are at the end (a later upstream rename moves them)
 
 
@@ -361,6 +362,7 @@ def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
     if trail.whole or fd.is_binary or any(h.kind == "binary" for h in fd.hunks):
         trail.touched.append(commit)
         trail.spans.append(None)
+        trail.forms.append(([], False))
         trail.opaque = trail.opaque or fd.is_binary or any(h.kind == "binary" for h in fd.hunks)
         trail.absent = fd.status == "deleted"
         if not trail.whole:
@@ -408,6 +410,7 @@ def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
     trail.touched.append(commit)
     lines = [n for n, kind, _ in kept if kind == LINE]
     trail.spans.append((min(lines), max(lines)) if lines else None)
+    trail.forms.append((trail.form, trail.targeted))
     trail.absent = fd.status == "deleted"
 
 
@@ -467,25 +470,44 @@ def _shift(n: int, regions: Sequence[tuple[int, int, int, int, object]]) -> int:
 def undone(h: "Hunk", trail: Trail, upstream_file=None) -> bool:
     """Is upstream's newest form of hunk `h` its pre-image? Only a touched, line-followed trail can
     say so: none of the lines `h` added (that are not also in its pre-image) is left, and every run
-    of lines it removed is back; for a hunk that only added lines, nothing but its context is left."""
+    of lines it removed is back; for a hunk that only added lines, nothing but its context is left,
+    and the change that removed them removed mostly them (`Trail.targeted`); for a hunk that only
+    reorders lines, upstream's file there (`upstream_file()`: its bytes) has the old order."""
     if not trail.touched or trail.whole or trail.opaque:
         return False
-    form = trail.form
     pre = set(h.pre_image())
     own = {line for line in h.added_lines() if line.strip()} - pre
-    if any(line in own for line in form):
-        return False
-    if not own and h.added_lines():  # the hunk only reorders lines: the order, in upstream's file there, tells
+    if not own and h.added_lines() and not any(line in own for line in trail.form):
         from porttrack.diff import presence
 
         data = upstream_file() if upstream_file is not None else None
         return data is not None and presence.hunk_state(h, data, trail.span) == "not-applied"
+    return _form_undone(h, trail.form, trail.targeted)
+
+
+def undone_index(h: "Hunk", trail: Trail) -> int:
+    """For an undone hunk: which touch made it so -- the earliest from which every later form is
+    the pre-image too (a later commit that only edits a neighbouring line it took into the trail
+    did not undo anything)."""
+    k = len(trail.touched) - 1
+    while k > 0 and k - 1 < len(trail.forms) and _form_undone(h, *trail.forms[k - 1]):
+        k -= 1
+    return k
+
+
+def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
+    pre = set(h.pre_image())
+    own = {line for line in h.added_lines() if line.strip()} - pre
+    if any(line in own for line in form):
+        return False
+    if not own and h.added_lines():
+        return False  # a reordering: only upstream's file tells (see `undone`)
     removed = _runs(h)
     if removed:
         return all(_contains(form, run) for run in removed)
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
     # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
-    return trail.targeted and all(line in pre for line in form if line.strip())
+    return targeted and all(line in pre for line in form if line.strip())
 
 
 def _runs(h: "Hunk") -> list[list[bytes]]:
