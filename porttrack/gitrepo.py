@@ -418,7 +418,10 @@ class GitRepo:
             return
         # --refmap= : move only the refs named here; without it git also "opportunistically"
         # updates the user's remote-tracking refs (e.g. upstream/main), which is not ours to move.
-        args = ["fetch", "--no-tags", "--no-write-fetch-head", "--refmap=", "--quiet" if progress is None else "--progress", remote, *refspecs]
+        # fetch.writeCommitGraph: git adds what it fetched to the commit-graph (a split layer, with the
+        # changed-path Bloom filters `init` wrote), so history walks stay as fast after every fetch.
+        args = ["-c", "fetch.writeCommitGraph=true", "fetch", "--no-tags", "--no-write-fetch-head", "--refmap=",
+                "--quiet" if progress is None else "--progress", remote, *refspecs]
         timeout = network_timeout()
         if progress is None:
             self.run(*args, timeout=timeout)

@@ -110,7 +110,7 @@ __all__ = [
 
 PR_NUMBER = 4242
 ORACLE_STATES = ("applied", "churned", "not-applied", "not-ported", "edited", "ambiguous")
-PORTTRACK_STATES = ("present", "present-after-churn", "missing", "unknown")
+PORTTRACK_STATES = ("present", "present-after-churn", "missing", "unknown", "undone-upstream")
 FOUND = ("present", "present-after-churn")
 NOT_THERE = ("not-applied", "not-ported", "edited")  # the post-image is provably not at the fork ref
 OLD_STATE_NAMES = {"changed-since": "present-after-churn"}
@@ -965,6 +965,9 @@ def _own_consistency(verdict: str, reported: Sequence[str], summary: Mapping[str
         out.append(f"summary {dict(summary)} does not count the hunk states {dict(by_state)}")
     found = sum(OLD_STATE_NAMES.get(p, p) in FOUND for p in reported)
     expected = "converged" if found == len(reported) else "partially-converged" if found else "not-converged"
+    undone = sum(p == "undone-upstream" for p in reported)  # issue 30: a verdict of its own when the rest counts
+    if undone and found + undone == len(reported):
+        expected = "undone-upstream"
     if verdict != expected:
         out.append(f"verdict {verdict} does not follow from porttrack's own hunk states {dict(by_state)}")
     return out
@@ -991,7 +994,7 @@ def confusion_tables(checks: Sequence[Check]) -> str:
     cols = [*PORTTRACK_STATES, *sorted(seen - set(PORTTRACK_STATES))]
     out = [_table("hunks: oracle \\ porttrack", ORACLE_STATES, cols, cells)]
     names = ("converged", "partially-converged", "not-converged")
-    out.append(_table("verdicts: oracle \\ porttrack", names, names, verdicts))
+    out.append(_table("verdicts: oracle \\ porttrack", names, (*names, "undone-upstream"), verdicts))
     out.append(f"violations: {sum(len(c.violations) for c in checks)} in "
                f"{sum(bool(c.violations) for c in checks)} of {len(checks)} scenarios; "
                f"conservative hunks (oracle applied/churned, porttrack missing/unknown): "

@@ -114,7 +114,7 @@ def test_true_merge_commit_in_the_fork_is_converged_by_ancestry(tmp_path, world)
     assert data["ancestry"] == {"fork_ref": True, "upstream_base": None}
     assert data["source"]["pr_state"] == "github"
     assert {(h["state"], h["method"]) for h in data["hunks"]} == {("present", "ancestry")}
-    assert data["summary"] == {"hunks": 4, "present": 4, "present_after_churn": 0, "missing": 0, "unknown": 0}
+    assert data["summary"] == {"hunks": 4, "present": 4, "present_after_churn": 0, "missing": 0, "unknown": 0, "undone_upstream": 0}
     # one GET for the PR, nothing else
     assert [r.path for r in world.fake.requests()] == [f"/repos/vllm-project/vllm/pulls/{PR}"]
 
@@ -152,7 +152,7 @@ def test_every_run_is_appended_to_the_record_and_latest_verdicts_reads_it(tmp_pa
     assert second["recorded"] == f"state/convergence/{PR}.json"
     [latest] = converge_record.latest_verdicts(Workspace(ws.root), "main", GitRepo.open(world.fork)).values()
     assert (latest.pr, latest.verdict, latest.standing) == (PR, "converged", "current")
-    assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
+    assert (latest.fork_ref, latest.fork_sha, latest.evidence) == ("refs/heads/main", second["commits"]["fork_sha"], f"state/convergence/{PR}.json#1")
 
 
 def test_a_verdict_that_finds_the_same_is_not_appended_again(tmp_path, world):
@@ -246,7 +246,7 @@ def test_hand_port_with_edits_is_partially_converged_per_hunk(tmp_path, world):
         GONE: [("present", "content")],
         TEST: [("missing", "content")],
     }
-    assert data["summary"] == {"hunks": 4, "present": 2, "present_after_churn": 0, "missing": 1, "unknown": 1}
+    assert data["summary"] == {"hunks": 4, "present": 2, "present_after_churn": 0, "missing": 1, "unknown": 1, "undone_upstream": 0}
     assert "2 present, 0 present after churn, 1 missing, 1 unknown of 4 hunk(s)" in err
     human = verify(ws)
     assert human.returncode == 1
@@ -288,7 +288,7 @@ def test_file_deleted_upstream_after_the_merge_is_converged_by_ancestry_with_chu
     assert (gone["state"], gone["method"]) == ("present-after-churn", "ancestry")
     assert gone["changed_by"] == {"commit": deletion, "subject": "Remove the DeepSeek V3.2 NVIDIA attention module", "upstream": True}
     assert {h["state"] for h in data["hunks"] if h["path"] != GONE} == {"present"}
-    assert data["summary"] == {"hunks": 4, "present": 3, "present_after_churn": 1, "missing": 0, "unknown": 0}
+    assert data["summary"] == {"hunks": 4, "present": 3, "present_after_churn": 1, "missing": 0, "unknown": 0, "undone_upstream": 0}
     human = verify(ws)
     assert f"present after churn: changed upstream by {deletion[:12]}" in human.stdout
 

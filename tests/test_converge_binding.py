@@ -94,13 +94,13 @@ def test_a_verdict_is_used_only_for_fork_branch_at_its_current_tip(tmp_path, wor
 
     # 1. converged -- on another ref: never "in the fork (verified)" for fork.branch.
     code, data = verify(ws, "--fork-ref", "candidate")
-    assert (code, data["verdict"], data["commits"]["fork_ref"]) == (0, "converged", "candidate")
+    assert (code, data["verdict"], data["commits"]["fork_ref"]) == (0, "converged", "refs/heads/candidate")
     text, action = status(ws)
     assert VERIFIED not in text
     assert action["kind"] == "convergence-check" and "for another ref, not the fork branch main" in action["text"]
     report = weekly(ws)
     assert report["next_action"]["kind"] == "convergence-check"
-    assert report["convergence"].startswith("converged at candidate ") and "for another ref" in report["convergence"]
+    assert report["convergence"].startswith("converged at refs/heads/candidate ") and "for another ref" in report["convergence"]
 
     # 2. a verdict for main (not converged there) is the one that counts, even though older.
     code, data = verify(ws)
@@ -109,7 +109,7 @@ def test_a_verdict_is_used_only_for_fork_branch_at_its_current_tip(tmp_path, wor
     assert code == 0
     text, action = status(ws)
     main_sha = git(world.fork, "rev-parse", "main")
-    assert VERIFIED not in text and f"last verdict: not-converged at main {main_sha[:12]}" in action["text"]
+    assert VERIFIED not in text and f"last verdict: not-converged at refs/heads/main {main_sha[:12]}" in action["text"]
     # not only "run it again": what to do (issue 21, class 10)
     assert "rebase it onto an upstream base that contains the merge, or port the missing hunks" in action["text"]
 
@@ -120,7 +120,7 @@ def test_a_verdict_is_used_only_for_fork_branch_at_its_current_tip(tmp_path, wor
     text, action = status(ws)
     assert VERIFIED in text and action["kind"] == "converged"
     report = weekly(ws)
-    assert report["convergence"] == f"converged at main {tip[:12]}" and report["next_action"]["kind"] == "converged"
+    assert report["convergence"] == f"converged at refs/heads/main {tip[:12]}" and report["next_action"]["kind"] == "converged"
 
     # 4. main moves on: the verdict is stale.
     moved = world.fork_commit({"FORK_ONLY.md": "fork\n"}, "A fork-only change")
@@ -164,7 +164,7 @@ def test_apply_drops_never_retires_on_a_verdict_for_another_ref(tmp_path, world)
     assert (code, data["verdict"]) == (0, "converged")
     [drop] = data["drops"]
     assert drop["duplicate"] and not drop["droppable"] and not drop["retired"]
-    assert "this verdict is for candidate, not the fork branch main" in drop["reason"]
+    assert "this verdict is for refs/heads/candidate, not the fork branch main" in drop["reason"]
     assert queue_mod.load(Workspace(ws.root)).get(patch.name).state == "queued"
 
 

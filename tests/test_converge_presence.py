@@ -110,7 +110,7 @@ def test_hand_port_of_3_of_7_files_is_partially_converged_and_drops_nothing(tmp_
     assert all(states[p] == ["present", "present"] for p in PORTED) and states[TEST] == ["present"]
     # The fork never ported these: the pre-image is intact, whatever upstream did to them later.
     assert all(states[p] == ["missing", "missing"] for p in UNPORTED)
-    assert data["summary"] == {"hunks": 15, "present": 7, "present_after_churn": 0, "missing": 8, "unknown": 0}
+    assert data["summary"] == {"hunks": 15, "present": 7, "present_after_churn": 0, "missing": 8, "unknown": 0, "undone_upstream": 0}
     assert "7 present, 0 present after churn, 8 missing, 0 unknown of 15 hunk(s)" in err
     # porttrack's own hunk_state agrees, hunk by hunk.
     diff = git_bytes(world.fork, "diff", f"{squash}~1", squash)
@@ -137,7 +137,7 @@ def test_a_fork_that_also_took_upstreams_later_change_is_present_after_churn(tmp
     # Function 5's hunk was rewritten by upstream; function 30's is still as merged.
     assert [(h["path"], h["state"], h["method"]) for h in late] == [(p, "present-after-churn", "churn") for p in UNPORTED]
     assert {h["changed_by"]["commit"] for h in late} == {churn}
-    assert data["summary"] == {"hunks": 15, "present": 11, "present_after_churn": 4, "missing": 0, "unknown": 0}
+    assert data["summary"] == {"hunks": 15, "present": 11, "present_after_churn": 4, "missing": 0, "unknown": 0, "undone_upstream": 0}
 
 
 def test_a_fork_with_its_own_version_of_rewritten_lines_is_unknown_not_present(tmp_path, world):
@@ -152,7 +152,7 @@ def test_a_fork_with_its_own_version_of_rewritten_lines_is_unknown_not_present(t
     assert data["verdict"] == "partially-converged"
     unknown = [h for h in data["hunks"] if h["state"] == "unknown"]
     assert [h["path"] for h in unknown] == UNPORTED
-    assert all(h["method"] == "churn" and "neither that commit nor its change" in h["detail"] for h in unknown)
+    assert all(h["method"] == "churn" and "neither that form nor" in h["detail"] for h in unknown)
     assert data["summary"]["unknown"] == 4 and data["summary"]["present_after_churn"] == 0
 
 
@@ -167,7 +167,7 @@ def test_the_prs_own_parent_has_none_of_it(tmp_path, world):
     assert data["verdict"] == "not-converged"
     assert {h["state"] for h in data["hunks"] if h["path"] != TEST} == {"missing"}
     assert by_path(data)[TEST] == ["missing"]  # absent, and upstream never deleted it
-    assert data["summary"] == {"hunks": 15, "present": 0, "present_after_churn": 0, "missing": 15, "unknown": 0}
+    assert data["summary"] == {"hunks": 15, "present": 0, "present_after_churn": 0, "missing": 15, "unknown": 0, "undone_upstream": 0}
     assert "0 present, 0 present after churn, 15 missing, 0 unknown of 15 hunk(s)" in err
 
 
@@ -185,14 +185,16 @@ def test_an_added_file_upstream_deleted_later_that_the_fork_never_had_is_not_pre
 
     assert code == 1, err
     [h] = data["hunks"]
-    # an added file's pre-image is its absence: missing, as the README says (issue 21, class 10)
-    assert h["state"] == "missing" and data["verdict"] == "not-converged"
-    assert h["changed_by"]["commit"] == deletion and "never took" in h["detail"]
+    # an added file's pre-image is its absence, and upstream's newest form is that absence: the
+    # change is undone upstream (issue 30), naming the deletion -- never present, never "missing"
+    assert h["state"] == "undone-upstream" and data["verdict"] == "undone-upstream"
+    assert h["changed_by"]["commit"] == deletion and "no such file either" in h["detail"]
 
-    world.rebase_fork()  # now the fork really has both the PR and the deletion, by ancestry
+    world.rebase_fork()  # now the fork has both the PR and the deletion, by ancestry: still undone upstream
     code, data, err = verify_json(ws)
-    assert code == 0, err
-    assert [(h["state"], h["method"]) for h in data["hunks"]] == [("present-after-churn", "ancestry")]
+    assert code == 1, err
+    assert [(h["state"], h["method"]) for h in data["hunks"]] == [("undone-upstream", "ancestry")]
+    assert data["hunks"][0]["changed_by"]["commit"] == deletion
 
 
 def test_a_file_deleted_upstream_later_that_the_fork_still_has_unported_is_missing(tmp_path, world):
@@ -304,7 +306,9 @@ def test_a_side_branch_cut_before_the_merge_is_not_taken_for_later_churn(tmp_pat
 @pytest.mark.parametrize("by", ["fork", "upstream"])
 def test_with_ancestry_a_reverted_hunk_is_missing_not_churn(tmp_path, world, by):
     """The merge commit is in the fork ref, but a later commit put one module back as it was
-    before #PR: its pre-image is at the fork ref again, so those hunks are missing."""
+    before #PR: its pre-image is at the fork ref again. Reverted by the fork: missing, naming the
+    fork's commit; reverted upstream: undone upstream (upstream's newest form is the pre-image),
+    naming upstream's commit -- never converged either way."""
     world.open_pr(PR, CHANGE, title=TITLE)
     world.squash_merge(PR)
     if by == "upstream":
@@ -318,10 +322,12 @@ def test_with_ancestry_a_reverted_hunk_is_missing_not_churn(tmp_path, world, by)
     code, data, err = verify_json(ws)
 
     assert code == 1, err
-    assert (data["verdict"], data["method"]) == ("partially-converged", "ancestry")
+    state = "undone-upstream" if by == "upstream" else "missing"
+    assert (data["verdict"], data["method"]) == ("undone-upstream" if by == "upstream" else "partially-converged", "ancestry")
     reverted = [h for h in data["hunks"] if h["path"] == MODS[0]]
-    assert [(h["state"], h["changed_by"]["commit"], h["changed_by"]["upstream"]) for h in reverted] == [("missing", revert, by == "upstream")] * 2
-    assert data["summary"] == {"hunks": 15, "present": 13, "present_after_churn": 0, "missing": 2, "unknown": 0}
+    assert [(h["state"], h["changed_by"]["commit"], h["changed_by"]["upstream"]) for h in reverted] == [(state, revert, by == "upstream")] * 2
+    assert data["summary"] == {"hunks": 15, "present": 13, "present_after_churn": 0, "missing": 2 * (by == "fork"), "unknown": 0,
+                               "undone_upstream": 2 * (by == "upstream")}
 
 
 def test_a_cherry_pick_reverted_since_is_missing_not_present_by_patch_id(tmp_path, world):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 @cli.command("verify-converged", epilog=examples("porttrack verify-converged 1234 --dry-run", "porttrack verify-converged 1234 --apply-drops"))
 @click.argument("pr", type=click.IntRange(min=1), metavar="PR", shell_complete=completes("pr"))
-@click.option("--fork-ref", metavar="REF", help="The fork commit to check [default: fork.branch of tracks.yaml, else HEAD].")
+@click.option("--fork-ref", metavar="REF", help="The fork commit to check: a branch, remote-tracking branch, tag or commit [default: fork.branch of tracks.yaml].")
 @click.option("--run-regression", is_flag=True, help="Run the track's regression command on the fork ref and include its result.")
 @click.option("--apply-drops", is_flag=True, help="Retire the queued patches that the verdict shows droppable (evidence kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/convergence/v2).")
@@ -107,6 +107,9 @@ def _hunk_words(h: "HunkResult") -> str:
         where = "upstream" if h.changed_by.upstream else "in the fork"
         return (f"present after churn: changed {where} by {h.changed_by.commit[:12]} "
                 f"({for_terminal(h.changed_by.subject, 50)}), which the fork has ({h.method})")
+    if h.state == "undone-upstream" and h.changed_by is not None:
+        return (f"UNDONE UPSTREAM by {h.changed_by.commit[:12]} ({for_terminal(h.changed_by.subject, 50)}): "
+                f"keep carrying it or drop it ({h.method})")
     if h.state == "missing":
         return f"MISSING ({h.method}): {for_terminal(h.detail, 100)}"
     return f"UNKNOWN ({h.method}): {for_terminal(h.detail, 140)}"

@@ -1,58 +1,67 @@
 """The verdict of `porttrack verify-converged`: what a merged upstream PR looks like at a fork ref.
 
 A PR is decided in three steps, cheapest first, and each hunk records the step that decided it.
-Every hunk ends in one of four states, and only the first two count toward converged:
+Every hunk ends in one of five states, and only the first two count toward converged:
 
-- **present** -- the hunk's post-image is at the fork ref (directly, by patch-id, or by ancestry
-  of the merge commit with the post-image still there);
-- **present-after-churn** -- the post-image is gone from the fork ref, but the fork ref contains
-  the later upstream change C that rewrote or deleted those lines (C is an ancestor of the fork
-  ref, or C's own change on that file is present at the fork ref), so the fork matches upstream's
-  later state; `changed_by` names C;
-- **missing** -- the hunk's pre-image is still at the fork ref, whatever upstream did later (for a
-  deleted file: the file is still there; for an added file: it is absent and upstream never
-  deleted it);
+- **present** -- the hunk is at the fork ref: its post-image at its location (directly, by
+  patch-id, or by ancestry), or the lines it put there are where upstream still has them (no
+  later upstream commit touched them; their context may have changed: context is not evidence);
+- **present-after-churn** -- a later upstream commit C rewrote those lines, and the fork ref holds
+  upstream's newest form of them (`changed_by` names C, the last commit that touched the lines);
+- **undone-upstream** -- upstream's newest form of those lines is the hunk's pre-image: a revert
+  (also one resolved by hand), or a later change that removed the lines; `changed_by` names the
+  commit that last touched them. Whatever the fork has, this never counts toward converged, and it
+  is never "missing": the next action is the maintainer's (keep carrying it, or drop it);
+- **missing** -- the hunk's pre-image is at the fork ref and upstream's newest form is not (for a
+  deleted file: the file is still there; for an added file: it is absent and upstream kept it);
+  at a fork ref whose file is upstream's own, never;
 - **unknown** -- none of those could be shown; `detail` says why.
 
+**Upstream's newest form decides** (DESIGN.md, "What a verdict may claim";
+`porttrack.converge.trail`): each hunk's lines -- the lines it added, and a gap where it only
+removed lines -- are followed through upstream's first-parent history after the merge, one
+`git log --first-parent -p -U0 <start>..<base> -- <the PR's paths>` for all of them (a PR path a
+later commit renamed is followed into its new file). A commit whose change overlaps those lines
+touched them; its lines become the newest form. A merge on upstream's first-parent line is named
+after the commit it brought (`git log -L` over what it merged), not the merge.
 The merged change is the merge commit against its first parent -- except after GitHub's "Rebase
 and merge", whose `merge_commit_sha` is only the last of the PR's replayed commits: then (told by
 the PR head's author and message, `history.rebase_merged`) it starts below the replayed commits.
 
 1. **ancestry** -- the merge commit (GitHub's `merge_commit_sha`: a true merge, the squash
-   commit or the last replayed commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`, which also gives
-   the merge base the later steps start from. Ancestry says the change arrived, not that it is
-   still there (the fork may have reverted or edited lines since): every hunk is then decided as
-   in step 3, at the fork tip, and keeps this step as its method. Only commits on upstream's
-   branch (the ancestry path from the merge to the upstream base) can make a hunk
-   present-after-churn; a fork commit that undoes or edits the PR never does. A missing hunk
-   names the newest commit since the merge that touched its path (`changed_by`: what undid it).
+   commit or the last replayed commit) is an ancestor of the fork ref: one `git merge-base <merge> <fork>`
+   (none when the fork ref is its upstream base: the churn walk shows the merge there), which also
+   gives the merge base the later steps start from. Ancestry says the change arrived, not that it
+   is still there (the fork or upstream may have reverted or edited lines since): every hunk is
+   then decided as in step 3 and keeps this step as its method. A missing hunk at a fork ref that
+   contains the upstream base names the fork commit that undid it (the hunk's lines followed on
+   through the fork's own first-parent commits).
 2. **patch-id** -- `git patch-id --stable` of the merged change (merge commit vs its first parent),
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here; as after ancestry, every hunk is then re-checked at the fork tip.
-3. **content** -- each hunk is looked for at the fork ref, byte for byte, at its own location
-   (`porttrack.diff.presence.hunk_state` with `near`: the hunk's lines in the merge commit's file
-   mapped through `git diff -U0 <merge> <fork>`; it anchors a hunk at the start or end of the file
-   as `git apply` does): post-image found there and not the pre-image -> present; pre-image found
-   there and not the post-image -> missing. The same text elsewhere in the file (a second copy of
-   a block, a `}`) is not the hunk. A hunk with
-   neither is looked up in upstream's later history, only when the fork's upstream base contains
-   the merge: C is the first commit on the ancestry path from the merge to the base
-   (`git log --ancestry-path <merge>..<base> -- <path>`) whose content of the path lacks the
-   post-image. It is present-after-churn when C is an ancestor of the fork ref, or every hunk of
-   C's change to the path (against its first parent) is applied at the fork ref; a deletion by C
-   counts only by ancestry (absence alone does not show the fork ever had the PR's version).
-   Anything else is unknown, with the reason.
+   here; as after ancestry, every hunk is then decided as in step 3.
+3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
+   first-parent line), then the fork ref's content: a fork file that is the upstream base's
+   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the hunk is
+   looked for at the fork ref, byte for byte, at its own location (`porttrack.diff.presence.hunk_state`
+   with `near`: the hunk's lines in the merge commit's file mapped through `git diff -U0 <merge>
+   <fork>`; it anchors a hunk at the start or end of the file as `git apply` does), and upstream's
+   newest form at the location the base's lines map to in the fork (`git diff -U0 <base> <fork>`).
+   The same text elsewhere in the file (a second copy of a block, a `}`) is not the hunk. A file
+   upstream deleted after the merge counts as churn only by ancestry of that commit (absence alone
+   does not show the fork ever had the PR's version); one the PR added and upstream deleted is
+   undone upstream. Anything else is unknown, with the reason.
 
 Verdict: `converged` when every hunk is present or present-after-churn (an empty change is
-converged), `partially-converged` when some are and some are not, `not-converged` when none is.
-Counts (`summary`) say present / present-after-churn / missing / unknown separately and add up to
-`hunks`. The command exits 0 only for `converged` (and, with `--run-regression`, a passing
+converged), `undone-upstream` when every other hunk is undone upstream, `partially-converged` when
+some count and some are missing or unknown, `not-converged` when none counts.
+Counts (`summary`) say present / present-after-churn / missing / unknown / undone-upstream
+separately and add up to `hunks`. The command exits 0 only for `converged` (and, with `--run-regression`, a passing
 regression); otherwise `CheckFailed` (exit 1), after recording.
 
 Applying the diff in reverse at the tip is deliberately not a method: once upstream has moved on
-(#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was deleted two days after it merged),
+(#48407's `vllm/models/deepseek_v32/nvidia/attention.py` was moved two days after it merged),
 it fails on upstream's own main.
 
 JSON shape (`--json`, schema `porttrack/convergence/v2`; additive changes only). v2 replaced v1's
@@ -64,15 +73,15 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
     {
       "schema": "porttrack/convergence/v2",
       "pr": 48407, "title": "...", "track": "sparse-indexer-skip" | null,
-      "verdict": "converged" | "partially-converged" | "not-converged",
+      "verdict": "converged" | "partially-converged" | "not-converged" | "undone-upstream",  # the last: additive
       "method": "ancestry" | "patch-id" | "content",   # the step that settled the verdict
       "reasons": ["...", ...],                          # human sentences, in order
       "computed_at": "2026-08-25T10:00:00Z",
       "source": {"pr_state": "github" | "recorded", "note": str | null},
       "commits": {"merge_commit": sha, "merge_parent": sha | null,       # what the change is taken against
                   "merge_kind": "squash" | "merge" | "rebase",            # "rebase": additive, this round
-                  "fork_ref": "main", "fork_sha": sha,
-                  "upstream_base": "upstream/main", "upstream_base_sha": sha | null,
+                  "fork_ref": "refs/heads/main", "fork_sha": sha,         # fully qualified, as resolved
+                  "upstream_base": "refs/remotes/upstream/main", "upstream_base_sha": sha | null,
                   "merge_base": sha | null},
       "ancestry": {"fork_ref": bool, "upstream_base": bool | null},   # null: not checked (the
                                                                       # fork ref has the merge)
@@ -80,12 +89,12 @@ unknown}`. A state whose meaning changed is not an additive change, hence the ne
                           "matched": [{"commit": sha, "subject": str, "matches": "change" | pr-commit sha}]},
       "hunks": [{"id": "1a2b3c4d5e6f", "path": "...", "kind": "text" | "binary" | "meta",
                  "header": "@@ -10,7 +10,9 @@ def f",
-                 "state": "present" | "present-after-churn" | "missing" | "unknown",
+                 "state": "present" | "present-after-churn" | "undone-upstream" | "missing" | "unknown",
                  "method": "ancestry" | "patch-id" | "content" | "churn",
                  "changed_by": null | {"commit": sha, "subject": str, "upstream": bool},
                  "detail": str}],
       "summary": {"hunks": int, "present": int, "present_after_churn": int, "missing": int,
-                  "unknown": int},                      # the four add up to hunks
+                  "unknown": int, "undone_upstream": int},   # they add up to hunks ("undone_upstream": additive)
       "drops": [{"kind": "queued-patch" | "fork-commit", "ref": name-or-sha, "commit": sha | null,
                  "duplicate": bool, "droppable": bool, "retired": bool, "reason": str}],
       "regression": null | {"command": str, "workdir": "checkout" | "temporary worktree",
@@ -105,14 +114,11 @@ from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
 from porttrack.common.clock import utcnow
 from porttrack.converge.history import LITERAL as _LITERAL
-from porttrack.converge.history import Later as _Later
-from porttrack.converge.history import later_upstream as _later_upstream
+from porttrack.converge import trail as _trail
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
 from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
-from porttrack.converge.history import STEP_WITH_RENAMES as _STEP
-from porttrack.converge.history import rename_in as _rename_in
 from porttrack.converge.history import renamed_to as _renamed_to
 from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.gitrepo import GitRepo
@@ -121,8 +127,8 @@ if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff, Hunk
 
 SCHEMA = "porttrack/convergence/v2"
-VERDICTS = ("converged", "partially-converged", "not-converged")
-STATES = ("present", "present-after-churn", "missing", "unknown")
+VERDICTS = ("converged", "partially-converged", "not-converged", "undone-upstream")
+STATES = ("present", "present-after-churn", "undone-upstream", "missing", "unknown")
 COUNTED = frozenset({"present", "present-after-churn"})  # the states that count toward converged
 
 
@@ -280,12 +286,15 @@ def summary(hunks: Sequence[HunkResult]) -> dict[str, int]:
         "present_after_churn": sum(h.state == "present-after-churn" for h in hunks),
         "missing": sum(h.state == "missing" for h in hunks),
         "unknown": sum(h.state == "unknown" for h in hunks),
+        "undone_upstream": sum(h.state == "undone-upstream" for h in hunks),
     }
 
 
 def counts_words(s: Mapping[str, int]) -> str:
-    """'11 present, 2 present after churn, 3 missing, 1 unknown of 17 hunks': exact, adds up."""
-    return (f"{s['present']} present, {s['present_after_churn']} present after churn, "
+    """'11 present, 2 present after churn, 3 missing, 1 unknown of 17 hunks': exact, adds up (hunks
+    undone upstream are named when there are any: '..., 2 undone upstream, 3 missing, ...')."""
+    undone = f"{s['undone_upstream']} undone upstream, " if s.get("undone_upstream") else ""
+    return (f"{s['present']} present, {s['present_after_churn']} present after churn, {undone}"
             f"{s['missing']} missing, {s['unknown']} unknown of {s['hunks']} hunk(s)")
 
 
@@ -320,7 +329,13 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
     else:  # a root commit: everything it has is its change
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
-    merge_base = repo.merge_base(merge, fork_sha)
+    start = parents[0] if parents else None  # the walk of upstream's later history starts here (trail.walk)
+    # A fork ref at its upstream base (just rebased, or upstream main itself): the churn walk, needed
+    # anyway, also proves the merge is in it (on its first-parent line): no merge-base to ask.
+    walked = bool(base_sha) and fork_sha == base_sha and start is not None
+    early = _trail.follow_upstream(repo, files, start, merge, str(base_sha)) if walked else None
+    walked = walked and early is not None
+    merge_base = merge if walked else repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
     if not in_fork and repo.shallow:  # a "yes" found in the history there is true; a "no" may be the cut
         raise _shallow(repo, merge, fork_ref)
@@ -343,8 +358,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
 
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
-        results = _rechecked(repo, files, pr.number, merge, fork_sha, base_sha, "ancestry",
-                             f"merge commit {merge[:12]} is an ancestor", merge)
+        results = _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha, "ancestry",
+                             f"merge commit {merge[:12]} is an ancestor", early if walked else _NOT_YET)
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -367,13 +382,13 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
             reasons.append(f"fork commit {m.commit[:12]} ({m.subject[:60]}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
-        return finish("patch-id", _rechecked(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None,
-                                             "patch-id", f"same patch-id as {m.commit[:12]}", m.commit), patch_id)
+        return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
+                                             "patch-id", f"same patch-id as {m.commit[:12]}"), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
 
-    results = _by_content(repo, files, pr.number, merge, fork_sha, base_sha if in_base else None)
+    results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
     return finish("content", results, patch_id)
 
@@ -392,6 +407,9 @@ def _verdict_of(results: Sequence[HunkResult]) -> str:
     found = sum(h.counts for h in results)
     if found == len(results):
         return "converged"
+    undone = sum(h.state == "undone-upstream" for h in results)
+    if undone and found + undone == len(results):
+        return "undone-upstream"
     return "partially-converged" if found else "not-converged"
 
 
@@ -410,39 +428,19 @@ def _header(h: "Hunk") -> str:
 
 # -- ancestry and patch-id: the change arrived; is it still there?
 
-def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-               base_sha: str | None, method: str, why: str, since: str) -> list[HunkResult]:
+_NOT_YET: Any = object()  # trails not walked yet (`_by_content` walks)
+
+
+def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None, fork_sha: str,
+               base_sha: str | None, method: str, why: str, trails: Any = _NOT_YET) -> list[HunkResult]:
     """Ancestry or a patch-id match says the change arrived in the fork, not that it is still
-    there: the fork may have reverted or edited lines since. So every hunk is looked for at the
-    fork tip at its own location, as the content step does: present where its post-image is
-    there (`method` says how it arrived); otherwise missing, present after churn or unknown by
-    the content step's rules, where only commits on upstream's branch (the ancestry path from
-    the merge to the upstream base) count as churn -- a fork commit that undoes or edits the PR
-    never does. `base_sha`: the upstream base; its history counts only when it contains the
-    merge (asked only when a hunk needs it). `since`: the commit the change arrived with (the
-    merge, or the fork commit with its patch-id), to name what undid a missing hunk."""
-    results = _by_content(repo, files, number, merge, fork_sha, base_sha, base_checked=False, merge_in_fork=since == merge)
-    undone = _undone_by(repo, since, fork_sha, base_sha, sorted({r.path for r in results if r.state == "missing"}))
-    out = []
-    for r in results:
-        by = undone.get(r.path) if r.state == "missing" else None
-        if by is not None:
-            where = "upstream" if by.upstream else "in the fork"
-            r = replace(r, changed_by=by, detail=f"the pre-image is back at the fork ref: undone {where} by {by.commit[:12]} ({by.subject[:60]})")
-        out.append(replace(r, method=method, detail=f"{why}; {r.detail}"))
-    return out
+    there: the fork may have reverted or edited lines since, and upstream may have. So every hunk
+    is decided as the content step decides it (`_by_content`: upstream's newest form, then the
+    fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
+    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails)
+    return [replace(r, method=method, detail=f"{why}; " + ("the pre-image is back at the fork ref: " if r.state == "missing" else "") + r.detail)
+            for r in results]
 
-
-def _undone_by(repo: GitRepo, since: str, fork_sha: str, base_sha: str | None, paths: Sequence[str]) -> dict[str, ChangedBy]:
-    """path -> the newest commit in since..fork that touched it (one `log -1` per path of a
-    missing hunk, usually none), and whether upstream's base has it."""
-    out = {}
-    for path in paths:
-        line = repo.text("log", "-1", "--no-renames", "--format=%H %s", f"{since}..{fork_sha}", "--", path, env=_LITERAL)
-        if line:
-            sha, _, subject = line.partition(" ")
-            out[path] = ChangedBy(sha, subject, bool(base_sha) and repo.is_ancestor(sha, base_sha))
-    return out
 
 
 # -- patch-id
@@ -491,88 +489,235 @@ class _Look:
     absent_added: bool = False  # an added file that is absent: missing unless upstream deleted it
 
 
-def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, fork_sha: str,
-                base_sha: str | None, base_checked: bool = True, merge_in_fork: bool = False) -> list[HunkResult]:
-    """Each hunk by the fork ref's content at its own location (`_locations`), then, for a hunk
-    with neither image there, by the later upstream change that rewrote it (`base_sha` counts
-    only when the upstream base contains the merge: given so, or, with `base_checked` false,
-    asked here when a hunk needs it). Upstream's history is read only for those hunks' paths."""
-    paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None})
-    at_fork = _read_files(repo, fork_sha, paths)
-    near = _locations(repo, merge, fork_sha, files, at_fork)
-    looks = [(fd, h, _look(h, fd, at_fork, near.get(id(h)))) for fd in files for h in fd.hunks]
-    open_paths = sorted({fd.path for fd, _, look in looks if look.state is None})
-    missing_paths = sorted({fd.path for fd, _, look in looks if look.state == "missing" and fd.status != "deleted"})
-    later: dict[str, Sequence[_Later] | None] = {}
-    known: set[str] = set()  # commits stepped back through from the fork ref: in it by construction
-    moves: dict[tuple[str, str], str | None] = {}  # (commit, path) -> where that commit renamed it
-    rest = open_paths
-    if base_sha and merge_in_fork and open_paths:
-        open_hunks: dict[str, list[tuple["Hunk", "FileDiff"]]] = {}
-        for fd, h, look in looks:
-            if look.state is None:
-                open_hunks.setdefault(fd.path, []).append((h, fd))
-        later, rest, moves = _newest_upstream(repo, merge, fork_sha, base_sha, open_paths, open_hunks)
-        known = {c[0] for commits in later.values() if commits for c in commits}
-    base_has_merge = bool(base_sha) and (base_checked or not (rest or missing_paths) or repo.is_ancestor(merge, base_sha))
-    if rest and base_sha:
-        later.update(_later_upstream(repo, merge, base_sha, rest) if base_has_merge else dict.fromkeys(rest))
-    at_base = _read_files(repo, base_sha, missing_paths) if base_has_merge and base_sha and missing_paths else {}
-    # the commits stepped back through from the fork ref are in it by construction, and their
-    # steps said where they moved the path
-    memo: dict = {**dict.fromkeys(known, True), **moves}
-    results = []
-    for fd, h, look in looks:
-        if look.state == "present":
-            results.append(_result(h, "present", "content", detail=look.detail))
-        elif look.state is not None:
-            words = _upstream_words(h, fd, base_sha if base_has_merge else None, at_base) if look.state == "missing" else ""
-            results.append(_result(h, look.state, "content", detail=look.detail + words))
-        else:
-            results.append(_after_churn(repo, h, fd, look, number, fork_sha, base_sha, later.get(fd.path),
-                                        at_fork.get(fd.path), near.get(id(h)), memo))
+def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None,
+                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET) -> list[HunkResult]:
+    """Each hunk by upstream's newest form of its lines, then by the fork ref's content.
+
+    `base_sha`: the upstream base, given only when it may contain the merge; its first-parent
+    history after the merge is walked once for all the PR's paths (`trail.walk`, from `start`, the
+    commit the change is taken against, so the merge itself must show up: that proves the base
+    has it on its first-parent line). Per hunk (`porttrack.converge.trail`):
+
+    - upstream's newest form is the pre-image: **undone-upstream**, naming the commit that last
+      touched those lines, whatever the fork has (a revert upstream is never converged);
+    - the fork's file is the upstream base's (same blob and mode): present when no later upstream
+      commit touched the hunk's lines, else present-after-churn -- never missing;
+    - otherwise the fork's content: the post-image at the hunk's location -> present; upstream's
+      newest form there (the base's lines where the base has them, no fork change over them)
+      -> present (untouched) or present-after-churn; the pre-image -> missing; else unknown.
+
+    Without a walk (the base lacks the merge) only the fork's content decides: there is no later
+    upstream state to compare."""
+    trails = walked if walked is not _NOT_YET else _trail.follow_upstream(repo, files, start, merge, base_sha) if base_sha else None
+    where = {id(h): trails[id(h)].path if trails is not None else fd.path for fd in files for h in fd.hunks}  # a later rename moves it
+    paths = sorted({p for fd in files for p in (fd.path, fd.old_path) if p is not None} | set(where.values()))
+    fork_entries = repo.tree_entries(fork_sha, paths)
+    base_entries = repo.tree_entries(base_sha, paths) if trails is not None and base_sha else {}
+    same = {p for p in set(where.values()) if trails is not None and fork_entries.get(p) == base_entries.get(p)}
+    others = [fd for fd in files if any(where[id(h)] not in same for h in fd.hunks)]
+    # the fork's files are read only where upstream's newest form alone cannot decide (at the
+    # upstream base itself: none)
+    at_fork = _read_files(repo, fork_sha, sorted({p for fd in others for p in (fd.path, fd.old_path) if p is not None} |
+                                                 {where[id(h)] for fd in others for h in fd.hunks}))
+    near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
+    cache: dict[Any, Any] = {}
+
+    def ancestor(sha: str) -> bool:
+        """`sha` (a commit of upstream's walk, or the base) is in the fork ref; every commit of the
+        walk is in the base, so a fork ref at the base (or containing it) has them all."""
+        if sha == fork_sha or fork_sha == base_sha or cache.get(("anc", base_sha)):
+            return True
+        if ("anc", sha) not in cache:
+            cache[("anc", sha)] = repo.is_ancestor(sha, fork_sha)
+        return cache[("anc", sha)]
+
+    def upstream_regions(path: str) -> list[tuple[int, int, int, int]]:
+        """The `-U0` hunks of the base's file against the fork's (one diff for every such path)."""
+        if "regions" not in cache:
+            wanted = sorted({p for p in where.values() if p not in same and p in fork_entries and p in base_entries})
+            diff = repo.run("diff", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", str(base_sha), fork_sha, "--",
+                            *wanted, env=_LITERAL).stdout if wanted else b""
+            cache["regions"] = {fd.path: [(x.old_start, x.old_len, x.new_start, x.new_len) for x in fd.hunks if x.kind == "text"]
+                                for fd in hunks_mod.parse_diff(diff)}
+        return cache["regions"].get(path, [])
+
+    def by(t: "_trail.Trail", path: str, k: int = -1) -> ChangedBy:
+        """The commit that touched the lines (the last, or touch `k`)."""
+        last = t.touched[k]
+        if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
+            key = ("real", last.sha, path)
+            if key not in cache:
+                cache[key] = _trail.real_commit(repo, last, path, t.spans[k])
+            sha, subject = cache[key]
+            return ChangedBy(sha, subject, True)
+        return ChangedBy(last.sha, last.subject, True)
+
+    def moved_to(sha: str, path: str) -> str | None:
+        if ("moved", sha, path) not in cache:
+            cache[("moved", sha, path)] = _renamed_to(repo, sha, path)
+        return cache[("moved", sha, path)]
+
+    def moved_out(sha: str, lost: Sequence[bytes]) -> bool:
+        """Commit `sha` added most of the `lost` lines elsewhere (another file): moved, not removed."""
+        if ("diff", sha) not in cache:
+            cache[("diff", sha)] = repo.run("diff-tree", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
+                                            f"{sha}^", sha).stdout
+        return _trail.moved_out(cache[("diff", sha)], lost)
+
+    results: list[HunkResult] = []
+    fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
+    for fd in files:
+        for h in fd.hunks:
+            t = trails.get(id(h)) if trails is not None else None
+            tpath = where[id(h)]
+            look = _look(h, fd, at_fork, near.get(id(h))) if tpath not in same else None
+            if t is None:
+                results.append(_without_upstream(h, look, base_sha is not None and trails is None))
+                continue
+            if t.touched and t.absent and fd.status != "deleted":
+                if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
+                    at_fork.update(_read_files(repo, fork_sha, [p for p in (fd.path, fd.old_path) if p is not None]))
+                    near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
+                    look = _look(h, fd, at_fork, near.get(id(h)))
+                results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, t.path or fd.path),
+                                              fork_entries, base_entries, ancestor,
+                                              lambda: bool(t.lost) and moved_out(t.touched[-1].sha, t.lost)))
+                continue
+            if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
+                c = by(t, tpath)
+                what = f"upstream {c.commit[:12]} ({c.subject[:60]}) moved these lines out of {fd.path}"
+                if tpath in same or ancestor(t.touched[-1].sha):
+                    results.append(_result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref has that change"))
+                elif look is not None and look.state == "present":
+                    results.append(_result(h, "present", "content", detail=look.detail))
+                else:
+                    results.append(_result(h, "unknown", "churn", c, f"{what}, which the fork ref does not contain"))
+                continue
+            if t.touched and _undone(h, fd, t, at_base_entry=lambda p: _read_files(repo, str(base_sha), [p]).get(p)):
+                c = by(t, tpath, _trail.undone_index(h, t) if not (t.whole or t.opaque) else -1)
+                still = look is not None and look.state == "present"
+                results.append(_result(h, "undone-upstream", "churn", c,
+                                       f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
+                                       f"({c.subject[:60]}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
+                                                                  if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
+                continue
+            if tpath in same:
+                if not t.touched:
+                    results.append(_result(h, "present", "content", detail="the fork ref's file is the upstream base's, and no later upstream "
+                                                                           "commit touched these lines"))
+                else:
+                    c = by(t, tpath)
+                    results.append(_result(h, "present-after-churn", "churn", c,
+                                           f"upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines later, and the fork ref's "
+                                           f"file is the upstream base's"))
+                continue
+            assert look is not None
+            if look.state == "present":
+                results.append(_result(h, "present", "content", detail=look.detail))
+                continue
+            entry = at_fork.get(tpath)
+            if entry is not None and not t.whole and t.items and tpath in base_entries and \
+                    _trail.holds(t, _trail.file_lines(entry[1]), upstream_regions(tpath)):
+                if not t.touched:
+                    results.append(_result(h, "present", "content", detail=f"{look.detail}; the lines #{number} put there are at the "
+                                                                           f"fork ref where upstream has them (their context changed)"))
+                else:
+                    c = by(t, tpath)
+                    results.append(_result(h, "present-after-churn", "churn", c,
+                                           f"{look.detail}; the fork ref has upstream's newest form of these lines, from {c.commit[:12]} "
+                                           f"({c.subject[:60]})"))
+                continue
+            words = ""
+            if t.touched:
+                c = by(t, tpath)
+                words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
+            if look.state == "missing" or look.absent_added:
+                fork_trails[len(results)] = t
+                results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
+            else:
+                results.append(_result(h, "unknown", "churn" if t.touched else "content",
+                                       detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
+    if fork_trails and base_sha and ancestor(base_sha):
+        results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
     return results
 
 
-_MAX_STEPS = 20  # newest-first steps back through a path's history before the full walk
+def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[int, "_trail.Trail"], files: Sequence["FileDiff"],
+                    base_sha: str, fork_sha: str) -> list[HunkResult]:
+    """Missing hunks at a fork ref that contains the upstream base: upstream's newest form was not
+    the pre-image, so the fork's own commits since the base undid them. Their trails, followed on
+    through the fork's first-parent history (one more walk), name the fork commit that did."""
+    paths = sorted({results[i].path for i in missing})
+    steps = _trail.walk(repo, base_sha, fork_sha, paths)
+    copies = {i: _trail.Trail(list(t.items)) for i, t in missing.items()}
+    _trail.follow([(results[i].path, copies[i]) for i in copies], steps)
+    out = list(results)
+    for i, t in copies.items():
+        if t.touched:
+            c = t.touched[-1]
+            out[i] = replace(out[i], changed_by=ChangedBy(c.sha, c.subject, False),
+                             detail=f"{out[i].detail}; undone in the fork by {c.sha[:12]} ({c.subject[:60]})")
+    return out
 
 
-def _newest_upstream(repo: GitRepo, merge: str, fork_sha: str, base_sha: str, paths: Sequence[str],
-                     open_hunks: Mapping[str, Sequence[tuple["Hunk", "FileDiff"]]],
-                     ) -> tuple[dict[str, Sequence[_Later] | None], list[str], dict[tuple[str, str], str | None]]:
-    """For a fork ref that contains the merge, and a path no fork-only commit (`<base>..<fork>`)
-    touched: the commits since the merge that touched it are upstream's, so step back from the
-    newest (`log -1` each) until the parent has every open hunk's post-image -- usually one step,
-    as cheap as before issue 21. Oldest first, as `_later_upstream` gives them; the paths the
-    fork itself touched, or that need more steps, are left to that full walk (the second list).
-    Each step also lists the commit's whole change with rename detection (`_STEP`): the third
-    result, (commit, path) -> where it moved the path, is what `_renamed_to` would ask again."""
-    out: dict[str, Sequence[_Later] | None] = {}
-    rest = []
-    moves: dict[tuple[str, str], str | None] = {}
-    for path in paths:
-        if repo.text("log", "-1", "--no-renames", "--format=%H", f"{base_sha}..{fork_sha}", "--", path, env=_LITERAL):
-            rest.append(path)
-            continue
-        commits: list[_Later] = []
-        tip = fork_sha
-        for _ in range(_MAX_STEPS):
-            step = repo.run("log", "-1", "--format=%H %s", *_STEP, f"{merge}..{tip}", "--", path, env=_LITERAL).stdout
-            if not step.strip():
-                break
-            head, _, changes = step.partition(b"\0")  # "<sha> <subject>\0" then "\n" and the -z name-status
-            sha, _, subject = head.decode("utf-8", "surrogateescape").partition(" ")
-            moves[(sha, path)] = _rename_in(changes.removeprefix(b"\n"), path)
-            commits.append((sha, subject, _read_files(repo, sha, [path]).get(path)))
-            before = _read_files(repo, f"{sha}^", [path]).get(path)
-            if all(_present(h, fd, before) for h, fd in open_hunks[path]):
-                break
-            tip = f"{sha}^"
-        else:
-            rest.append(path)
-            continue
-        out[path] = commits[::-1]
-    return out, rest, moves
+def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool:
+    """Upstream's newest form of `h` is its pre-image (see `porttrack.converge.trail.undone`);
+    a whole-file hunk by the base's file: the old blob, the old mode, a deleted file back as it was."""
+    if not t.whole and not t.opaque:
+        return _trail.undone(h, t, lambda: (at_base_entry(t.path or fd.path) or ("", None))[1])
+    entry = at_base_entry(t.path or fd.path)
+    if entry is None:
+        return False
+    if fd.status == "deleted":
+        return h.kind == "meta" or presence.pre_image_present(h, entry[1])
+    if h.kind == "binary":
+        return presence.pre_image_present(h, entry[1]) and not presence.post_image_present(h, entry[1])
+    if h.kind == "meta" and fd.old_mode and fd.new_mode and fd.old_mode != fd.new_mode:
+        return entry[0] == fd.old_mode
+    return False
+
+
+def _without_upstream(h: "Hunk", look: _Look | None, not_on_line: bool) -> HunkResult:
+    """No later upstream state to compare: the fork's content alone decides."""
+    assert look is not None
+    if look.state in ("present", "missing", "unknown"):
+        return _result(h, look.state, "content", detail=look.detail)
+    if look.absent_added:
+        return _result(h, "missing", "content", detail=look.detail)
+    why = ("the merge is not on the upstream base's first-parent history, so its later upstream state cannot be followed"
+           if not_on_line else "the upstream base does not contain the merge, so there is no later upstream state to compare")
+    return _result(h, "unknown", "content", detail=f"{look.detail}; {why}")
+
+
+def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | None, number: int, c: ChangedBy,
+                   moved_to, fork_entries: Mapping[str, tuple[str, str]], base_entries: Mapping[str, tuple[str, str]],
+                   ancestor, carried_elsewhere) -> HunkResult:
+    """Upstream deleted (or moved: `moved_to()`, asked only when it matters) the hunk's file after
+    the merge (`c` last touched it). A file the PR added is undone upstream when the commit that
+    deleted it neither renamed it nor added most of its lines elsewhere (`carried_elsewhere()`:
+    code moved into another file is upstream rewriting, not undoing)."""
+    gone = f"upstream {c.commit[:12]} ({c.subject[:60]}) "
+    if fd.status == "added":
+        moved = moved_to()
+        if moved is None and not carried_elsewhere():
+            still = fd.path in fork_entries
+            return _result(h, "undone-upstream", "churn", c,
+                           f"{gone}deleted {fd.path}, which #{number} added: undone upstream; " +
+                           ("the fork ref still has it: keep carrying it or drop it" if still else "the fork ref has no such file either"))
+    if fd.path not in fork_entries:
+        if ancestor(t.touched[-1].sha):
+            return _result(h, "present-after-churn", "churn", c, f"{gone}deleted or moved {fd.path}, and the fork ref contains that commit")
+        moved = moved_to()
+        if moved is not None and moved in base_entries and fork_entries.get(moved) == base_entries.get(moved):
+            return _result(h, "present-after-churn", "churn", c, f"{gone}moved {fd.path} to {moved}, and the fork ref has {moved} as upstream has it")
+        return _result(h, "unknown", "churn", c, f"{fd.path} does not exist at the fork ref; {gone}deleted it, which the fork ref does not "
+                                                 f"contain: absence alone does not show the fork ever had #{number}'s version")
+    assert look is not None
+    if look.state == "present":
+        return _result(h, "present", "content", detail=look.detail)
+    if look.state == "missing":
+        return _result(h, "missing", "content", detail=f"{look.detail}; {gone}deleted or moved {fd.path} since")
+    return _result(h, "unknown", "churn", c, f"{look.detail}; {gone}deleted or moved {fd.path} since, and the fork ref still has the file")
 
 
 def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
@@ -602,91 +747,6 @@ def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], n
     if h.kind == "text" and presence.post_image_present(h, entry[1], near) and presence.pre_image_present(h, entry[1], near):
         return _Look("unknown", "both the pre-image and the post-image occur at the fork ref")
     return _Look(None, "neither the pre-image nor the post-image is at the fork ref")
-
-
-def _upstream_words(h: "Hunk", fd: "FileDiff", base_sha: str | None, at_base: Mapping[str, tuple[str, bytes]]) -> str:
-    """For a missing hunk: whether upstream still has it (a hint for the reader, not a proof)."""
-    if base_sha is None or fd.status == "deleted":
-        return ""
-    return "; upstream still has it" if _present(h, fd, at_base.get(fd.path)) else "; upstream has since changed it, and the fork never took this change"
-
-
-def _after_churn(repo: GitRepo, h: "Hunk", fd: "FileDiff", look: _Look, number: int, fork_sha: str,
-                 base_sha: str | None, later: Sequence[_Later] | None, entry: tuple[str, bytes] | None,
-                 near: tuple[int, int] | None = None, memo: dict | None = None) -> HunkResult:
-    """A hunk with neither image at the fork ref: present after churn when the fork ref contains
-    the upstream change C that took the post-image away (see the module docstring), else unknown
-    -- or, for an added file that is absent and that upstream never deleted, missing."""
-    if base_sha is None or later is None:
-        if look.absent_added:
-            return _result(h, "missing", "content", detail=look.detail)
-        return _result(h, "unknown", "content", detail=f"{look.detail}; the upstream base does not contain the merge, so there is no later upstream state to compare")
-    c = next((c for c in later if not _present(h, fd, c[2])), None)
-    if c is None:
-        if look.absent_added:
-            return _result(h, "missing", "content", detail=f"{look.detail}; upstream still has it")
-        return _result(h, "unknown", "content", detail=f"{look.detail}; upstream still has the post-image, so this is the fork's own version")
-    changed = ChangedBy(c[0], c[1], True)
-    what = "deleted" if c[2] is None else "rewrote"
-    if entry is not None and h.kind == "text" and presence.change_undone(h, entry[1], near):
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; the lines #{number} removes are at the fork ref and the lines it adds are not: "
-                       f"undone there, whatever {c[0][:12]} ({c[1][:60]}) changed around them")
-    if c[2] is not None and h.kind == "text" and presence.hunk_state(h, c[2][1]) == "not-applied":
-        # upstream put the original text back: that undoes #N, it does not carry it further
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) restored the text #{number} replaced, so no later "
-                       f"upstream state carries this change")
-    if entry is None and c[2] is not None and not look.absent_added and not any(
-            later_c[2] is None and repo.is_ancestor(later_c[0], fork_sha) for later_c in later):
-        # the file is gone from the fork ref, and no upstream deletion the fork has explains it:
-        # the fork removed or moved it itself, which is never upstream churn
-        return _result(h, "unknown", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but upstream never deleted "
-                       f"{fd.path} in a commit the fork ref has: the fork removed or moved it itself")
-    memo = {} if memo is None else memo  # (commit, path) -> renamed to; commit -> in the fork ref
-    if c[2] is None and h.kind == "text" and (c[0], fd.path) not in memo:
-        memo[(c[0], fd.path)] = _renamed_to(repo, c[0], fd.path)
-    moved = memo.get((c[0], fd.path)) if c[2] is None and h.kind == "text" else None
-    if moved is not None:
-        there = _read_files(repo, fork_sha, [moved]).get(moved)
-        if there is not None and presence.hunk_state(h, there[1]) == "not-applied":
-            return _result(h, "missing", "content", changed,
-                           f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) renamed it to {moved}, where the fork ref has the pre-image")
-    if c[0] not in memo:
-        memo[c[0]] = repo.is_ancestor(c[0], fork_sha)
-    if memo[c[0]]:
-        return _result(h, "present-after-churn", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it, and the fork ref contains that commit")
-    if look.absent_added:  # the pre-image of an added file is its absence, and it is absent
-        return _result(h, "missing", "content", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) {what} it later, but the fork ref does not contain that "
-                       f"commit: the fork never took #{number}'s file")
-    if c[2] is None:
-        return _result(h, "unknown", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) deleted the file, which the fork ref does not contain: "
-                       f"absence alone does not show the fork ever had #{number}'s version")
-    if entry is not None and _change_present(repo, c[0], fd.path, entry):
-        return _result(h, "present-after-churn", "churn", changed,
-                       f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, and its change to {fd.path} is at the fork ref")
-    return _result(h, "unknown", "churn", changed,
-                   f"{look.detail}; upstream {c[0][:12]} ({c[1][:60]}) rewrote it, but the fork ref has neither that commit nor its change to {fd.path}")
-
-
-def _change_present(repo: GitRepo, sha: str, path: str, entry: tuple[str, bytes]) -> bool:
-    """Every hunk of commit `sha`'s change to `path` (against its first parent) is applied in the
-    fork's `entry`: the fork has upstream's later state of that file, not just its absence."""
-    changes = [fd for fd in hunks_mod.parse_diff(repo.run("diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--binary", "--full-index",
-                                                          f"{sha}^", sha, "--", path, env=_LITERAL).stdout) if fd.path == path]
-    checks = [(fd, h) for fd in changes for h in fd.hunks]
-    return bool(checks) and all(_applied(h, fd, entry) for fd, h in checks)
-
-
-def _applied(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:
-    """Stricter than `_present`: the post-image is there and the pre-image is not."""
-    if fd.status == "deleted" or entry is None or h.kind == "meta":
-        return _present(h, fd, entry)
-    return presence.hunk_state(h, entry[1]) == "applied"
 
 
 def _present(h: "Hunk", fd: "FileDiff", entry: tuple[str, bytes] | None) -> bool:

@@ -129,10 +129,19 @@ def fork_tip(repo: GitRepo | None, branch: str, problem: str | None = None) -> t
     if repo is None:
         return None, f"the fork checkout cannot be read ({problem})" if problem else "no checkout of the fork to read its tip from"
     try:
-        sha = repo.rev_parse(f"refs/heads/{branch}")
+        ref = qualify_branch(repo, branch)
+        sha = repo.rev_parse(ref) if ref else None
     except GitError as exc:
         return None, f"the fork checkout cannot be read ({exc})"
     return (sha, "") if sha else (None, f"branch {branch} does not exist in the fork checkout")
+
+
+def qualify_branch(repo: GitRepo, branch: str) -> str | None:
+    """The fully qualified ref of the fork branch `branch`: `refs/heads/B` (a branch wins over a tag
+    of the same name), else `refs/remotes/B` (`origin/X`), else None. One batch of the reader."""
+    names = [f"refs/heads/{branch}", f"refs/remotes/{branch}"]
+    found = repo.resolve(names)
+    return next((name for name in names if found[name]), None)
 
 
 def latest_verdicts(ws: Workspace, branch: str, repo: GitRepo | None, problem: str | None = None) -> dict[int, RecordedVerdict]:
@@ -154,7 +163,7 @@ def latest_verdicts(ws: Workspace, branch: str, repo: GitRepo | None, problem: s
 
 def names_branch(ref: str, branch: str) -> bool:
     """`ref` (as a verdict records it) names the fork branch `branch`."""
-    return ref in (branch, f"refs/heads/{branch}")
+    return ref in (branch, f"refs/heads/{branch}", f"refs/remotes/{branch}")
 
 
 def _bound(pr: int, rel: str, history: list[dict[str, Any]], branch: str, tip: str | None, no_tip: str) -> RecordedVerdict | None:

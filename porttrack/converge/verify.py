@@ -3,8 +3,11 @@
 The merge commit comes from GitHub, once: a merge is final, so a PR the recorded state (written
 by `status`) already has merged is not asked about again (`resolve_merged_pr`).
 
-The fork ref defaults to `fork.branch` of tracks.yaml (else HEAD) in the fork checkout; the
-upstream base is `fork.upstream_base` (default `upstream/main`). When the base has the merge but
+The fork ref defaults to `fork.branch` of tracks.yaml in the fork checkout (`refs/heads/B`, or
+`refs/remotes/B` for a branch given as `origin/X`; neither: refused, never HEAD in its place); the
+upstream base is `fork.upstream_base` (default `upstream/main`). Both are resolved once, fully
+qualified (`resolve_refs`: a tag named like the branch is never taken for it), printed, and
+recorded with the verdict. When the base has the merge but
 the fork ref does not, the fork has not rebased yet: the steps above decide what the fork has
 now, and the reasons say so.
 
@@ -50,7 +53,7 @@ from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summar
     summary,
     to_json,
 )
-from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
+from porttrack.converge.record import _load_history, _same_as_last, names_branch, qualify_branch, record, record_path
 from porttrack.common.errors import (
     CannotEvaluate,
     CheckFailed,
@@ -101,8 +104,11 @@ def verify_converged(
     job = _regression_job(config, track_id, number) if run_regression else None
     pr = resolve_merged_pr(ws, config, number, github)
     ensure_commit(repo, pr.merge_commit, config.upstream.remote, config.upstream.default_branch, say)
-    ref = fork_ref or _default_fork_ref(repo, config.fork.branch)
-    verdict = decide(repo, pr, fork_ref=ref, upstream_base=config.fork.upstream_base, track=track_id)
+    ref, base = resolve_refs(repo, fork_ref, config.fork.branch, config.fork.upstream_base)
+    if say:
+        given = f"--fork-ref {fork_ref}" if fork_ref else f"fork.branch {config.fork.branch}"
+        say(f"fork ref {ref} ({given}); upstream base {base} (fork.upstream_base {config.fork.upstream_base})")
+    verdict = decide(repo, pr, fork_ref=ref, upstream_base=base, track=track_id)
     fork_commits = tuple(config.tracks[track_id].fork_commits) if track_id else ()
     queued = queue_mod.load(ws).for_pr(number)
     verdict = replace(verdict, drops=find_drops(repo, verdict, queued, fork_commits, config.fork.branch))
@@ -124,8 +130,30 @@ def outcome(v: Verdict) -> CheckFailed | None:
     return CheckFailed("; ".join(problems)) if problems else None
 
 
-def _default_fork_ref(repo: GitRepo, branch: str) -> str:
-    return branch if repo.rev_parse(f"refs/heads/{branch}") else "HEAD"
+def resolve_refs(repo: GitRepo, fork_ref: str | None, branch: str, upstream_base: str) -> tuple[str, str]:
+    """The fork ref and the upstream base, each resolved once and fully qualified, so that git never
+    picks another object of the same name (a tag `X` beside the branch `X`: git's own order takes
+    the tag). The fork ref: `--fork-ref` as given (a branch, then a remote-tracking branch, then a
+    tag of that name; else a commit name such as a SHA or `HEAD`, as it is), else `fork.branch`
+    (`refs/heads/B`, or `refs/remotes/B` for `origin/X`; neither: refused, never HEAD in its
+    place). The base: `refs/remotes/B`, else `refs/heads/B`, else as given."""
+    if fork_ref is not None:
+        ref = _qualified(repo, fork_ref, ("refs/heads/", "refs/remotes/", "refs/tags/")) or fork_ref
+    else:
+        ref = qualify_branch(repo, branch)
+        if ref is None:
+            raise PreconditionError(f"fork.branch {branch!r} is neither a local branch (refs/heads/{branch}) nor a remote-tracking branch "
+                                    f"(refs/remotes/{branch}) in the fork checkout {repo.path}: fetch or create it, or name the commit to "
+                                    f"check with --fork-ref")
+    base = _qualified(repo, upstream_base, ("refs/remotes/", "refs/heads/")) or upstream_base
+    return ref, base
+
+
+def _qualified(repo: GitRepo, name: str, prefixes: Sequence[str]) -> str | None:
+    if name.startswith("refs/") or name.startswith("-"):
+        return None
+    found = repo.resolve([prefix + name for prefix in prefixes])
+    return next((prefix + name for prefix in prefixes if found[prefix + name]), None)
 
 
 def _regression_job(config: Config, track_id: str | None, number: int) -> Job:

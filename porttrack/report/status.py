@@ -179,6 +179,14 @@ def next_action(pr: RecordedPR, prs: Mapping[int, RecordedPR], fork_commits: tup
         if last is not None and last.current and last.verdict == "converged":
             return NextAction("converged", f"#{n} is in the fork (verified); drop any carried copy", None)
         when = (pr.merged_at or "")[:10] or "date unknown"
+        if last is not None and last.current and last.verdict == "undone-upstream":  # upstream took it back: never "port it"
+            return NextAction(
+                "convergence-check",
+                f"#{n} merged {when}, but upstream has since undone part of it (last verdict: {last.words}): keep carrying "
+                f"those hunks or drop them; do not port them back over upstream's own change (`porttrack verify-converged {n}` "
+                f"names the commits)",
+                f"porttrack verify-converged {n}",
+            )
         if last is not None and last.current:  # checked at the tip, and not converged: say what to do
             return NextAction(
                 "convergence-check",

@@ -1,0 +1,137 @@
+"""Following a hunk's lines through upstream's later history (porttrack.converge.trail), against
+content worked out by hand and against real git: seeded random histories where the trail's newest
+form must be exactly the lines git's own files hold there."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+from porttrack.converge import trail
+from porttrack.diff import hunks as hunks_mod
+from porttrack.gitrepo import GitRepo
+
+
+def _git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, check=True).stdout.decode()
+
+
+def _commit(repo: Path, text: str, message: str) -> str:
+    (repo / "f.py").write_text(text)
+    _git(repo, "add", "f.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def _history(tmp_path: Path, versions: list[str]) -> tuple[GitRepo, list[str]]:
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    shas = [_commit(repo, text, f"v{i}") for i, text in enumerate(versions)]
+    return GitRepo.open(repo), shas
+
+
+def _undone(repo: GitRepo, h, t, tip: str) -> bool:
+    return trail.undone(h, t, lambda: repo.read_objects([f"{tip}:f.py"])[f"{tip}:f.py"][1])
+
+
+def _trails(repo: GitRepo, shas: list[str]) -> tuple[list, dict]:
+    """The trails of the change v0 -> v1, followed to the tip."""
+    files = hunks_mod.parse_diff(repo.diff(shas[0], shas[1]))
+    pairs = [(fd.path, trail.start(fd, h)) for fd in files for h in fd.hunks]
+    trail.follow(pairs, trail.walk(repo, shas[1], shas[-1], ["f.py"]))
+    return [h for fd in files for h in fd.hunks], {id(h): t for h, (_, t) in zip([h for fd in files for h in fd.hunks], pairs)}
+
+
+def lines(n: int, **changed: str) -> str:
+    out = [f"line_{i} = {i}" for i in range(n)]
+    for k, v in changed.items():
+        out[int(k[1:])] = v
+    return "\n".join(out) + "\n"
+
+
+def test_a_later_revert_is_undone_and_a_later_rewrite_is_not(tmp_path):
+    base = lines(30)
+    pr = lines(30, l10="line_10 = 'pr'")
+    repo, shas = _history(tmp_path, [base, pr, lines(30, l10="line_10 = 'pr'", l2="line_2 = 'neighbour, far'"), base])
+    [h], t = _trails(repo, shas)
+    assert trail.undone(h, t[id(h)]) and t[id(h)].touched[-1].sha == shas[3]  # the revert, not the neighbour's edit
+
+    repo2, shas2 = _history(tmp_path / "b", [base, pr, lines(30, l10="line_10 = 'rewritten'")])
+    [h2], t2 = _trails(repo2, shas2)
+    assert not trail.undone(h2, t2[id(h2)]) and t2[id(h2)].form == [b"line_10 = 'rewritten'"]
+
+
+def test_context_that_comes_back_is_not_evidence(tmp_path):
+    """An addition whose neighbours change: its own lines are untouched, so it is not undone."""
+    base = lines(20)
+    pr = base.replace("line_9 = 9\n", "line_9 = 9\nadded = 'pr'\n")
+    later = pr.replace("line_8 = 8\n", "line_8 = 'changed'\n").replace("line_10 = 10\n", "line_10 = 'changed'\n")
+    repo, shas = _history(tmp_path, [base, pr, later])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].touched == [] and t[id(h)].form == [b"added = 'pr'"]
+
+
+def test_removing_a_larger_block_is_rewriting_and_removing_just_the_lines_is_undoing(tmp_path):
+    base = lines(40)
+    pr = base.replace("line_20 = 20\n", "line_20 = 20\nadded = 'pr'\n")
+    block_gone = "".join(x for x in pr.splitlines(keepends=True) if not any(f"line_{i} =" in x for i in range(15, 26)) and "added" not in x)
+    repo, shas = _history(tmp_path, [base, pr, block_gone + "new_code = 1\n"])
+    [h], t = _trails(repo, shas)
+    assert not trail.undone(h, t[id(h)])
+    repo2, shas2 = _history(tmp_path / "b", [base, pr, base])
+    [h2], t2 = _trails(repo2, shas2)
+    assert trail.undone(h2, t2[id(h2)])
+
+
+def test_a_reordering_hunk_is_undone_only_when_the_old_order_is_back(tmp_path):
+    base = lines(20)
+    swapped = base.replace("line_5 = 5\nline_6 = 6\n", "line_6 = 6\nline_5 = 5\n")
+    more = swapped.replace("line_5 = 5\n", "line_5 = 5\nline_5b = 'new'\n")
+    repo, shas = _history(tmp_path, [base, swapped, more])
+    hunks, t = _trails(repo, shas)
+    assert not any(_undone(repo, h, t[id(h)], shas[-1]) for h in hunks)
+    repo2, shas2 = _history(tmp_path / "b", [base, swapped, base])
+    hunks2, t2 = _trails(repo2, shas2)
+    assert all(_undone(repo2, h, t2[id(h)], shas2[-1]) for h in hunks2)
+
+
+def test_code_moved_within_the_file_is_followed(tmp_path):
+    body = [f"line_{i} = {i}" for i in range(40)]
+    pr = body[:10] + ["def helper():", "    return 'pr'"] + body[10:]
+    moved = body[:10] + body[10:35] + ["def helper():", "    return 'pr'"] + body[35:]
+    repo, shas = _history(tmp_path, ["\n".join(body) + "\n", "\n".join(pr) + "\n", "\n".join(moved) + "\n"])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].form == [b"def helper():", b"    return 'pr'"] and not trail.undone(h, t[id(h)])
+
+
+def test_seeded_random_histories_the_untouched_lines_are_where_git_has_them(tmp_path):
+    """Oracle: for 60 seeded random histories of edits (insertions, deletions, rewrites) that never
+    touch the PR's line, the trail says untouched and points at the very line in git's file."""
+    for seed in range(60):
+        rnd = random.Random(seed)
+        text = [f"v = {i}" for i in range(30)]
+        pr = list(text)
+        at = rnd.randrange(5, 25)
+        pr.insert(at, "marker = 'pr'")
+        versions = ["\n".join(text) + "\n", "\n".join(pr) + "\n"]
+        cur = list(pr)
+        for k in range(rnd.randrange(1, 6)):
+            i = rnd.randrange(len(cur))
+            if cur[i] == "marker = 'pr'" or (i + 1 < len(cur) and cur[i + 1] == "marker = 'pr'"):
+                continue
+            op = rnd.choice(["ins", "del", "edit"])
+            if op == "ins":
+                cur.insert(i, f"ins_{seed}_{k} = 1")
+            elif op == "del" and cur[i] != "marker = 'pr'":
+                del cur[i]
+            else:
+                cur[i] = f"edit_{seed}_{k} = 2"
+            versions.append("\n".join(cur) + "\n")
+        repo, shas = _history(tmp_path / f"s{seed}", versions)
+        [h], t = _trails(repo, shas)
+        tr = t[id(h)]
+        final = _git(tmp_path / f"s{seed}" / "r", "show", "HEAD:f.py").splitlines()
+        [line_no] = [n for n, kind, _ in tr.items if kind == trail.LINE]
+        assert final[line_no - 1] == "marker = 'pr'", (seed, line_no)
+        assert not trail.undone(h, tr)
