@@ -123,7 +123,9 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
         successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
         if queued and fork is None:
             fork, _problem = open_configured_fork(config)
-        collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result()) if listed is not None else None
+        collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
+                                     cache=ws.cache_dir / "collisions.json",
+                                     default_branch=config.upstream.default_branch) if listed is not None else None
     return Findings(successors, collisions, budget.cost())
 
 
