@@ -220,8 +220,9 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
             continue
         compared += 1
         theirs = file_hunks(files[pr.number])
+        changed = _listed_changes(files[pr.number])
         for patch in queued:
-            overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
+            overlaps = tuple(Overlap(*o) for o in _git_overlaps(patch, theirs, changed, maps.onto(patch, pr.base_sha)))
             if overlaps:
                 found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
                                        pr.updated_at, overlaps))
@@ -245,6 +246,18 @@ def _git_overlaps(patch: QueuedHunks, theirs: Sequence[Hunk], changed: dict, lin
     kept = [h for h in patch.hunks if h.path not in gone]
     out += [(o.kind, o.path, o.detail) for o in compare(kept, theirs, lines)]
     return tuple(out)
+
+
+def _listed_changes(files) -> dict[str, tuple[str, str | None]]:
+    """What a PR's file list says became of each old path: renamed (GitHub sends a rename with no
+    hunks when only the name changed) or removed."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for f in files:
+        if f.status == "renamed" and f.previous_filename and f.previous_filename != f.filename:
+            out[f.previous_filename] = ("renamed", f.filename)
+        elif f.status == "removed":
+            out[f.filename] = ("removed", None)
+    return out
 
 
 def _unserved_words(unserved: dict[int, str]) -> str | None:
