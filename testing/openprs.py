@@ -4,8 +4,8 @@ them (a World.open_pr each would cost ~0.1 s apiece at 1,000 PRs).
 
 `seed(world, prs, base)` takes {number: {path: content or None (deleted)}}; each PR is one
 commit on `base` (default: upstream's main tip). The emulator's file lists are the real diff's
-(`files_from_git`) when `real_files` is set, else one synthetic entry per path (what the
-token-less budget tests need: the lists are never asked for when git answers).
+(`files_from_git`) when `real_files` is set, else one synthetic entry per path for a file
+the PR adds (what the token-less budget tests need: the lists are never asked for when git answers).
 """
 
 from __future__ import annotations
@@ -19,6 +19,15 @@ from pathlib import Path
 from testing.github_emulator import files_from_git
 
 __all__ = ["seed"]
+
+
+def _added(path: str, content: str | None) -> dict:
+    """The files endpoint's entry for a file the PR adds (or removes: None)."""
+    if content is None:
+        return {"filename": path, "status": "removed", "additions": 0, "deletions": 1, "changes": 1}
+    lines = content.splitlines()
+    patch = f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines)
+    return {"filename": path, "status": "added", "additions": len(lines), "deletions": 0, "changes": len(lines), "patch": patch}
 
 
 def seed(world, prs: Mapping[int, Mapping[str, str | None]], base: str | None = None, *, real_files: bool = False,
@@ -56,8 +65,7 @@ def seed(world, prs: Mapping[int, Mapping[str, str | None]], base: str | None = 
             mb = base
             files = files_from_git(path, mb, heads[n])
         else:
-            files = [{"filename": p, "status": "modified" if c is not None else "removed", "additions": 1, "deletions": 1,
-                      "changes": 2, "patch": "@@ -1 +1 @@\n-a\n+b\n"} for p, c in prs[n].items()]
+            files = [_added(p, c) for p, c in prs[n].items()]
         world.fake.put_pull(world.upstream_repo, n, title=f"open {n}", head_sha=heads[n], base_sha=base, head_ref=f"pr{n}",
                             user=f"dev{n % 40}", files=files, updated_at=when.isoformat())
     return heads

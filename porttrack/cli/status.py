@@ -79,6 +79,12 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         ctx.show(parts(report))
     if dry_run and report.mode == "live":
         say("dry run: nothing was recorded")
+    if problem is None and report.failed:
+        from porttrack.common.errors import ExitCode
+
+        for number, why in sorted(report.failed.items()):
+            say(f"porttrack: #{number} not polled ({for_terminal(why, 300)}); shown from the recorded state, the rest live")
+        return int(ExitCode.UNREACHABLE)  # GitHub kept failing (for one PR): the published 5
     return int(problem.exit_code) if problem is not None else 0
 
 

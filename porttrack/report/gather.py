@@ -208,6 +208,8 @@ def _status(ws, config, client, dry_run, progress, know, problems) -> "tuple[Sta
     report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
+    for number, why in sorted(report.failed.items()):
+        problems.add("upstream", f"#{number} was not polled ({why}); it is shown as recorded, the rest live")
     return report, problem
 
 

@@ -153,6 +153,8 @@ class StatusReport:
     authenticated: bool | None = None
     # The budget left as GitHub's answers stated it (X-RateLimit-*); None when nothing was asked
     rate_limit: RateLimit | None = None
+    # PR -> why GitHub gave no answer for it in this live poll (5xx after the retries): shown as recorded
+    failed: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -367,4 +369,4 @@ def refresh(
             client.save_cache()
     report = build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes,
                           requests=result.requests, know=know)
-    return replace(report, **access, rate_limit=client.rate_seen), None
+    return replace(report, **access, rate_limit=client.rate_seen, failed=dict(result.failed)), None
