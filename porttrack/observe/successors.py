@@ -17,9 +17,10 @@ orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledg
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
@@ -127,9 +128,11 @@ class SuccessorSearch:
 
 
 def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, track: str,
-                    track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES) -> SuccessorSearch:
+                    track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES,
+                    local: "Callable[[int, str | None, str | None], tuple[Hunk, ...] | None] | None" = None) -> SuccessorSearch:
     """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
-    budget: the search stops and says why, keeping what it found.
+    budget: the search stops and says why, keeping what it found. `local(number, head, base)`: a
+    PR's hunks from git (`prdiff.git_hunks`), asked before GitHub's file list (None: ask GitHub).
 
     The questions go out together (the closed PR's files, its timeline, the search, the author's
     listing; then every candidate at once). When the closed PR answered 304 in this run's poll and
@@ -150,11 +153,11 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
         else:
             refs, cached = None, False
         with ThreadPoolExecutor(max_workers=4) as pool:
-            wanted_f = pool.submit(budget.call, client.pull_files, closed.number)
+            wanted_f = pool.submit(_hunks_of, client, budget, local, closed.number, closed.head_sha, closed.base_sha)
             leads = _leads(client, budget, closed, failed, pool, refs)
-            wanted = file_hunks(wanted_f.result())
+            wanted = wanted_f.result()
             numbers = _ordered(leads)[:max_candidates]
-            examined = [pool.submit(_examine, client, budget, closed, n, leads[n], wanted) for n in numbers]
+            examined = [pool.submit(_examine, client, budget, closed, n, leads[n], wanted, local) for n in numbers]
             for number, future in zip(numbers, examined):
                 try:
                     candidate = future.result()
@@ -251,10 +254,23 @@ def _ordered(leads: dict[int, set[str]]) -> list[int]:
     return sorted(leads, key=lambda k: (-max(_STRENGTH.get(kind, 0) for kind in leads[k]), -len(leads[k]), -k))
 
 
+_GIT = threading.Lock()  # one git fetch at a time in the checkout (candidates are read at once)
+
+
+def _hunks_of(client: "GitHubClient", budget: Budget, local, number: int, head: str | None, base: str | None) -> tuple[Hunk, ...]:
+    """A PR's hunks: from git when it can say (no request), else from GitHub's file list."""
+    if local is not None:
+        with _GIT:
+            found = local(number, head, base)
+        if found is not None:
+            return found
+    return file_hunks(budget.call(client.pull_files, number))
+
+
 def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number: int, kinds: set[str],
-             wanted: Sequence[Hunk]) -> Candidate | None:
+             wanted: Sequence[Hunk], local=None) -> Candidate | None:
     pr: PullRequest = budget.call(client.get_pull, number)
-    theirs = file_hunks(budget.call(client.pull_files, number))  # the two in turn: candidates are read at once
+    theirs = _hunks_of(client, budget, local, number, pr.head_sha, pr.base_sha)  # the two in turn: candidates are read at once
     ids = {h.id for h in theirs}
     shared = [h for h in wanted if h.id in ids]
     near = [h for h in wanted if h.id not in ids and near_match(h, theirs) is not None]

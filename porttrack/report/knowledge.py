@@ -22,6 +22,7 @@ from porttrack.common.errors import ConfigError, PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.diff.hunks import parse_diff
 from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.observe.prdiff import git_hunks
 from porttrack.observe.successors import SuccessorSearch, find_successors, follow_words
 from porttrack.observe.successors import render_lines as render_successors
 from porttrack.workspace.files import Workspace
@@ -118,11 +119,17 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     skip = frozenset(tracked_numbers(config))
     # the open-PR listing goes out while the successors are searched; the file lists after them,
     # so that they take only what the successors left of a tokenless hour
+    if (queued or orphaned) and fork is None:
+        fork, _problem = open_configured_fork(config)
+    remote = config.upstream.remote
+
+    def local(number: int, head: str | None, base: str | None):
+        return git_hunks(fork, remote, number, head, base)
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         listed = pool.submit(list_open, client, budget, skip) if queued else None
-        successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
-        if queued and fork is None:
-            fork, _problem = open_configured_fork(config)
+        successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs,
+                                           local=local if fork is not None else None) for tid, recorded in orphaned)
         collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
                                      cache=ws.cache_dir / "collisions.json",
                                      default_branch=config.upstream.default_branch) if listed is not None else None
