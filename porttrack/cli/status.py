@@ -51,7 +51,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             repo=None if no_fetch else fork,
             dry_run=dry_run,
             progress=progress,
-            know=gather(ctx.workspace, config, fork, fork_problem),
+            # after the poll: the heads it fetched are what coverage reads (issue 32, item 7)
+            know=lambda: gather(ctx.workspace, config, fork, fork_problem),
         )
     finally:
         if progress is not None:
