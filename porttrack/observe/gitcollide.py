@@ -13,8 +13,9 @@ Then, all in git:
 3. only for a PR that changes a path some queued patch changes: its changed lines (`git diff -U0
    -M`, rename detection on) and the queued hunks carried onto its merge-base (`LineMap`).
 
-Every verdict is kept in `.porttrack/collisions.json`, keyed by (queued patch, PR head, PR
-merge-base); a PR's merge-base and files by (head, base). A run where nothing moved starts no git
+Every verdict of a PR that changes a queued path is kept in `.porttrack/collisions.json`, keyed
+by (queued patch, PR head, PR merge-base); a PR's merge-base and files by (head, base) (a PR that
+changes no queued path needs no verdict: its files say so). A run where nothing moved starts no git
 process past the presence check; a moved PR is compared again, alone.
 
 A PR whose head git cannot give (the host serves no pull refs, the ref is gone, the remote is
@@ -73,16 +74,21 @@ def scan(repo: GitRepo, remote: str, prs: Sequence[Any], queued: Sequence[Any], 
     diffs: dict[int, tuple[tuple[Hunk, ...], dict[str, tuple[str, str | None]]]] = {}
     maps: dict[tuple[str, str], Any] = {}
     all_paths = sorted({h.path for q in queued for h in q.hunks})
+    by_path: dict[str, list[Any]] = {}  # queued path -> the patches changing it, in queue order
+    for q in queued:
+        for path in dict.fromkeys(h.path for h in q.hunks):
+            by_path.setdefault(path, []).append(q)
+    order = {q.name: i for i, q in enumerate(queued)}
     for number in sorted(ready):
         head, mb, files = info[number]["head"], info[number]["mb"], info[number]["files"]
-        touched = {path for path, _status in files}
-        for patch in queued:
+        # only a patch changing a path the PR changes can collide with it: the rest need no verdict
+        relevant = sorted({q.name: q for path, _status in files for q in by_path.get(path, ())}.values(),
+                          key=lambda q: order[q.name])
+        for patch in relevant:
             key = f"{patch_keys[patch.name]}:{head}:{mb}"
             used.add(key)
             if key in verdicts:
                 overlaps = tuple(tuple(o) for o in verdicts[key])
-            elif not ({h.path for h in patch.hunks} & touched):
-                overlaps = ()
             else:
                 if number not in diffs:
                     diffs[number] = _pr_diff(repo, mb, head, files, all_paths)
