@@ -34,7 +34,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.report.knowledge import gather, search_upstream, with_findings
+    from porttrack.report.knowledge import gather, search_upstream, start_listing, with_findings
     from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
@@ -43,6 +43,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
     # git's progress: one line redrawn in place on a terminal, each phase's last line otherwise
     progress = None if as_json else Progress("upstream")
+    # the open-PR listing goes out with the poll: one round trip fewer (issue 32, item 4)
+    prefetch = None if offline or no_search else start_listing(ctx.workspace, config, ctx.github(config.upstream.repo))
     try:
         report, problem = refresh(
             ctx.workspace,
@@ -59,7 +61,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
-        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork))
+        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork, prefetch))
         # the figures shown are the command's: every request sent, the budget its last answer stated
         report = replace(report, requests=client.requests_sent, rate_limit=client.rate_seen)
         if not dry_run:

@@ -103,19 +103,65 @@ class Findings:
                 "collisions": self.collisions.to_json() if self.collisions else None}
 
 
+class _Tally(Budget):
+    """A budget that also keeps, per call, whether it was answered from the ETag cache."""
+
+    def __init__(self, client: "GitHubClient", limit: int):
+        super().__init__(client, limit)
+        self.cached: list[bool] = []
+
+    def call(self, fn, *args):
+        result, cached = fn(*args)
+        self.cached.append(bool(cached))
+        return result
+
+
+@dataclass
+class Prefetch:
+    """The open-PR listing, asked while the poll runs (a round trip saved): `start_listing`."""
+
+    queued: tuple[QueuedHunks, ...]
+    skip: frozenset[int]
+    tally: _Tally
+    future: Any
+
+    def result(self) -> "tuple[tuple[list, bool], Cost]":
+        listed = self.future.result()
+        pages = self.tally.cached
+        return listed, Cost(len(pages), sum(pages), search_limit(), False)
+
+
+def start_listing(ws: Workspace, config: Config, client: "GitHubClient") -> Prefetch | None:
+    """Send the listing of open PRs now, in a thread, when collisions will want it (a live queue,
+    searches on): `status` asks it before its poll, `search_upstream` takes the answer."""
+    if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    queued = queued_hunks(ws)
+    if not queued:
+        return None
+    skip = frozenset(tracked_numbers(config))
+    tally = _Tally(client, search_limit())
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="listing")
+    future = pool.submit(list_open, client, tally, skip)
+    pool.shutdown(wait=False)
+    return Prefetch(queued, skip, tally, future)
+
+
 def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
-                    fork: GitRepo | None = None) -> Findings:
+                    fork: GitRepo | None = None, prefetch: Prefetch | None = None) -> Findings:
     """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
     tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
     Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
     skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
-    the configured one is opened here). Never fails the caller."""
+    the configured one is opened here). `prefetch`: the listing `start_listing` sent already (its
+    requests are counted in the cost). Never fails the caller."""
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
-    budget = Budget(client, search_limit())
+    early, early_cost = prefetch.result() if prefetch is not None else (None, None)
+    budget = Budget(client, search_limit() - (early_cost.requests if early_cost else 0))
     orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
-    queued = queued_hunks(ws)
+    queued = prefetch.queued if prefetch is not None else queued_hunks(ws)
     skip = frozenset(tracked_numbers(config))
     # the open-PR listing goes out while the successors are searched; the file lists after them,
     # so that they take only what the successors left of a tokenless hour
@@ -127,13 +173,17 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
         return git_hunks(fork, remote, number, head, base)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        listed = pool.submit(list_open, client, budget, skip) if queued else None
+        listed = (pool.submit(lambda: early) if early is not None
+                  else pool.submit(list_open, client, budget, skip) if queued else None)
         successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs,
                                            local=local if fork is not None else None) for tid, recorded in orphaned)
         collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
                                      cache=ws.cache_dir / "collisions.json",
                                      default_branch=config.upstream.default_branch) if listed is not None else None
-    return Findings(successors, collisions, budget.cost())
+    cost = budget.cost()
+    if early_cost is not None:
+        cost = Cost(cost.requests + early_cost.requests, cost.not_modified + early_cost.not_modified, search_limit(), cost.exhausted)
+    return Findings(successors, collisions, cost)
 
 
 def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
