@@ -73,6 +73,7 @@ class Candidate:
     near: int
     total: int  # hunks of the closed PR
     reasons: tuple[Reason, ...]
+    draft: bool = False  # an open PR marked draft: said, and ranked after ready ones of the same content
 
     @property
     def warning(self) -> str | None:
@@ -90,7 +91,7 @@ class Candidate:
     @property
     def score(self) -> tuple:
         strength = max((_STRENGTH.get(r.kind, 0) for r in self.reasons), default=0)
-        return (-(self.shared + 0.5 * self.near), -strength, self.state != "merged", -self.number)
+        return (-(self.shared + 0.5 * self.near), self.draft, -strength, self.state != "merged", -self.number)
 
     @property
     def text(self) -> str:
@@ -98,7 +99,7 @@ class Candidate:
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "title": self.title, "url": self.url, "author": self.author, "state": self.state,
-                "merged_at": self.merged_at, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
+                "merged_at": self.merged_at, "draft": self.draft, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
                 "warning": self.warning, "reasons": [{"kind": r.kind, "detail": r.detail} for r in self.reasons], "text": self.text}
 
 
@@ -191,7 +192,7 @@ def search_from_json(data: Any, track: str, track_prs: tuple[int, ...]) -> Succe
         candidates = tuple(
             Candidate(int(c["number"]), str(c["title"]), str(c["url"]), str(c["author"]), str(c["state"]), c.get("merged_at"),
                       int(c["shared_hunks"]), int(c["near_hunks"]), int(c["of_hunks"]),
-                      tuple(Reason(str(r["kind"]), str(r["detail"])) for r in c["reasons"]))
+                      tuple(Reason(str(r["kind"]), str(r["detail"])) for r in c["reasons"]), bool(c.get("draft")))
             for c in data["candidates"])
         return SuccessorSearch(int(data["pr"]), track, track_prs, candidates, data.get("problem"), ())
     except (KeyError, TypeError, ValueError):
@@ -296,13 +297,15 @@ def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number:
         return None
     reasons.append(Reason("state", _state_words(pr)))
     return Candidate(pr.number, pr.title, pr.html_url, pr.author, pr.state, pr.merged_at, len(shared), len(near),
-                     len(wanted), tuple(reasons))
+                     len(wanted), tuple(reasons), pr.state == "open" and pr.draft)
 
 
 def _state_words(pr: PullRequest) -> str:
     if pr.state == "merged":
         return f"merged {(pr.merged_at or '')[:10]}".strip()
-    return "open" if pr.state == "open" else "closed without merging"
+    if pr.state == "open":
+        return "open, draft" if pr.draft else "open"
+    return "closed without merging"
 
 
 def says_succeeds(body: str, number: int) -> str | None:
@@ -314,7 +317,9 @@ def says_succeeds(body: str, number: int) -> str | None:
 def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
     """Lines for `status` and the weekly issue, under the orphaned PR's next action."""
     if not search.candidates:
-        return [f"no successor found for #{search.pr}" + (f" ({search.problem})" if search.problem else "")]
+        if search.problem:  # a refusal is no finding: the search did not (fully) run
+            return [f"successors of #{search.pr} not searched: {search.problem}"]
+        return [f"no successor found for #{search.pr}"]
     lines = [f"successor candidates for #{search.pr}:"]
     for c in search.candidates[:shown]:
         lines.append(f"  #{c.number} {c.title}: {c.text}")
@@ -339,7 +344,11 @@ def follow_words(search: SuccessorSearch, yaml_hint: bool = True) -> str | None:
 
 
 def _state_words_of(c: Candidate) -> str:
-    return f"merged {(c.merged_at or '')[:10]}".strip() if c.state == "merged" else ("open" if c.state == "open" else "closed without merging")
+    if c.state == "merged":
+        return f"merged {(c.merged_at or '')[:10]}".strip()
+    if c.state == "open":
+        return "open, draft" if c.draft else "open"
+    return "closed without merging"
 
 
 __all__ = ["SOURCES", "Candidate", "Reason", "SuccessorSearch", "find_successors", "follow_words", "render_lines", "says_succeeds"]

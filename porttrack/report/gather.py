@@ -190,7 +190,7 @@ def _follow(search) -> Mapping[str, Any]:
     shown = search.candidates[:SUCCESSORS_SHOWN]
     best = search.follow()
     adopt = "\n".join(("tracks:", *search.adopt_lines(best))) + "\n" if best is not None else None
-    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text,
+    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text, "draft": c.draft, "warning": c.warning,
                             "reasons": [{"kind": r.kind, "detail": r.detail} for r in c.reasons]} for c in shown],
             "pr": search.pr,
             "tracks_yaml": adopt, "problem": search.problem}

@@ -192,14 +192,16 @@ def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = Tr
     tracks = []
     for track in report.tracks:
         action = track.next_action
-        if action.kind == "orphaned":
-            for pr in track.prs:
-                search = findings.successors_of(pr.number)
-                words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
-                if words:
-                    action = NextAction("orphaned", words, None)
-                    break
-        tracks.append(replace(track, next_action=action))
+        prs = []
+        for pr in track.prs:
+            search = findings.successors_of(pr.number)
+            words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
+            if words and pr.next_action.kind == "orphaned":  # the PR says what its track says (--json too)
+                pr = replace(pr, next_action=NextAction("orphaned", words, None))
+                if action.kind == "orphaned" and action.text.startswith(f"#{pr.number} "):
+                    action = pr.next_action
+            prs.append(pr)
+        tracks.append(replace(track, prs=tuple(prs), next_action=action))
     return replace(report, tracks=tuple(tracks), findings=findings)
 
 

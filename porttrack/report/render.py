@@ -197,6 +197,16 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
                 words.append(md.text(_REASON_WORDS.get(kind, "{}").format(detail), 200))
         return md.join(words, "; ")
 
+    def next_short(action: Mapping[str, Any]) -> md.Md:
+        """The summary row's few words for a next action: the same action the track's Next says
+        (an orphan with a successor: "follow #N?", never "decide" beside it)."""
+        kind, text = str(action.get("kind")), str(action.get("text") or "")
+        follow = re.search(r"-> follow #(\d+)\? \(shares (\d+) of (\d+) hunks, ([^)]*)\)", text) if kind == "orphaned" else None
+        if follow:
+            number, shared, total, state = follow.groups()
+            return md.Md(f"follow {md.pr_link(upstream, int(number))}? (shares {shared} of {total} hunks, {md.text(state, 40)})")
+        return md.Md(_NEXT_WORDS.get(kind, str(md.text(text, 80))))
+
     return {
         "reasons": reasons,
         "t": lambda v, limit=200: md.text(v, limit),
@@ -209,7 +219,7 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
         "verdict": verdict,
         "state": state,
         "event": event,
-        "next_short": lambda action: md.Md(_NEXT_WORDS.get(str(action.get("kind")), str(md.text(action.get("text"), 80)))),
+        "next_short": next_short,
         "event_kind": lambda kind: md.Md(_EVENT_WORDS.get(str(kind), str(md.text(kind)))),
         "join_md": lambda items, sep=", ": md.join(items, sep),
         "num": lambda v: md.Md(_number(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else md.Md("—"),
