@@ -34,7 +34,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.report.knowledge import gather, search_upstream, start_listing, with_findings
+    from porttrack.report.knowledge import (gather, record_findings, recorded_findings, search_upstream, start_listing,
+                                            with_findings)
     from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
@@ -66,6 +67,11 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         report = replace(report, requests=client.requests_sent, rate_limit=client.rate_seen)
         if not dry_run:
             client.save_cache()
+            record_findings(ctx.workspace, report.findings, report.observed_at)
+    elif report.mode == "offline":  # what the last live run found still stands, said as such
+        kept = recorded_findings(ctx.workspace, config, report)
+        if kept is not None:
+            report = with_findings(report, kept)
     when = report.observed_at or "never"
     age = recorded_ago(report.observed_at, clock.now())
     if problem is not None:

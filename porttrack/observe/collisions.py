@@ -484,6 +484,8 @@ class _Maps:
 
 def render_lines(search: CollisionSearch) -> list[str]:
     """Lines for `status`, `queue` and the weekly issue: never "none" for a scan cut short."""
+    if search.compared == 0 and not search.complete and search.problem:  # a refusal, not a finding
+        return [f"collisions ahead: not searched ({search.problem})"]
     if search.complete:
         head = f"collisions ahead ({search.scope})" + (":" if search.collisions else ": none")
     else:

@@ -26,7 +26,7 @@ from porttrack.prove.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.collisions import render_lines as render_collisions
 from porttrack.report.knowledge import gather as gather_knowledge
-from porttrack.report.knowledge import Findings, search_upstream, with_findings
+from porttrack.report.knowledge import Findings, record_findings, recorded_findings, search_upstream, with_findings
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -89,6 +89,10 @@ def gather(
     know = _knowledge(ws, config, fork, fork_problem, problems)
     status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
+    if findings is not None and not dry_run:
+        record_findings(ws, findings, status_report.observed_at)
+    if findings is None and status_report.mode == "offline":  # the last live run's successors, said as such
+        findings = recorded_findings(ws, config, status_report)
     if findings is not None:
         # "follow #N?" for an orphan with a successor; the issue shows the tracks.yaml change as a block
         status_report = with_findings(status_report, findings, yaml_hint=False)
@@ -170,7 +174,8 @@ def _found(findings: Findings | None) -> Mapping[str, Any] | None:
             "follow": {str(s.pr): _follow(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
             "collisions_ahead": _ahead(findings.collisions) if findings.collisions is not None else None,
-            "cost": findings.cost.text if findings.cost else ""}
+            "cost": findings.cost.text if findings.cost else "",
+            "recorded_at": findings.recorded_at}
 
 
 def _ahead(search) -> Mapping[str, Any]:

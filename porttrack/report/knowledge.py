@@ -93,6 +93,7 @@ class Findings:
     collisions: CollisionSearch | None = None
     cost: Cost | None = None
     skipped: str | None = None
+    recorded_at: str | None = None  # read from state/ (an offline run): what the live run at that time found
 
     def successors_of(self, pr: int) -> SuccessorSearch | None:
         return next((s for s in self.successors if s.pr == pr), None)
@@ -186,6 +187,55 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     return Findings(successors, collisions, cost)
 
 
+SUCCESSORS_FILE = "successors.json"  # in state/: what the last live run's successor searches found
+
+
+def record_findings(ws: Workspace, findings: Findings, observed_at: str | None) -> None:
+    """Keep what the successor searches found (state/successors.json, committed with the recorded
+    state), so that `status --offline` and `report weekly --offline` say what the live run said
+    ("follow #N?"), not "decide" again. A search that stopped short keeps the last whole one."""
+    from porttrack.workspace.files import lock, write_json
+
+    if findings.skipped:
+        return
+    path = ws.state_dir / SUCCESSORS_FILE
+    kept = _recorded_searches(path)
+    for search in findings.successors:
+        if search.problem is None or str(search.pr) not in kept:
+            kept[str(search.pr)] = {**search.to_json(), "observed_at": observed_at}
+    with lock(ws, "status: recording the successor searches"):
+        ws.state_dir.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"schema": "porttrack/successors/v1", "searches": kept})
+
+
+def recorded_findings(ws: Workspace, config: Config, report: StatusReport) -> Findings | None:
+    """The successor searches the last live run recorded, for the tracks' closed PRs as they are
+    now (None: nothing recorded)."""
+    from porttrack.observe.successors import search_from_json
+
+    kept = _recorded_searches(ws.state_dir / SUCCESSORS_FILE)
+    found = []
+    for track in report.tracks:
+        for pr in track.prs:
+            data = kept.get(str(pr.number))
+            if data is not None and pr.state == "closed" and pr.number in config.tracks[track.id].prs:
+                search = search_from_json(data, track.id, tuple(config.tracks[track.id].prs))
+                if search is not None:
+                    found.append(search)
+    return Findings(tuple(found), None, None, recorded_at=max((str(kept[str(s.pr)].get("observed_at") or "") for s in found), default=None)) if found else None
+
+
+def _recorded_searches(path) -> dict:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    searches = data.get("searches") if isinstance(data, dict) and data.get("schema") == "porttrack/successors/v1" else None
+    return dict(searches) if isinstance(searches, dict) else {}
+
+
 def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
     """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
     its hunks gets "follow #N?" (with the tracks.yaml change, `yaml_hint`) as its next action."""
@@ -237,5 +287,8 @@ def findings_lines(findings: Findings | None, track: TrackStatus) -> list[str]:
     for pr in track.prs:
         search = findings.successors_of(pr.number)
         if search is not None and search.track == track.id:
-            lines += render_successors(search)
+            found = render_successors(search)
+            if findings.recorded_at and found:
+                found[0] = f"{found[0].rstrip(':')} (as the live run of {findings.recorded_at} found them):"
+            lines += found
     return lines
