@@ -118,6 +118,8 @@ def parts(report: "StatusReport") -> list:
     findings = report.findings
     if findings is not None and findings.cost is not None:
         out.append(terminal.paragraph(findings.cost.text, hang=2))
+    if len(report.tracks) > SUMMARY_FROM:
+        out += [terminal.paragraph(line, hang=2) for line in summary_lines(report)]
     for track in report.tracks:
         out.append("")
         out.append(terminal.cut(terminal.joined(terminal.text(track.id, "bold"), "  ", for_terminal(track.title, 300))))
@@ -134,6 +136,31 @@ def parts(report: "StatusReport") -> list:
         out.append("")
         out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
     return out
+
+
+SUMMARY_FROM = 5  # more tracks than this: a one-screen summary before the per-track detail
+
+
+def summary_lines(report: "StatusReport") -> list[str]:
+    """A few lines that fit one screen whatever the number of tracks: how many tracks and PRs,
+    what changed in this run, the next actions by kind (the most pressing first), failures."""
+    from collections import Counter
+
+    prs = {pr.number: pr for track in report.tracks for pr in track.prs}
+    changed = sorted(n for n, pr in prs.items() if pr.changes)
+    kinds = Counter(track.next_action.kind for track in report.tracks)
+    order = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]
+    nexts = ", ".join(f"{kinds[k]} {k}" for k in sorted(kinds, key=lambda k: order.index(k) if k in order else len(order)))
+    shown = ", ".join(f"#{n}" for n in changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    lines = [f"summary: {len(report.tracks)} tracks, {len(prs)} PRs; "
+             + (f"{len(changed)} changed in this run ({shown})" if changed else "none changed in this run"),
+             f"  next actions: {nexts}"]
+    if report.failed:
+        lines.append(f"  not polled: {', '.join(f'#{n}' for n in sorted(report.failed))} (shown as recorded)")
+    collisions = report.findings.collisions if report.findings is not None else None
+    if collisions is not None:
+        lines.append(f"  collisions ahead: {len(collisions.collisions)} ({collisions.scope})")
+    return lines
 
 
 # #N, state, head, base: state and head wrap within their columns when the terminal is narrow
