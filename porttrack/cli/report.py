@@ -12,6 +12,7 @@ from dataclasses import replace
 import click
 
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
+from porttrack.cli.terminal import show
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
 from porttrack.common.secrets import resolve_token
@@ -108,7 +109,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         data["post"] = outcome.to_json() if outcome is not None else None
         emit_json(data)
     else:
-        click.echo(full, nl=False)
+        show(ctx.terminal, full.rstrip("\n"))  # paged on a terminal when taller than it (issue 32)
     if dry_run:
         say("dry run: nothing was written or posted")
     if refused is not None:
