@@ -176,3 +176,15 @@ def requests_get_all(world) -> list[int]:
         if 'rel="next"' not in answer.headers.get("Link", ""):
             return numbers
         page += 1
+
+
+def test_with_a_token_one_run_compares_all_from_file_lists(tmp_path, world):
+    """Issue 32, item 2: with a token the searches' default bound (80 requests) needed 4 runs for
+    244 open PRs on a host that serves no pull refs; the file lists now take what the hour has."""
+    ws = _listing_scene(world, tmp_path)
+    ws.extra_env.pop("PORTTRACK_SEARCH_LIMIT", None)
+    out = ws.run_in_process("status", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)["findings"]["collisions"]
+    assert found["complete"] is True and found["compared_open_prs"] == 250, found
+    assert sorted(c["upstream"] for c in found["collisions"]) == [501, 502]

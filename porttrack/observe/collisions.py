@@ -154,13 +154,15 @@ WAVE = 8  # file lists asked at once
 
 def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
                     repo: GitRepo | None = None, max_prs: int | None = None, listed: "tuple[list, bool] | None" = None,
-                    remote: str = "upstream", cache: "Path | None" = None, default_branch: str = "main") -> CollisionSearch:
+                    remote: str = "upstream", cache: "Path | None" = None, default_branch: str = "main",
+                    token_unbounded: bool = False) -> CollisionSearch:
     """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
     themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout: every
     PR whose head git can fetch from `remote` is compared there (`gitcollide`, verdicts cached in
     `cache`); the rest, or all without a checkout, from GitHub's file lists, bases mapped in the
     checkout when it has them. Never raises for GitHub trouble or a spent budget: it stops and
-    says how far it got. `listed`: `list_open`'s answer, asked beforehand (the caller asks it
+    says how far it got. `token_unbounded`: with a token, the file lists are not held to `budget`
+    (the searches' default bound) but to the hour GitHub says is left: one run compares all. `listed`: `list_open`'s answer, asked beforehand (the caller asks it
     while the successor searches run)."""
     if not queued:
         return CollisionSearch((), 0, None, 0)
@@ -189,6 +191,11 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
     api_prs = [pr for pr in wanted if pr.number not in through_git]
     files = {pr.number: _remembered(client, pr) for pr in api_prs}
     missing = [pr for pr in api_prs if files[pr.number] is None]
+    if token_unbounded and client.authenticated and missing:
+        # with a token the hour holds 5000: every file list in this run (up to 3 pages each), not
+        # the searches' default bound, keeping RESERVE of what GitHub says is left
+        left = client.rate_seen.remaining if client.rate_seen is not None and client.rate_seen.remaining is not None else 5000
+        budget = Budget(client, max(0, min(3 * len(missing) + 8, left - RESERVE)))
     halted = None  # why no more file lists are asked this run
     with ThreadPoolExecutor(max_workers=WAVE) as pool:
         while missing and halted is None:

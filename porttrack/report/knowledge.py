@@ -180,7 +180,8 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
                                            local=local if fork is not None else None) for tid, recorded in orphaned)
         collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
                                      cache=ws.cache_dir / "collisions.json",
-                                     default_branch=config.upstream.default_branch) if listed is not None else None
+                                     default_branch=config.upstream.default_branch,
+                                     token_unbounded=not os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip()) if listed is not None else None
     cost = budget.cost()
     if early_cost is not None:
         cost = Cost(cost.requests + early_cost.requests, cost.not_modified + early_cost.not_modified, search_limit(), cost.exhausted)
