@@ -130,10 +130,13 @@ class SuccessorSearch:
 
 def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, track: str,
                     track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES,
-                    local: "Callable[[int, str | None, str | None], tuple[Hunk, ...] | None] | None" = None) -> SuccessorSearch:
+                    local: "Callable[[int, str | None, str | None], tuple[Hunk, ...] | None] | None" = None,
+                    timeline: Any = None) -> SuccessorSearch:
     """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
     budget: the search stops and says why, keeping what it found. `local(number, head, base)`: a
     PR's hunks from git (`prdiff.git_hunks`), asked before GitHub's file list (None: ask GitHub).
+    `timeline`: the closed PR's timeline already asked (a future of `issue_timeline`'s answer,
+    sent with the poll: a round trip saved), else it is asked here.
 
     The questions go out together (the closed PR's files, its timeline, the search, the author's
     listing; then every candidate at once). When the closed PR answered 304 in this run's poll and
@@ -145,13 +148,18 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     failed: list[Reason] = []
     problem = None
     try:
+        if timeline is not None:
+            refs, cached = _await_timeline(timeline, failed)
+            if not timeline_first:
+                cached = False
         if timeline_first:
-            refs, cached = _ask_timeline(client, budget, closed.number, failed)
+            if timeline is None:
+                refs, cached = _ask_timeline(client, budget, closed.number, failed)
             if cached and not failed:
                 again = search_from_json(remembered, track, tuple(track_prs))
                 if again is not None:
                     return again
-        else:
+        elif timeline is None:
             refs, cached = None, False
         with ThreadPoolExecutor(max_workers=4) as pool:
             wanted_f = pool.submit(_hunks_of, client, budget, local, closed.number, closed.head_sha, closed.base_sha)
@@ -204,6 +212,14 @@ def _ask_timeline(client: "GitHubClient", budget: Budget, n: int, failed: list[R
         return budget.call(lambda: (client.issue_timeline(n), False))  # (refs, answered 304)
     except BudgetSpent:
         raise
+    except PorttrackError as exc:
+        failed.append(Reason("timeline", str(exc)))
+        return (), False
+
+
+def _await_timeline(future: Any, failed: list[Reason]) -> tuple[tuple[IssueRef, ...], bool]:
+    try:
+        return future.result()
     except PorttrackError as exc:
         failed.append(Reason("timeline", str(exc)))
         return (), False

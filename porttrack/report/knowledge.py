@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
 from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
 from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions, list_open
 from porttrack.tracks.config import Config
@@ -124,10 +125,16 @@ class Prefetch:
     queued: tuple[QueuedHunks, ...]
     skip: frozenset[int]
     tally: _Tally
-    future: Any
+    future: Any  # the listing (None: no live queue)
+    timelines: dict[int, Any]  # recorded-closed tracked PR -> its timeline, asked
 
-    def result(self) -> "tuple[tuple[list, bool], Cost]":
-        listed = self.future.result()
+    def result(self) -> "tuple[tuple[list, bool] | None, Cost]":
+        listed = self.future.result() if self.future is not None else None
+        for future in self.timelines.values():
+            try:
+                future.result()
+            except PorttrackError:
+                pass  # said by the successor search that reads it
         pages = self.tally.cached
         return listed, Cost(len(pages), sum(pages), search_limit(), False)
 
@@ -138,14 +145,22 @@ def start_listing(ws: Workspace, config: Config, client: "GitHubClient") -> Pref
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return None
     queued = queued_hunks(ws)
-    if not queued:
+    try:  # the tracked PRs recorded closed: their timelines are what the successor search asks first
+        recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    except PorttrackError:
+        recorded = None
+    closed = sorted(n for n in tracked_numbers(config) if recorded is not None and n in recorded.prs
+                    and recorded.prs[n].state == "closed" and any(n in t.prs for t in config.tracks.values()))
+    if not queued and not closed:
         return None
     skip = frozenset(tracked_numbers(config))
     tally = _Tally(client, search_limit())
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="listing")
-    future = pool.submit(list_open, client, tally, skip)
+    pool = ThreadPoolExecutor(max_workers=1 + len(closed), thread_name_prefix="prefetch")
+    future = pool.submit(list_open, client, tally, skip) if queued else None
+    timelines = {n: pool.submit(tally.call, lambda n=n: (lambda answer: (answer, answer[1]))(client.issue_timeline(n)))
+                 for n in closed}
     pool.shutdown(wait=False)
-    return Prefetch(queued, skip, tally, future)
+    return Prefetch(queued, skip, tally, future, timelines)
 
 
 def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
@@ -173,11 +188,13 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     def local(number: int, head: str | None, base: str | None):
         return git_hunks(fork, remote, number, head, base)
 
+    timelines = prefetch.timelines if prefetch is not None else {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         listed = (pool.submit(lambda: early) if early is not None
                   else pool.submit(list_open, client, budget, skip) if queued else None)
         successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs,
-                                           local=local if fork is not None else None) for tid, recorded in orphaned)
+                                           local=local if fork is not None else None,
+                                           timeline=timelines.get(recorded.number)) for tid, recorded in orphaned)
         collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
                                      cache=ws.cache_dir / "collisions.json",
                                      default_branch=config.upstream.default_branch,
