@@ -171,3 +171,15 @@ def test_a_host_that_serves_no_pull_refs_falls_back_to_file_lists_and_says_so(tm
     assert sorted(c["upstream"] for c in found["collisions"]) == [INSERTS, ADDS_TO_NEW, RENAMES]
     text = ws.run_in_process("status").stdout
     assert "from GitHub's file lists" in text and "serves no refs/pull/" in text
+
+
+def test_no_fetch_compares_through_git_only_the_heads_already_here(tmp_path, world):
+    """`status --no-fetch` fetches nothing into the fork checkout: the open PRs' heads it lacks are
+    compared from GitHub's file lists instead, and the output says why."""
+    ws = _scene(world, tmp_path, total=20)
+    before = git(world.fork, "for-each-ref", "--format=%(refname)", "refs/porttrack/open/")
+    out = ws.run_in_process("status", "--no-fetch", "--json")
+    found = _found(out)
+    assert found["compared_through_git"] == 0 and found["compared_open_prs"] == found["open_prs"]
+    assert git(world.fork, "for-each-ref", "--format=%(refname)", "refs/porttrack/open/") == before == ""
+    assert "--no-fetch" in ws.run_in_process("status", "--no-fetch").stdout

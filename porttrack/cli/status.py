@@ -62,7 +62,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
-        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork, prefetch))
+        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork, prefetch,
+                                                                fetch=not no_fetch))
         # the figures shown are the command's: every request sent, the budget its last answer stated
         report = replace(report, requests=client.requests_sent, rate_limit=client.rate_seen)
         if not dry_run:

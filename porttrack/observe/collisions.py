@@ -155,7 +155,7 @@ WAVE = 8  # file lists asked at once
 def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
                     repo: GitRepo | None = None, max_prs: int | None = None, listed: "tuple[list, bool] | None" = None,
                     remote: str = "upstream", cache: "Path | None" = None, default_branch: str = "main",
-                    token_unbounded: bool = False) -> CollisionSearch:
+                    token_unbounded: bool = False, fetch: bool = True) -> CollisionSearch:
     """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
     themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout: every
     PR whose head git can fetch from `remote` is compared there (`gitcollide`, verdicts cached in
@@ -181,7 +181,7 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
         from porttrack.observe import gitcollide
 
         try:
-            verdicts = gitcollide.scan(repo, remote, wanted, queued, cache, _git_overlaps, LineMap, default_branch)
+            verdicts = gitcollide.scan(repo, remote, wanted, queued, cache, _git_overlaps, LineMap, default_branch, fetch=fetch)
         except PorttrackError as exc:  # git itself failed: GitHub's file lists answer instead
             path_note = f"git could not compare them ({exc})"
         else:

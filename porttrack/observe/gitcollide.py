@@ -55,15 +55,16 @@ class Verdicts:
 
 def scan(repo: GitRepo, remote: str, prs: Sequence[Any], queued: Sequence[Any], cache: Path | None,
          compare_one: Callable[..., tuple], line_map: Callable[..., Any], default_branch: str = "main",
-         progress: Callable[[str], None] | None = None) -> Verdicts:
+         progress: Callable[[str], None] | None = None, fetch: bool = True) -> Verdicts:
     """Compare each of `prs` (listing records: number, head_sha, base_sha) with each `queued`
     patch through git. `compare_one(patch, pr_hunks, pr_files, lines)` and `line_map(repo, old,
-    new, paths)` are the comparison's own (collisions.py), handed in so both paths judge alike."""
+    new, paths)` are the comparison's own (collisions.py), handed in so both paths judge alike.
+    `fetch` False (`status --no-fetch`): only heads already in the checkout are compared here."""
     memo = _load(cache)
     unserved: dict[int, str] = {}
     prs = [pr for pr in prs if _SHA.fullmatch(pr.head_sha or "")]
     wanted = {pr.number: pr for pr in prs}
-    heads, note, fetched = _heads(repo, remote, prs, default_branch, unserved, progress)
+    heads, note, fetched = _heads(repo, remote, prs, default_branch, unserved, progress, fetch)
     bases = _bases(repo, wanted, heads, default_branch, unserved)
     ready = {n: (heads[n], bases[n]) for n in wanted if n in heads and n in bases}
     info = _pr_info(repo, ready, memo)
@@ -111,12 +112,16 @@ def scan(repo: GitRepo, remote: str, prs: Sequence[Any], queued: Sequence[Any], 
 
 
 def _heads(repo: GitRepo, remote: str, prs: Sequence[Any], default_branch: str, unserved: dict[int, str],
-           progress) -> tuple[dict[int, str], str | None, int]:
+           progress, fetch: bool = True) -> tuple[dict[int, str], str | None, int]:
     """{PR: the head commit to compare}, fetching what the checkout lacks (one fetch)."""
     local = repo.commits_present([pr.head_sha for pr in prs] + [pr.base_sha for pr in prs if pr.base_sha])
     absent = [pr for pr in prs if pr.head_sha not in local]
     bases_absent = any(pr.base_sha and pr.base_sha not in local for pr in prs)
     note = None
+    if not fetch:
+        for pr in absent:
+            unserved[pr.number] = "its head is not in the fork checkout (--no-fetch)"
+        return {pr.number: pr.head_sha for pr in prs if pr.head_sha in local}, None, 0
     if absent or bases_absent:
         # a glob refspec whose source the host does not serve matches nothing: no failure, no retry
         specs = [f"+refs/pull/{pr.number}/head*:{OPEN_REF}{pr.number}*" for pr in absent]

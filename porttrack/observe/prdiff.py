@@ -48,7 +48,7 @@ def _wrapped(f: PRFile) -> bytes:
     return ("\n".join(head) + "\n" + body + ("" if body.endswith("\n") else "\n")).encode("utf-8", "surrogateescape")
 
 
-def git_hunks(repo, remote: str, number: int, head: str | None, base: str | None) -> tuple[Hunk, ...] | None:
+def git_hunks(repo, remote: str, number: int, head: str | None, base: str | None, fetch: bool = True) -> tuple[Hunk, ...] | None:
     """PR `number`'s text hunks from git (its head against the merge-base with `base`), the same
     ids as `file_hunks` gives for GitHub's file list, at no counted request and with no 300-file
     cap; the head fetched from `refs/pull/N/head` when the fork checkout lacks it. None when git
@@ -62,6 +62,8 @@ def git_hunks(repo, remote: str, number: int, head: str | None, base: str | None
         return None
     try:
         if repo.commits_present([head, base]) != {head, base}:
+            if not fetch:
+                return None
             repo.fetch(remote, [f"+refs/pull/{int(number)}/head*:{pull_ref(int(number))}*"], blobless=repo.partial_clone)
             if repo.commits_present([head, base]) != {head, base}:
                 return None

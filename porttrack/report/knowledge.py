@@ -164,7 +164,7 @@ def start_listing(ws: Workspace, config: Config, client: "GitHubClient") -> Pref
 
 
 def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
-                    fork: GitRepo | None = None, prefetch: Prefetch | None = None) -> Findings:
+                    fork: GitRepo | None = None, prefetch: Prefetch | None = None, fetch: bool = True) -> Findings:
     """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
     tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
     Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
@@ -186,7 +186,7 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     remote = config.upstream.remote
 
     def local(number: int, head: str | None, base: str | None):
-        return git_hunks(fork, remote, number, head, base)
+        return git_hunks(fork, remote, number, head, base, fetch)
 
     timelines = prefetch.timelines if prefetch is not None else {}
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -198,7 +198,8 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
         collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
                                      cache=ws.cache_dir / "collisions.json",
                                      default_branch=config.upstream.default_branch,
-                                     token_unbounded=not os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip()) if listed is not None else None
+                                     token_unbounded=not os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip(),
+                                     fetch=fetch) if listed is not None else None
     cost = budget.cost()
     if early_cost is not None:
         cost = Cost(cost.requests + early_cost.requests, cost.not_modified + early_cost.not_modified, search_limit(), cost.exhausted)
