@@ -299,7 +299,9 @@ class GitHubClient:
             self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
-        raise UpstreamUnreachable(
+        # the attempts ran out on a rate limit: the whole budget's, never one request's trouble
+        failure = RateLimited if last_problem.startswith("rate limited") else UpstreamUnreachable
+        raise failure(
             f"GitHub at {self.api_url} failed for GET {path} after {attempt} attempt{'s' if attempt != 1 else ''}: {secrets.redact(last_problem)}"
         )
 

@@ -118,7 +118,9 @@ def gather(
             "source": status_report.source,
             "requests": status_report.requests,
             # the exit code `status` gives for the failed poll (null: polled, or offline by choice)
-            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else None,
+            # (a PR GitHub kept failing for, shown as recorded: 5, as `status` gives)
+            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else (5 if status_report.failed else None),
+            "not_polled": {str(n): why for n, why in sorted(status_report.failed.items())},
             "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
         tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
