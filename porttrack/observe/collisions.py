@@ -136,11 +136,11 @@ class CollisionSearch:
         api = self.compared - self.by_git
         parts = []
         if self.by_git:
-            parts.append(f"{self.by_git} through git (their refs/pull/N/head diffed locally: every file and line)")
+            parts.append(f"{self.by_git} through git, their refs/pull/N/head diffed locally: every file and line")
         if api:
-            parts.append(f"{api} from GitHub's file lists (at most 300 files each)")
+            parts.append(f"{api} from GitHub's file lists, at most 300 files each")
         why = f"; {self.path_note}" if self.path_note and api else ""
-        return "compared " + ", ".join(parts) + why if parts else ""
+        return "compared " + "; ".join(parts) + why if parts else ""
 
 
 # Without a token GitHub allows 60 requests an hour per address. Every open PR's file list costs
