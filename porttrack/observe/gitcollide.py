@@ -67,7 +67,8 @@ def scan(repo: GitRepo, remote: str, prs: Sequence[Any], queued: Sequence[Any], 
     heads, note, fetched = _heads(repo, remote, prs, default_branch, unserved, progress, fetch)
     bases = _bases(repo, wanted, heads, default_branch, unserved)
     ready = {n: (heads[n], bases[n]) for n in wanted if n in heads and n in bases}
-    info = _pr_info(repo, ready, memo)
+    info = _pr_info(repo, ready, memo, unserved)
+    ready = {n: pair for n, pair in ready.items() if n in info}
     patch_keys = {q.name: _patch_key(q) for q in queued}
     found: dict[int, dict[str, tuple]] = {}
     verdicts: dict[str, Any] = memo.setdefault("verdicts", {})
@@ -170,7 +171,7 @@ def _bases(repo: GitRepo, wanted: dict[int, Any], heads: dict[int, str], default
     return out
 
 
-def _pr_info(repo: GitRepo, ready: dict[int, tuple[str, str]], memo: dict) -> dict[int, dict]:
+def _pr_info(repo: GitRepo, ready: dict[int, tuple[str, str]], memo: dict, unserved: dict[int, str]) -> dict[int, dict]:
     """{PR: {head, base, mb, files: [(path, status)]}}: remembered for an unmoved (head, base),
     else from one walk and one diff-tree for all the PRs that moved."""
     known = memo.get("prs", {})
@@ -185,6 +186,9 @@ def _pr_info(repo: GitRepo, ready: dict[int, tuple[str, str]], memo: dict) -> di
     if not todo:
         return info
     mbs = merge_bases(repo, todo)
+    for n in [n for n in todo if mbs.get(n) is None]:  # git found none (unrelated histories): said, not guessed
+        unserved[n] = "git finds no merge-base of its head and base"
+        del todo[n]
     pairs = {n: (mbs[n], todo[n][0]) for n in todo}
     files = repo.changed_files_many(list(pairs.values()))
     for n, (head, base) in todo.items():
@@ -192,12 +196,12 @@ def _pr_info(repo: GitRepo, ready: dict[int, tuple[str, str]], memo: dict) -> di
     return info
 
 
-def merge_bases(repo: GitRepo, pairs: dict[int, tuple[str, str]]) -> dict[int, str]:
+def merge_bases(repo: GitRepo, pairs: dict[int, tuple[str, str]]) -> dict[int, str | None]:
     """{PR: merge-base of its (head, base)}: one `rev-list --boundary` walk from every head, every
     base excluded; a head that meets the bases in exactly one commit has that one. The rest (a PR
     that merged its base branch in, one whose walk is ambiguous) ask `git merge-base` each."""
     graph, boundary = repo.walk_boundary({h for h, _ in pairs.values()}, {b for _, b in pairs.values()})
-    out: dict[int, str] = {}
+    out: dict[int, str | None] = {}
     for n, (head, base) in pairs.items():
         if head not in graph:  # the head is reachable from a base: nothing of its own
             out[n] = head
@@ -212,8 +216,7 @@ def merge_bases(repo: GitRepo, pairs: dict[int, tuple[str, str]]) -> dict[int, s
                         stack.append(parent)
                 elif parent in boundary:
                     met.add(parent)
-        mb = next(iter(met)) if len(met) == 1 else repo.merge_base(head, base)
-        out[n] = mb or base
+        out[n] = next(iter(met)) if len(met) == 1 else repo.merge_base(head, base)
     return out
 
 
