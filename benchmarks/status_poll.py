@@ -29,6 +29,7 @@ Targets: issue 2: cold poll <= 1 request per PR; 4 PRs within 3 round trips plus
 poll costing at most 1 point per 100 PRs.
 
     python benchmarks/status_poll.py [--latency 0.1] [--repeat 5] [--prs 4,100,500] [--modes auto,never] [--ritual]
+    python benchmarks/status_poll.py --week 244 [--latency 0.1] [--repeat 5]   (issue 32: cold <= 2.0 s, warm <= 1.0 s)
 """
 
 from __future__ import annotations
@@ -162,6 +163,50 @@ def bench_ritual(latency: float, repeat: int) -> None:
         print(f"{poll} ritual, counted requests in all: {spread(totals, '{:.0f}')}")
 
 
+def bench_week_latency(latency: float, repeat: int, open_prs: int) -> None:
+    """Issue 32, item 4: `status` with a token at `latency` over the weekly world (5 tracked PRs,
+    one orphaned with a successor, one queued patch, `open_prs` open upstream PRs with real heads):
+    cold (no ETags, no collision cache, no open-PR head in the checkout) and warm (nothing moved)
+    runs interleaved, `repeat` of each; medians. Goals: cold <= 2.0 s, warm <= 1.0 s."""
+    import os
+
+    from testing.gitfixtures import git, isolated_git_env
+    from testing.weekly_budget import build
+
+    tmp = Path(tempfile.mkdtemp(prefix="porttrack-week-"))
+    saved = dict(os.environ)
+    os.environ.update(isolated_git_env(tmp / "home"))
+    times: dict[str, list[float]] = {"cold": [], "warm": []}
+    rts: dict[str, list[int]] = {"cold": [], "warm": []}
+    try:
+        with running_emulator(latency_s=0.0) as fake:
+            ws, world = build(tmp, fake, open_prs=open_prs)
+            env = {k: v for k, v in ws.env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env.update(GITHUB_TOKEN=DEFAULT_TOKEN, PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
+            timed([sys.executable, "-m", "porttrack", "status"], env, ws.root)  # bytecode compiled, state recorded
+            fake.latency_s = latency
+            for _ in range(repeat):
+                for poll in ("cold", "warm"):
+                    if poll == "cold":
+                        for name in ("etags.json", "collisions.json"):
+                            (ws.root / ".porttrack" / name).unlink(missing_ok=True)
+                        refs = git(world.fork, "for-each-ref", "--format=%(refname)", "refs/porttrack/open/").split()
+                        if refs:
+                            git(world.fork, "update-ref", "--stdin", input="".join(f"delete {r}\n" for r in refs).encode())
+                    fake.clear_log()
+                    t, _ = timed([sys.executable, "-m", "porttrack", "status"], env, ws.root)
+                    times[poll].append(t)
+                    rts[poll].append(critical_path(fake.log))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nstatus with a token, {open_prs} open upstream PRs (git heads), {latency * 1000:.0f} ms a request, "
+          f"{repeat} interleaved cold/warm runs: median [min..max]; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for poll in ("cold", "warm"):
+        print(f"{poll:>5}: {spread(times[poll])} s, round trips (counted) {spread([float(x) for x in rts[poll]], '{:.0f}')}")
+
+
 def bench_help(repeat: int) -> list[float]:
     times = []
     for _ in range(repeat):
@@ -183,8 +228,14 @@ def main() -> int:
     parser.add_argument("--prs", default="4,100,500", help="tracked PR counts, comma-separated")
     parser.add_argument("--modes", default="auto,never", help="PORTTRACK_GRAPHQL values to measure")
     parser.add_argument("--ritual", action="store_true", help="measure only the tokenless weekly ritual (issue 24)")
+    parser.add_argument("--week", type=int, metavar="OPEN_PRS", default=0,
+                        help="measure only status cold/warm, interleaved, over the weekly world with this many open PRs (issue 32)")
     args = parser.parse_args()
     import os
+
+    if args.week:
+        bench_week_latency(args.latency, args.repeat, args.week)
+        return 0
 
     if args.ritual:
         bench_ritual(args.latency, args.repeat)

@@ -125,6 +125,7 @@ class ApplyRun:
     finished_at: str
     duration_ms: int
     patches: tuple[PatchResult, ...]
+    inputs: str | None = None  # digest of what the build is a function of (`_inputs`): an unchanged next run reuses it
 
     @property
     def moved(self) -> bool:
@@ -192,14 +193,20 @@ def apply(
             _refuse_dirty(repo, holders)
         patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
-        say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
-        with repo.scratch_index("apply") as scratch:
-            results, new = _build(scratch, base, patches, contents, say)
+        inputs = _inputs(target, base_sha, patches)
+        same = _same_as_last(ws, branch, inputs, old)
+        if same is not None:  # nothing changed since the last build: its answer, without re-applying
+            say(f"{branch} is the build of {base_ref} ({base_sha[:12]}) + the same {len(patches)} patches: nothing to do")
+            results, new = list(same), old
+        else:
+            say(f"building {branch} from {base_ref} ({base_sha[:12]}) + {len(patches)} patch{'es' if len(patches) != 1 else ''}")
+            with repo.scratch_index("apply") as scratch:
+                results, new = _build(scratch, base, patches, contents, say)
 
         def run(outcome: str) -> ApplyRun:
             return ApplyRun(target, branch, ref, str(repo.path), base_ref, base_sha, old,
                             new, outcome, dry_run, force, started, utcnow(),
-                            int((time.monotonic() - t0) * 1000), tuple(results))
+                            int((time.monotonic() - t0) * 1000), tuple(results), inputs)
 
         if new is None:
             result = run("conflict")
@@ -221,6 +228,35 @@ def apply(
                 checkpoint("apply:moved")
             _record(ws, result)
         return result
+
+
+def _inputs(target: str, base_sha: str, patches: Sequence[Patch]) -> str:
+    """What a build is a function of: the target, the base commit, each patch (name, file, bytes'
+    sha256, state) in series order."""
+    import hashlib
+    import json
+
+    data = [target, base_sha, [(p.name, p.file, p.sha256, p.state) for p in patches]]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()
+
+
+def _same_as_last(ws: Workspace, branch: str, inputs: str, tip: str | None) -> tuple[PatchResult, ...] | None:
+    """The last recorded build's patch results, when it was of the same inputs and the branch is
+    still at what it built (nobody moved it since); None: build again."""
+    runs = load_runs(ws, branch)
+    last = runs[-1] if runs else None
+    if not isinstance(last, dict) or tip is None or last.get("inputs") != inputs or last.get("new") != tip \
+            or last.get("outcome") not in ("created", "updated", "unchanged") or last.get("dry_run"):
+        return None
+    try:
+        return tuple(PatchResult(p["name"], p["file"], int(p["pr"]), p["track"], p["state"], p["outcome"], p.get("commit"),
+                                 bool(p.get("empty")), tuple(HunkResult(h["id"], h["path"], h["kind"], int(h["index"]), h["header"],
+                                                                        h["outcome"], h.get("offset"), h.get("fuzz"))
+                                                             for h in p.get("hunks", ())),
+                                 tuple(p.get("conflict_files", ())), tuple(p.get("errors", ())), tuple(p.get("notes", ())))
+                     for p in last.get("patches", ()))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def build_series(repo: GitRepo, base_sha: str, patches: Sequence[Patch], contents: dict[str, bytes],
@@ -622,6 +658,7 @@ def run_to_json(run: ApplyRun) -> dict[str, Any]:
         "finished_at": run.finished_at,
         "duration_ms": run.duration_ms,
         "summary": counts,
+        "inputs": run.inputs,
         "patches": [
             {
                 "name": p.name,

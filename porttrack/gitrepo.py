@@ -411,8 +411,10 @@ class GitRepo:
                 shutil.rmtree(where.parent, ignore_errors=True)
 
     # -- movement -----------------------------------------------------------------------------
-    def fetch(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None) -> None:
-        """One fetch for many refspecs (one round trip). Progress lines go to `progress` when given."""
+    def fetch(self, remote: str, refspecs: Iterable[str], progress: Callable[[str], None] | None = None,
+              blobless: bool = False) -> None:
+        """One fetch for many refspecs (one round trip). Progress lines go to `progress` when given.
+        `blobless`: commits and trees only (for a partial clone: contents come when read)."""
         refspecs = list(refspecs)
         if not refspecs:
             return
@@ -421,6 +423,7 @@ class GitRepo:
         # fetch.writeCommitGraph: git adds what it fetched to the commit-graph (a split layer, with the
         # changed-path Bloom filters `init` wrote), so history walks stay as fast after every fetch.
         args = ["-c", "fetch.writeCommitGraph=true", "fetch", "--no-tags", "--no-write-fetch-head", "--refmap=",
+                *(["--filter=blob:none"] if blobless else []),
                 "--quiet" if progress is None else "--progress", remote, *refspecs]
         timeout = network_timeout()
         if progress is None:
@@ -490,6 +493,65 @@ class GitRepo:
                 left_out[gone[0]] = gone[1]
                 pending.remove(gone[0])
         return left_out
+
+    @property
+    def partial_clone(self) -> bool:
+        """A partial clone (`clone --filter`): a fetch may leave file contents for later too."""
+        proc = self.run("config", "--get", "extensions.partialClone", check=False)
+        return proc.returncode == 0 and bool(proc.stdout.strip())
+
+    def walk_boundary(self, tips: Iterable[str], exclude: Iterable[str]) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+        """One `rev-list --parents --boundary` walk: {commit reachable from `tips` and from none of
+        `exclude`: its parents}, and the boundary (excluded commits those have as parents)."""
+        lines = [*sorted(set(tips)), *(f"^{sha}" for sha in sorted(set(exclude)))]
+        out = self.run("rev-list", "--parents", "--boundary", "--stdin", input=("\n".join(lines) + "\n").encode()).stdout
+        graph: dict[str, tuple[str, ...]] = {}
+        boundary: set[str] = set()
+        for line in out.decode("ascii", "replace").splitlines():
+            if line.startswith("-"):
+                boundary.add(line[1:].split()[0])
+            elif line:
+                sha, *parents = line.split()
+                graph[sha] = tuple(parents)
+        return graph, boundary
+
+    def changed_files_many(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """{(old, new): [(path, A|D|M|T), ...]} for many commit pairs, one `diff-tree --stdin` per
+        batch of distinct `new`s: trees only (no contents read, no rename detection)."""
+        out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        todo = list(dict.fromkeys(pairs))
+        while todo:
+            batch: dict[str, str] = {}
+            rest = []
+            for old, new in todo:
+                (rest.append((old, new)) if new in batch else batch.__setitem__(new, old))
+            todo = rest
+            data = self.run("diff-tree", "--stdin", "-r", "--no-renames", "--raw", "-z", "--always", "--no-abbrev",
+                            input="".join(f"{new} {old}\n" for new, old in batch.items()).encode()).stdout
+            current: list[tuple[str, str]] | None = None
+            fields = data.split(b"\0")
+            i = 0
+            while i < len(fields):
+                field = fields[i]
+                if field.startswith(b":"):
+                    status = field.split()[-1].decode()[:1]
+                    path = fields[i + 1].decode("utf-8", "surrogateescape")
+                    if current is not None:
+                        current.append((path, status))
+                    i += 2
+                    continue
+                if field:
+                    sha = field.decode().strip()
+                    current = out.setdefault((batch[sha], sha), []) if sha in batch else None
+                i += 1
+        return out
+
+    def diff_lines_renamed(self, base: str, head: str, paths: Sequence[str]) -> bytes:
+        """Changed lines only (`-U0`) of `paths`, renames among them detected (git's own `-M`)."""
+        if not paths:
+            return b""
+        return self.run("diff", "--no-ext-diff", "--no-textconv", "-M", "-U0", base, head, "--",
+                        *(f":(literal){p}" for p in paths)).stdout
 
     def update_ref(self, ref: str, sha: str) -> None:
         self.run("update-ref", ref, sha)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testing import openprs
 from testing.text import numbered
 from testing.workspace import TestWorkspace, make_workspace, track
 from testing.world import World
@@ -16,7 +17,7 @@ from testing.world import World
 OPEN_PRS = 265  # open upstream PRs besides the tracked ones (~270 in all, as vLLM has)
 
 
-def build(tmp: Path, fake, open_prs: int = OPEN_PRS) -> tuple[TestWorkspace, World]:
+def build(tmp: Path, fake, open_prs: int = OPEN_PRS, git_heads: bool = True) -> tuple[TestWorkspace, World]:
     w = World(tmp, fake)
     warm = {f"vllm/model_executor/warmup/w{i}.py": numbered(f"w{i}", 6) for i in range(1, 3)}
     w.open_pr(48804, warm, "[Spec Decode][V1] Warm kernels")
@@ -26,13 +27,17 @@ def build(tmp: Path, fake, open_prs: int = OPEN_PRS) -> tuple[TestWorkspace, Wor
     w.squash_merge(56323)
     for n in (46076, 46849, 48407, 46900):
         w.open_pr(n, {f"vllm/f{n}.py": numbered(f"f{n}", 4)}, f"PR {n}")
-    # the open PRs upstream: files listed by the emulator (no git needed), one touching the queued file
-    for i in range(open_prs):
-        n = 60000 + i
-        path = "vllm/f46849.py" if i == 7 else f"vllm/o/o{n}.py"  # #60007 adds the file the queued patch adds
-        fake.put_pull(w.upstream_repo, n, title=f"open {n}", head_sha=f"{n:040x}", user=f"dev{i % 40}",
-                      files=[{"filename": path, "status": "added", "additions": 2, "deletions": 0, "changes": 2,
-                              "patch": f"@@ -0,0 +1,2 @@\n+other {n}\n+more\n"}])
+    # the open PRs upstream, one touching the queued file: #60007 adds the file the queued patch adds.
+    # git_heads: each a real commit with refs/pull/N/head (as GitHub serves them); else only the
+    # emulator's records (fake heads: a host that serves no pull refs, GitHub's file lists answer)
+    paths = {60000 + i: ("vllm/f46849.py" if i == 7 else f"vllm/o/o{60000 + i}.py") for i in range(open_prs)}
+    if git_heads:
+        openprs.seed(w, {n: {path: f"other {n}\nmore\n"} for n, path in paths.items()})
+    else:
+        for i, (n, path) in enumerate(paths.items()):
+            fake.put_pull(w.upstream_repo, n, title=f"open {n}", head_sha=f"{n:040x}", user=f"dev{i % 40}",
+                          files=[{"filename": path, "status": "added", "additions": 2, "deletions": 0, "changes": 2,
+                                  "patch": f"@@ -0,0 +1,2 @@\n+other {n}\n+more\n"}])
     ws = make_workspace(tmp / "ws", {"warm": track([48804]), "ar": track([46849]), "sparse": track([46076]),
                                      "skip": track([48407]), "more": track([46900])},
                         api_url=fake.base_url, fork=w.fork, token=None)

@@ -193,6 +193,30 @@ def test_rebuilding_an_unchanged_queue_gives_the_same_commits(aw):
     assert git(aw.fork, "rev-parse", f"{STAGING}~1") == first
 
 
+def test_an_unchanged_apply_answers_without_applying_again(aw):
+    """Issue 32: `apply --staging` with nothing changed re-applied every patch (805 git processes at
+    200 patches) before saying "unchanged". Same base, same patches, the branch still at the last
+    build: the recorded build answers, no `git apply` runs; anything that moved builds again."""
+    aw.queue(101)
+    aw.queue(102)
+    assert aw.cli("apply").returncode == 0
+    first = apply_mod.load_runs(aw.ws, "porttrack/staging")[-1]
+
+    again = aw.cli("-v", "apply", "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["outcome"] == "unchanged" and report["new"] == first["new"]
+    assert [p["outcome"] for p in report["patches"]] == [p["outcome"] for p in first["patches"]]
+    applies = [line for line in again.stderr.splitlines() if line.startswith("porttrack: git apply")]
+    assert applies == [], applies
+    # the branch moved by hand: built again (and found to differ)
+    git(aw.fork, "branch", "-f", "porttrack/staging", "upstream/main")
+    moved = aw.cli("-v", "apply", "--json")
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["outcome"] == "updated"
+    assert [line for line in moved.stderr.splitlines() if line.startswith("porttrack: git apply")]
+
+
 def test_default_build_carries_promoted_patches_only(aw):
     aw.queue(101, state="default-enabled")
     aw.queue(102, state="gated-pass")
@@ -396,7 +420,8 @@ def test_json_shape(aw):
     report = json.loads(aw.cli("apply", "--json").stdout)
 
     assert set(report) == {"schema", "target", "branch", "ref", "fork", "base", "old", "new", "outcome", "moved",
-                           "dry_run", "forced", "started_at", "finished_at", "duration_ms", "summary", "patches"}
+                           "dry_run", "forced", "started_at", "finished_at", "duration_ms", "summary", "patches",
+                           "inputs"}  # issue 32: what the build is a function of (additive)
     assert report["schema"] == "porttrack/apply/v1" and report["target"] == "staging"
     assert report["base"] == {"ref": "upstream/main", "sha": git(aw.fork, "rev-parse", "upstream/main")}
     assert report["summary"] == {"clean": 1, "offset": 0, "3-way": 0, "fuzz": 0, "conflict": 0, "not-tried": 0}
@@ -420,7 +445,8 @@ def test_cli_as_a_subprocess(aw):
     assert out.stderr == ""  # --json: data only
     human = aw.run("apply", "--staging")
     assert human.returncode == 0 and "already this build" in human.stdout
-    assert "building porttrack/staging" in human.stderr
+    # the same base and patches as the recorded build: answered without building again (issue 32)
+    assert "the same 2 patches: nothing to do" in human.stderr and "building" not in human.stderr
 
 
 def test_empty_queue_builds_the_upstream_base(aw):

@@ -131,7 +131,11 @@ def test_every_page_is_read_and_lines_are_carried_onto_the_open_prs_base(tmp_pat
     listing = [r for r in world.fake.requests() if r.path.endswith("/pulls")]
     files = [r for r in world.fake.requests() if r.path.endswith("/files")]
     print(f"\nrequests: {len(listing)} listing pages, {len(files)} file lists")
-    assert len(listing) == 3 and len(files) == 250
+    # the three PRs upstream serves refs/pull/N/head for are compared in git; the fillers (no git
+    # behind them) from their file lists, the path each took said
+    assert len(listing) == 3 and len(files) == 247
+    assert found["compared_through_git"] == 3 and found["compared_from_file_lists"] == 247
+    assert found["method"] == "git and file lists"
     text = ws.run_in_process("status").stdout
     assert "collisions ahead (250 of 250 open PRs compared):" in text
     # a second run: every answer a 304 from the ETag cache
@@ -147,14 +151,16 @@ def test_a_scan_cut_short_says_incomplete_never_none(tmp_path, world):
     ws.extra_env["PORTTRACK_SEARCH_LIMIT"] = "40"
     text = ws.run_in_process("status").stdout
     assert "collisions ahead (" not in text and ": none\n" not in text
-    assert "collisions ahead: incomplete: 37 of 250 open PRs compared; none among those" in text
+    # #501-#503 (git behind them) compared through git, at no request; 37 fillers from file lists
+    assert "collisions ahead: incomplete: 40 of 250 open PRs compared:" in text
     assert "(search incomplete: request limit reached" in text
+    assert "3 through git" in text and "37 from GitHub's file lists" in text
     # the next run goes on from there: the 37 compared are remembered at their head SHAs (no request)
     out = ws.run_in_process("status", "--json")
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)["findings"]["collisions"]
-    assert found["complete"] is False and found["open_prs"] == 250 and found["compared_open_prs"] == 37 + 37
-    assert [c["upstream"] for c in found["collisions"]] == [501]  # rank 50: reached in the second run
+    assert found["complete"] is False and found["open_prs"] == 250 and found["compared_open_prs"] == 3 + 37 + 37
+    assert sorted(c["upstream"] for c in found["collisions"]) == [501, 502]
 
 
 def requests_get_all(world) -> list[int]:
@@ -170,3 +176,15 @@ def requests_get_all(world) -> list[int]:
         if 'rel="next"' not in answer.headers.get("Link", ""):
             return numbers
         page += 1
+
+
+def test_with_a_token_one_run_compares_all_from_file_lists(tmp_path, world):
+    """Issue 32, item 2: with a token the searches' default bound (80 requests) needed 4 runs for
+    244 open PRs on a host that serves no pull refs; the file lists now take what the hour has."""
+    ws = _listing_scene(world, tmp_path)
+    ws.extra_env.pop("PORTTRACK_SEARCH_LIMIT", None)
+    out = ws.run_in_process("status", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)["findings"]["collisions"]
+    assert found["complete"] is True and found["compared_open_prs"] == 250, found
+    assert sorted(c["upstream"] for c in found["collisions"]) == [501, 502]

@@ -80,3 +80,19 @@ def test_markers_as_forks_write_them():
     assert got == [("cherry-pick", None, "0123456789abcdef0123456789abcdef01234567", False),
                    ("port-note", 52645, "c848ab5aa4", True), ("trailer", 46849, None, False), ("backport", 48407, None, False)]
     assert [m.upstream_commit for m in read_markers("Port: upstream #7\n")] == [None]
+
+
+def test_the_first_live_status_gathers_coverage_after_its_fetch(tmp_path, world):
+    """Issue 32, item 7: the first live `status` said "coverage unknown: #N's head is not in the
+    fork checkout (a live `porttrack status` fetches it)" in the very run that fetched it; the
+    second run said 1/1. Coverage is now gathered after the poll's fetch: the first run says 1/1."""
+    world.open_pr(306, {"w.py": numbered("w", 3)}, "Listed, head not fetched")
+    sha = world.fork_commit({"w.py": numbered("w", 3)}, "carry w")
+    ws = make_workspace(tmp_path / "ws", {"t": track([306], fork_commits=[sha[:9]])}, api_url=world.fake.base_url,
+                        fork=world.fork, token=world.token)
+    assert git(world.fork, "rev-parse", "--verify", "--quiet", pull_ref(306), check=False) == ""
+    out = ws.run_in_process("status", "--json")
+    assert out.returncode == 0, out.stderr
+    notes = [n for t in json.loads(out.stdout)["tracks"] for p in t["prs"] for n in p["notes"]]
+    assert not [n for n in notes if "not in the fork checkout" in n], notes
+    assert any("1/1" in n for n in notes), notes

@@ -156,12 +156,53 @@ def test_transient_faults_end_in_success_after_bounded_retries(tmp_path, world, 
 
 
 @pytest.mark.parametrize(
+    "fault, params, env, words",
+    [
+        ("status", {"status": 500, "times": 50}, {}, "after 4 attempts"),
+        ("status", {"status": 503, "times": 50}, {}, "after 4 attempts"),
+        ("delay", {"seconds": 2.5, "times": 50}, {"PORTTRACK_HTTP_TIMEOUT": "1", "PORTTRACK_HTTP_ATTEMPTS": "2"}, "timed out"),
+        ("malformed", {"times": 50}, {}, "malformed JSON"),
+    ],
+)
+def test_one_pr_that_keeps_failing_is_one_pr_from_the_recorded_state_the_rest_live(tmp_path, world, fault, params, env, words):
+    """Issue 32, item 3: one PR answering 500 was the whole poll offline (exit 5, four fresh
+    answers thrown away). Now that PR alone is shown as recorded, with its reason; the rest are
+    live and recorded; exit 5 (GitHub failing after bounded retries), as the table says."""
+    _open_four(world)
+    ws = _workspace(tmp_path, world, **env)
+    assert ws.run_in_process("status").returncode == 0
+    recorded = json.loads(_recorded_bytes(ws))
+    world.append(101, {"a.py": "appended\n"})
+    world.fake.inject(fault, path=r"/pulls/102$", **params)
+    result = ws.run_in_process("status", "--json")
+    assert result.returncode == 5, result.stderr
+    assert "Traceback" not in result.stderr and "porttrack: error:" not in result.stderr
+    assert "#102 not polled" in result.stderr and words in result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["mode"] == "live" and list(shown["failed"]) == ["102"]
+    prs = {p["number"]: p for t in shown["tracks"] for p in t["prs"]}
+    assert any("not polled" in n and words in n for n in prs[102]["notes"]), prs[102]
+    assert prs[101]["head_change"] == "appended", "the others' fresh answers are kept"
+    after = json.loads(_recorded_bytes(ws))
+    old102 = next(p for p in _prs_of(recorded) if p["number"] == 102)
+    new102 = next(p for p in _prs_of(after) if p["number"] == 102)
+    assert new102 == old102, "the failing PR's recorded state stands"
+    new101 = next(p for p in _prs_of(after) if p["number"] == 101)
+    assert new101["head_sha"] == world.head(101)
+    text = ws.run_in_process("status")
+    assert text.returncode == 5 and "OFFLINE" not in text.stdout and "not polled" in text.stdout
+
+
+def _prs_of(recorded) -> list:
+    prs = recorded["prs"]
+    return list(prs.values()) if isinstance(prs, dict) else prs
+
+
+@pytest.mark.parametrize(
     "fault, params, env, code, words",
     [
-        ("status", {"status": 503, "times": 50}, {}, 5, "after 4 attempts"),
+        ("status", {"status": 503, "times": 200}, {}, 5, "after 4 attempts"),
         ("rate_limit", {"reset_in": 3600, "times": 50}, {}, 5, "retry after"),
-        ("delay", {"seconds": 2.5, "times": 50}, {"PORTTRACK_HTTP_TIMEOUT": "1", "PORTTRACK_HTTP_ATTEMPTS": "2"}, 5, "timed out"),
-        ("malformed", {"times": 50}, {}, 5, "malformed JSON"),
         ("status", {"status": 401, "json": {"message": "Bad credentials"}, "times": 50}, {}, 3, "refused the token"),
     ],
 )
@@ -170,7 +211,8 @@ def test_persistent_faults_give_one_line_error_and_leave_state_alone(tmp_path, w
     ws = _workspace(tmp_path, world, **env)
     assert ws.run_in_process("status").returncode == 0
     before = _recorded_bytes(ws)
-    world.fake.inject(fault, path=r"/pulls/102$", **params)
+    # a rate limit or a refused token is the whole poll's; so is a failure of every PR
+    world.fake.inject(fault, path=r"/pulls/102$" if fault != "status" or code != 5 else r"/pulls/10\d$", **params)
     result = ws.run_in_process("status")
     assert result.returncode == code, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("porttrack: error:")]

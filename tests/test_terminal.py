@@ -160,3 +160,41 @@ def test_long_output_on_a_terminal_goes_through_the_pager(scenario, tmp_path) ->
     _on_pty(ws, ("--no-pager", "status", "--offline"), 80, PAGER=pager, LINES="10")
     _piped(ws, ("status", "--offline"), 80, PAGER=pager, LINES="10")
     assert not seen.exists()
+
+
+def test_stderr_lines_fit_the_terminal_at_word_boundaries(tmp_path, world) -> None:
+    """Issue 32, item 12: the token-less budget line (139 characters) broke mid-word at 80
+    columns. On a terminal, every stderr line now fits, wrapped at words; piped, it is one line."""
+    world.open_pr(46849, {"vllm/spec/fused_graph.py": "fused = True\n"}, "Fused graph")
+    ws = make_workspace(tmp_path / "ws", {"t": track([46849])}, api_url=world.fake.base_url, fork=world.fork, token=None)
+    environ = ws.env(**{"COLUMNS": "80", "TERM": "xterm", "NO_COLOR": None, "CI": None, "PAGER": "cat"})
+    received, _out, status = run_on_pty([sys.executable, "-m", "porttrack", "status", "--no-search"], stream="stderr",
+                                        env=environ, cwd=ws.root, timeout=60)
+    assert status == 0, received
+    err = received.decode().replace("\r\n", "\n")
+    lines = [SGR.sub("", line) for line in err.splitlines() if line.strip()]
+    assert any("requests left this hour" in line for line in lines), err
+    assert max(len(line) for line in lines) <= 80, err
+    words = set(re.findall(r"[\w.:/-]+", " ".join(lines)))
+    piped = ws.run("status", "--no-search", env=ws.env(COLUMNS="80"))
+    budget = next(line for line in piped.stderr.splitlines() if "requests left this hour" in line)
+    assert len(budget) > 80, "piped, the line keeps its length"
+    assert set(re.findall(r"[\w.:/-]+", budget)) <= words, "no word was broken"
+
+
+def test_report_weekly_is_paged_on_a_terminal_taller_output(tmp_path, world) -> None:
+    """Issue 32, item 12: `report weekly` (118 lines) was not paged. On a terminal shorter than
+    it, it goes through the pager; piped, it is printed as before."""
+    world.open_pr(46849, {"vllm/spec/fused_graph.py": "fused = True\n"}, "Fused graph")
+    ws = make_workspace(tmp_path / "ws", {"t": track([46849])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    assert ws.run_in_process("status", "--no-search").returncode == 0
+    got = tmp_path / "paged.txt"
+    environ = ws.env(**{"COLUMNS": "100", "TERM": "xterm", "NO_COLOR": None, "CI": None,
+                        "PORTTRACK_PAGER": f"cat > {got}"})
+    received, err, status = run_on_pty([sys.executable, "-m", "porttrack", "report", "weekly", "--offline", "--dry-run"],
+                                       stream="stdout", env=environ, cwd=ws.root, timeout=60, columns=100, lines=20)
+    assert status == 0, err
+    assert got.is_file() and "# porttrack weekly status" in got.read_text(), "the pager was given the report"
+    assert b"# porttrack weekly status" not in received, "shown by the pager, not printed past it"
+    piped = ws.run("report", "weekly", "--offline", "--dry-run")
+    assert piped.returncode == 0 and piped.stdout.startswith("<!-- porttrack:weekly:")

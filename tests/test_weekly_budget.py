@@ -104,7 +104,7 @@ def test_searches_run_concurrently(ritual, fake):
 
 
 def test_the_scan_goes_on_hour_by_hour_repeats_nothing_and_never_says_none_while_cut(tmp_path, fake):
-    ws, world = build(tmp_path, fake, open_prs=60)
+    ws, world = build(tmp_path, fake, open_prs=60, git_heads=False)  # a host that serves no pull refs
     asked: set[str] = set()
     checked = []
     for hour in range(10):
@@ -141,7 +141,33 @@ def test_the_issue_says_it_as_a_colleague_would(ritual, fake):
     for internal in ("collisions ahead", "open upstream PRs compared", "compared)", "searches cost", "answered 304",
                      "waiting 0 days", "tracks.yaml: warm: prs:", "request limit"):
         assert internal not in body, internal
-    assert re.search(r"open PRs checked so far, and none of those would\. The rest are checked in later runs: without a token", body)
+    # every open PR compared through git in the first run: the whole scan, in words, no accounting
+    assert re.search(r"would conflict with the queue at the next rebase \(all \d+ open PRs checked\):", body), body
     assert "merged " in body and "(today), not checked on the fork yet" in body
     html = cmark(body)
     assert "follow <a href=" in html and '<pre><code class="language-yaml">tracks:' in html
+
+
+# -- issue 32, item 2: the token-less week within 20 counted requests, all open PRs compared ------
+
+WEEK = (("status",),) * 7 + (("report", "weekly", "--dry-run"), ("report", "weekly", "--post"))
+
+
+@pytest.mark.parametrize("open_prs", [244, 1000])
+def test_a_scripted_week_without_a_token_costs_at_most_20_counted_requests(tmp_path, fake, open_prs):
+    """Seven daily `status`, `report weekly --dry-run`, `report weekly`: counted by the emulator's
+    own log (answered, not 304). Every open PR is compared in the first run (through git: their
+    refs/pull/N/head), the colliding #60007 found; the old file-list scan cost 141 for 244."""
+    ws, _ = build(tmp_path, fake, open_prs=open_prs)
+    fake.set_anonymous_rate_limit(remaining=60)
+    costs = []
+    for args in WEEK:
+        out, log = _run(ws, fake, *args)
+        assert out.returncode == (ExitCode.AUTH if "--post" in args else 0), out.stderr
+        costs.append(counted_of(log))
+        if args == ("status",) and len(costs) == 1:
+            assert f"collisions ahead ({open_prs} of {open_prs} open PRs compared):" in out.stdout, out.stdout
+            assert "open #60007" in out.stdout and f"compared {open_prs} through git" in out.stdout
+    print(f"\n{open_prs} open PRs: counted per run {costs}, total {sum(costs)}")
+    assert sum(costs) <= 20, costs
+    assert not [r for r in fake.log if r.path.endswith("/files") and "/pulls/6" in r.path], "no open PR's file list"

@@ -209,7 +209,7 @@ _INERT_IN_JSON = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u20
 def say(message: str) -> None:
     """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
     branch name): the terminal cleaner keeps escape sequences and controls out of it."""
-    click.echo(for_terminal_lines(message), err=True)
+    click.echo(terminal.fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
 
 
 # Command modules register themselves on `cli`. Keep this list in the README's order.

@@ -52,7 +52,10 @@ def _collisions(ctx: Context):
     client = ctx.github(ctx.config.upstream.repo)
     budget = Budget(client, search_limit())
     fork, _problem = ctx.fork_or_problem  # where the bases are mapped; without it, compared unmapped
-    search = find_collisions(client, budget, queued_hunks(ctx.workspace), frozenset(tracked_numbers(ctx.config)), fork)
+    upstream = ctx.config.upstream  # the same git path, cache and remote as `status` (issue 32)
+    search = find_collisions(client, budget, queued_hunks(ctx.workspace), frozenset(tracked_numbers(ctx.config)), fork,
+                             remote=upstream.remote, cache=ctx.workspace.cache_dir / "collisions.json",
+                             default_branch=upstream.default_branch)
     client.save_cache()
     return search, budget.cost()
 

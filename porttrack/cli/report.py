@@ -12,6 +12,7 @@ from dataclasses import replace
 import click
 
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
+from porttrack.cli.terminal import show
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
 from porttrack.common.secrets import resolve_token
@@ -40,6 +41,9 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     state/reports.json so the next report counts changes from here.
     """
     from porttrack import report as rep
+    from porttrack.report.gather import gather as gather_report
+    from porttrack.report.post import post as post_report
+    from porttrack.report.render import render as render_report
     from porttrack.report.status import rate_words, recorded_ago
     from porttrack.workspace.files import lock
 
@@ -66,9 +70,9 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     if offline and fork is not None:
         fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
     upstream = None if offline else ctx.github(config.upstream.repo)
-    weekly_report = rep.gather(ws, config, now=moment, since=previous, client=upstream, fork=fork, fork_problem=fork_problem,
+    weekly_report = gather_report(ws, config, now=moment, since=previous, client=upstream, fork=fork, fork_problem=fork_problem,
                                dry_run=dry_run)
-    full = rep.render(weekly_report, ws)
+    full = render_report(weekly_report, ws)
     body, cut = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report))
     if cut:
         say(f"the report is longer than GitHub allows in an issue; the issue shows a cut version, the full one is {weekly_report.report_file}")
@@ -90,7 +94,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         # Under the workspace lock: a second `report weekly --post` (a re-run cron job, a person)
         # waits, then finds the issue this one created instead of creating another.
         with contextlib.nullcontext() if dry_run else lock(ws, "report weekly: posting the issue"):
-            outcome = rep.post(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
+            outcome = post_report(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
                                issues=issues, recorded=rep.recorded_issue_number(ws, week, config.report.repo), dry_run=dry_run)
             say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
             checkpoint("report:posted")
@@ -105,7 +109,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         data["post"] = outcome.to_json() if outcome is not None else None
         emit_json(data)
     else:
-        click.echo(full, nl=False)
+        show(ctx.terminal, full.rstrip("\n"))  # paged on a terminal when taller than it (issue 32)
     if dry_run:
         say("dry run: nothing was written or posted")
     if refused is not None:

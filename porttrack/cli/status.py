@@ -34,7 +34,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.report.knowledge import gather, search_upstream, with_findings
+    from porttrack.report.knowledge import (gather, record_findings, recorded_findings, search_upstream, start_listing,
+                                            with_findings)
     from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
@@ -43,6 +44,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
     # git's progress: one line redrawn in place on a terminal, each phase's last line otherwise
     progress = None if as_json else Progress("upstream")
+    # the open-PR listing goes out with the poll: one round trip fewer (issue 32, item 4)
+    prefetch = None if offline or no_search else start_listing(ctx.workspace, config, ctx.github(config.upstream.repo))
     try:
         report, problem = refresh(
             ctx.workspace,
@@ -51,18 +54,25 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             repo=None if no_fetch else fork,
             dry_run=dry_run,
             progress=progress,
-            know=gather(ctx.workspace, config, fork, fork_problem),
+            # after the poll: the heads it fetched are what coverage reads (issue 32, item 7)
+            know=lambda: gather(ctx.workspace, config, fork, fork_problem),
         )
     finally:
         if progress is not None:
             progress.close()
     if report.mode == "live" and not no_search:  # searches cost requests: only with a live poll
         client = ctx.github(config.upstream.repo)
-        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork))
+        report = with_findings(report, search_upstream(ctx.workspace, config, client, report, fork, prefetch,
+                                                                fetch=not no_fetch))
         # the figures shown are the command's: every request sent, the budget its last answer stated
         report = replace(report, requests=client.requests_sent, rate_limit=client.rate_seen)
         if not dry_run:
             client.save_cache()
+            record_findings(ctx.workspace, report.findings, report.observed_at)
+    elif report.mode == "offline":  # what the last live run found still stands, said as such
+        kept = recorded_findings(ctx.workspace, config, report)
+        if kept is not None:
+            report = with_findings(report, kept)
     when = report.observed_at or "never"
     age = recorded_ago(report.observed_at, clock.now())
     if problem is not None:
@@ -79,6 +89,12 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         ctx.show(parts(report))
     if dry_run and report.mode == "live":
         say("dry run: nothing was recorded")
+    if problem is None and report.failed:
+        from porttrack.common.errors import ExitCode
+
+        for number, why in sorted(report.failed.items()):
+            say(f"porttrack: #{number} not polled ({for_terminal(why, 300)}); shown from the recorded state, the rest live")
+        return int(ExitCode.UNREACHABLE)  # GitHub kept failing (for one PR): the published 5
     return int(problem.exit_code) if problem is not None else 0
 
 
@@ -103,6 +119,8 @@ def parts(report: "StatusReport") -> list:
     findings = report.findings
     if findings is not None and findings.cost is not None:
         out.append(terminal.paragraph(findings.cost.text, hang=2))
+    if len(report.tracks) > SUMMARY_FROM:
+        out += [terminal.paragraph(line, hang=2) for line in summary_lines(report)]
     for track in report.tracks:
         out.append("")
         out.append(terminal.cut(terminal.joined(terminal.text(track.id, "bold"), "  ", for_terminal(track.title, 300))))
@@ -119,6 +137,31 @@ def parts(report: "StatusReport") -> list:
         out.append("")
         out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
     return out
+
+
+SUMMARY_FROM = 5  # more tracks than this: a one-screen summary before the per-track detail
+
+
+def summary_lines(report: "StatusReport") -> list[str]:
+    """A few lines that fit one screen whatever the number of tracks: how many tracks and PRs,
+    what changed in this run, the next actions by kind (the most pressing first), failures."""
+    from collections import Counter
+
+    prs = {pr.number: pr for track in report.tracks for pr in track.prs}
+    changed = sorted(n for n, pr in prs.items() if pr.changes)
+    kinds = Counter(track.next_action.kind for track in report.tracks)
+    order = ["orphaned", "convergence-check", "refresh", "wait-for-stack", "port-candidate", "queued", "unknown", "converged"]
+    nexts = ", ".join(f"{kinds[k]} {k}" for k in sorted(kinds, key=lambda k: order.index(k) if k in order else len(order)))
+    shown = ", ".join(f"#{n}" for n in changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    lines = [f"summary: {len(report.tracks)} tracks, {len(prs)} PRs; "
+             + (f"{len(changed)} changed in this run ({shown})" if changed else "none changed in this run"),
+             f"  next actions: {nexts}"]
+    if report.failed:
+        lines.append(f"  not polled: {', '.join(f'#{n}' for n in sorted(report.failed))} (shown as recorded)")
+    collisions = report.findings.collisions if report.findings is not None else None
+    if collisions is not None:
+        lines.append(f"  collisions ahead: {len(collisions.collisions)} ({collisions.scope})")
+    return lines
 
 
 # #N, state, head, base: state and head wrap within their columns when the terminal is narrow

@@ -345,3 +345,40 @@ def _control(*what: str) -> str:
 
     codes = {"\r": (ControlType.CARRIAGE_RETURN,), "erase": (ControlType.ERASE_IN_LINE, 0)}
     return "".join(str(Control(codes[w])) for w in what)
+
+
+def fit_stderr(text: str, stream: IO[str] | None = None) -> str:
+    """`text` for stderr: on a terminal, each line longer than its width is wrapped at word
+    boundaries (never mid-word; a word longer than a line stays whole), the continuation indented
+    under the line's own indent + 2. Piped (a log, a CI job), lines keep their length, as stdout's."""
+    import textwrap
+
+    stream = stream if stream is not None else sys.stderr
+    width = _stderr_width(stream)
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out.extend(textwrap.wrap(line, width=width, initial_indent="", subsequent_indent=indent + "  ",
+                                 break_long_words=False, break_on_hyphens=False) or [line])
+    return "\n".join(out)
+
+
+def _stderr_width(stream: IO[str]) -> int | None:
+    """COLUMNS when set (and the stream a terminal), else the terminal's; None when piped."""
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    raw = os.environ.get("COLUMNS", "").strip()
+    if raw.isdigit() and int(raw) >= 20:
+        return int(raw)
+    try:
+        return max(20, os.get_terminal_size(stream.fileno()).columns)
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -303,7 +303,9 @@ class GitHubClient:
             self._raise_for_status("GET", path, status, text)
             last_problem = f"HTTP {status}"
             self._backoff(attempt)
-        raise UpstreamUnreachable(
+        # the attempts ran out on a rate limit: the whole budget's, never one request's trouble
+        failure = RateLimited if last_problem.startswith("rate limited") else UpstreamUnreachable
+        raise failure(
             f"GitHub at {self.api_url} failed for GET {path} after {attempt} attempt{'s' if attempt != 1 else ''}: {secrets.redact(last_problem)}"
         )
 
@@ -386,12 +388,15 @@ class GitHubClient:
         return PullRequest.from_json(answer.data), answer.from_cache
 
     def get_pulls_present(self, numbers: Iterable[int], max_workers: int = 8,
-                          answered: Callable[[int, int], None] | None = None) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
+                          answered: Callable[[int, int], None] | None = None,
+                          failed: dict[int, str] | None = None) -> tuple[dict[int, tuple[PullRequest, bool]], dict[int, str]]:
         """Several PRs at once, each with whether it is unchanged since the last poll: concurrent
         REST GETs, or past one wave of them GraphQL (`github_graphql.pays`), REST for what it leaves.
         A number GitHub has no PR for is not a failure of the rest: it comes back in the second
         mapping with why ("is an issue, not a PR", "answered 404"). `answered(done, total)` is told
-        as the answers come in (progress)."""
+        as the answers come in (progress). `failed` (given): a PR GitHub kept failing for (5xx after
+        the retries) goes there with why, and the rest are answered; only when every PR failed does
+        the failure stand for the whole poll (raised). A rate limit is never one PR's."""
         done = [0]
 
         def one(number: int):
@@ -399,6 +404,10 @@ class GitHubClient:
                 result = self.get_pull(number)
             except NotFound as exc:
                 result = self.absent_pull(number, getattr(exc, "status", 404))
+            except UpstreamUnreachable as exc:
+                if failed is None or isinstance(exc, RateLimited):
+                    raise
+                return exc
             # told only of answers: a request that failed is no PR answered (nor is it counted)
             if answered is not None:
                 with self._count_lock:
@@ -418,7 +427,12 @@ class GitHubClient:
         rest = [n for n in numbers if n not in batched]
         with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
             results = dict(zip(rest, pool.map(one, rest)))
-        found = {**batched, **{n: r for n, r in results.items() if not isinstance(r, str)}}
+        errors = {n: r for n, r in results.items() if isinstance(r, UpstreamUnreachable)}
+        if errors and len(errors) == len(numbers):
+            raise next(iter(errors.values()))
+        if failed is not None:
+            failed.update({n: str(exc) for n, exc in errors.items()})
+        found = {**batched, **{n: r for n, r in results.items() if not isinstance(r, (str, UpstreamUnreachable))}}
         found = {n: found[n] for n in numbers if n in found}
         absent = {n: r for n, r in results.items() if isinstance(r, str)}
         if absent and not self._token:

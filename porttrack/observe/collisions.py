@@ -22,6 +22,7 @@ A scan cut short (the budget, GitHub) says "incomplete: N of M open PRs compared
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from porttrack.github.budget import Budget, BudgetSpent
@@ -50,7 +51,8 @@ class QueuedHunks:
 @dataclass(frozen=True)
 class Overlap:
     """kind: same-hunk (the id of a hunk both change) | overlapping-lines (detail: the lines of the
-    open PR's base both change) | overlapping-lines-unmapped (the same, the bases not mapped)."""
+    open PR's base both change) | overlapping-lines-unmapped (the same, the bases not mapped) |
+    renamed (detail: the new path) | removed: the open PR renames or deletes a file the patch changes."""
 
     kind: str
     path: str
@@ -60,6 +62,10 @@ class Overlap:
     def words(self) -> str:
         if self.kind == "same-hunk":
             return f"both change hunk {self.detail} of {self.path}"
+        if self.kind == "renamed":
+            return f"it renames {self.path} to {self.detail}"
+        if self.kind == "removed":
+            return f"it deletes {self.path}"
         lines = f"line {self.detail}" if "-" not in self.detail else f"lines {self.detail}"
         if self.kind == "overlapping-lines-unmapped":
             return f"both change {self.path} {lines} (line numbers not mapped: a base is not in the fork checkout)"
@@ -96,6 +102,8 @@ class CollisionSearch:
     problem: str | None = None
     open_prs: int | None = None  # open PRs listed upstream, the tracked ones left out (None: not listed)
     listed_all: bool = True  # False: the listing itself was cut short (`open_prs` is a lower bound)
+    by_git: int = 0  # of `compared`: through git (refs/pull/N/head, every file); the rest from GitHub's file lists
+    path_note: str | None = None  # why some PRs were not compared through git
 
     @property
     def complete(self) -> bool:
@@ -111,7 +119,28 @@ class CollisionSearch:
 
     def to_json(self) -> dict[str, Any]:
         return {"compared_open_prs": self.compared, "open_prs": self.open_prs, "listed_all": self.listed_all,
-                "complete": self.complete, "problem": self.problem, "collisions": [c.to_json() for c in self.collisions]}
+                "complete": self.complete, "problem": self.problem, "collisions": [c.to_json() for c in self.collisions],
+                "compared_through_git": self.by_git, "compared_from_file_lists": self.compared - self.by_git,
+                "method": self.method}
+
+    @property
+    def method(self) -> str:
+        """Which path ran: "git" (every PR's head fetched and diffed locally), "file lists" (GitHub's
+        files endpoint, capped at 300 files a PR here), "git and file lists", or "none"."""
+        api = self.compared - self.by_git
+        return {(True, True): "git and file lists", (True, False): "git", (False, True): "file lists"}.get(
+            (self.by_git > 0, api > 0), "none")
+
+    @property
+    def method_words(self) -> str:
+        api = self.compared - self.by_git
+        parts = []
+        if self.by_git:
+            parts.append(f"{self.by_git} through git, their refs/pull/N/head diffed locally: every file and line")
+        if api:
+            parts.append(f"{api} from GitHub's file lists, at most 300 files each")
+        why = f"; {self.path_note}" if self.path_note and api else ""
+        return "compared " + "; ".join(parts) + why if parts else ""
 
 
 # Without a token GitHub allows 60 requests an hour per address. Every open PR's file list costs
@@ -124,12 +153,17 @@ WAVE = 8  # file lists asked at once
 
 
 def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[QueuedHunks], skip: frozenset[int] = frozenset(),
-                    repo: GitRepo | None = None, max_prs: int | None = None, listed: "tuple[list, bool] | None" = None) -> CollisionSearch:
+                    repo: GitRepo | None = None, max_prs: int | None = None, listed: "tuple[list, bool] | None" = None,
+                    remote: str = "upstream", cache: "Path | None" = None, default_branch: str = "main",
+                    token_unbounded: bool = False, fetch: bool = True) -> CollisionSearch:
     """Collisions of each queued patch with the open upstream PRs (`skip`: the tracked PRs
-    themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout, where
-    the bases are mapped (None: compared unmapped). Never raises for GitHub trouble or a spent
-    budget: it stops and says how far it got. `listed`: `list_open`'s answer, asked beforehand (the
-    caller asks it while the successor searches run)."""
+    themselves, whose later revisions `refresh` already covers). `repo`: the fork checkout: every
+    PR whose head git can fetch from `remote` is compared there (`gitcollide`, verdicts cached in
+    `cache`); the rest, or all without a checkout, from GitHub's file lists, bases mapped in the
+    checkout when it has them. Never raises for GitHub trouble or a spent budget: it stops and
+    says how far it got. `token_unbounded`: with a token, the file lists are not held to `budget`
+    (the searches' default bound) but to the hour GitHub says is left: one run compares all. `listed`: `list_open`'s answer, asked beforehand (the caller asks it
+    while the successor searches run)."""
     if not queued:
         return CollisionSearch((), 0, None, 0)
     from concurrent.futures import ThreadPoolExecutor
@@ -139,10 +173,29 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
     open_prs, listed_all = listed if listed is not None else list_open(client, budget, skip)
     if not listed_all:
         problem = "the listing of open PRs was cut short"
-    maps = _Maps(repo, queued)
     wanted = open_prs[:max_prs]
-    files = {pr.number: _remembered(client, pr) for pr in wanted}
-    missing = [pr for pr in wanted if files[pr.number] is None]
+    by_git: dict[int, dict[str, tuple]] = {}
+    through_git: frozenset[int] = frozenset()
+    path_note = None
+    if repo is not None and not repo.offline and wanted:
+        from porttrack.observe import gitcollide
+
+        try:
+            verdicts = gitcollide.scan(repo, remote, wanted, queued, cache, _git_overlaps, LineMap, default_branch, fetch=fetch)
+        except PorttrackError as exc:  # git itself failed: GitHub's file lists answer instead
+            path_note = f"git could not compare them ({exc})"
+        else:
+            by_git, through_git = verdicts.found, verdicts.compared
+            path_note = verdicts.note or _unserved_words(verdicts.unserved)
+    maps = _Maps(repo, queued)
+    api_prs = [pr for pr in wanted if pr.number not in through_git]
+    files = {pr.number: _remembered(client, pr) for pr in api_prs}
+    missing = [pr for pr in api_prs if files[pr.number] is None]
+    if token_unbounded and client.authenticated and missing:
+        # with a token the hour holds 5000: every file list in this run (up to 3 pages each), not
+        # the searches' default bound, keeping RESERVE of what GitHub says is left
+        left = client.rate_seen.remaining if client.rate_seen is not None and client.rate_seen.remaining is not None else 5000
+        budget = Budget(client, max(0, min(3 * len(missing) + 8, left - RESERVE)))
     halted = None  # why no more file lists are asked this run
     with ThreadPoolExecutor(max_workers=WAVE) as pool:
         while missing and halted is None:
@@ -162,18 +215,64 @@ def find_collisions(client: "GitHubClient", budget: Budget, queued: Sequence[Que
                     halted = halted or f"GitHub: {exc}"
     problem = problem or halted
     for pr in wanted:
+        if pr.number in through_git:
+            compared += 1
+            for patch in queued:
+                overlaps = by_git.get(pr.number, {}).get(patch.name)
+                if overlaps:
+                    found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author, pr.updated_at,
+                                           tuple(Overlap(*o) for o in overlaps)))
+            continue
         if files[pr.number] is None:
             continue
         compared += 1
         theirs = file_hunks(files[pr.number])
+        changed = _listed_changes(files[pr.number])
         for patch in queued:
-            overlaps = compare(patch.hunks, theirs, maps.onto(patch, pr.base_sha))
+            overlaps = tuple(Overlap(*o) for o in _git_overlaps(patch, theirs, changed, maps.onto(patch, pr.base_sha)))
             if overlaps:
                 found.append(Collision(patch.name, patch.pr, pr.number, pr.title, pr.html_url, pr.author,
                                        pr.updated_at, overlaps))
     if problem is None and max_prs is not None and compared < len(open_prs):
         problem = f"at most {max_prs} compared per run"
-    return CollisionSearch(tuple(found), compared, problem, len(open_prs), listed_all)
+    return CollisionSearch(tuple(found), compared, problem, len(open_prs), listed_all, len(through_git), path_note)
+
+
+def _git_overlaps(patch: QueuedHunks, theirs: Sequence[Hunk], changed: dict, lines: "LineMap | None") -> tuple[tuple[str, str, str], ...]:
+    """One queued patch against one open PR's git diff: files it renames or deletes, then lines."""
+    out: list[tuple[str, str, str]] = []
+    gone: set[str] = set()
+    for path in dict.fromkeys(h.path for h in patch.hunks):
+        status, new = changed.get(path, (None, None))
+        if status == "renamed":
+            out.append(("renamed", path, str(new)))
+            gone.add(path)
+        elif status == "removed":
+            out.append(("removed", path, ""))
+            gone.add(path)
+    kept = [h for h in patch.hunks if h.path not in gone]
+    out += [(o.kind, o.path, o.detail) for o in compare(kept, theirs, lines)]
+    return tuple(out)
+
+
+def _listed_changes(files) -> dict[str, tuple[str, str | None]]:
+    """What a PR's file list says became of each old path: renamed (GitHub sends a rename with no
+    hunks when only the name changed) or removed."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for f in files:
+        if f.status == "renamed" and f.previous_filename and f.previous_filename != f.filename:
+            out[f.previous_filename] = ("renamed", f.filename)
+        elif f.status == "removed":
+            out[f.filename] = ("removed", None)
+    return out
+
+
+def _unserved_words(unserved: dict[int, str]) -> str | None:
+    if not unserved:
+        return None
+    first = sorted(unserved)[:3]
+    more = f" and {len(unserved) - 3} more" if len(unserved) > 3 else ""
+    return "not through git: " + ", ".join(f"#{n} ({unserved[n]})" for n in first) + more
 
 
 def _memory_key(client: "GitHubClient", number: int) -> str:
@@ -254,7 +353,7 @@ def compare(mine: Sequence[Hunk], theirs: Sequence[Hunk], lines: "LineMap | None
         if h.id in ids or h.kind != "text":
             continue
         span = changed_span(h)
-        mapped = lines.span(h.path, span) if lines is not None else None
+        mapped = lines.hunk_span(h) if lines is not None else None
         kind = "overlapping-lines" if mapped is not None or lines is None else "overlapping-lines-unmapped"
         mine_span = mapped if mapped is not None else span
         for other in theirs:
@@ -300,15 +399,58 @@ class LineMap:
 
     def __init__(self, repo: GitRepo, old: str, new: str, paths: Sequence[str]):
         self._regions: dict[str, list[tuple[int, int, int, int]]] = {}
+        self._added: dict[str, list[list[bytes]]] = {}
         for fd in parse_diff(repo.diff_zero(old, new, paths)):
             for path in {fd.old_path, fd.new_path} - {None}:
                 self._regions[str(path)] = [(h.old_start, h.old_len, h.new_start, h.new_len) for h in fd.text_hunks]
+                self._added[str(path)] = [[line.rstrip() for line in h.added_lines()] for h in fd.text_hunks]
 
     def span(self, path: str, span: tuple[int, int]) -> tuple[int, int]:
         lo_line, lo_half = divmod(span[0], 2)
         hi_line, hi_half = divmod(span[1], 2)
         regions = self._regions.get(path, ())
         return 2 * _carry(regions, lo_line, low=True) + lo_half, 2 * _carry(regions, hi_line, low=False) + hi_half
+
+    def hunk_span(self, h: Hunk) -> tuple[int, int]:
+        """Where `h`'s change stands in the new commit. Where the two commits' own diff changed
+        lines at or next to it (an insertion at the same place, a new file, the queued change
+        itself merged upstream), the span covers what that diff put there: exactly the hunk's added
+        lines when the new commit holds them there, else the whole region (a collision reported,
+        never one missed)."""
+        span = changed_span(h)
+        mapped = self.span(h.path, span)
+        regions = self._regions.get(h.path, ())
+        touching = [i for i, r in enumerate(regions) if _touch(_old_span(r), span)]
+        if not touching:
+            return mapped
+        added = [line.rstrip() for line in h.added_lines()]
+        for i in touching:
+            at = _find(self._added[h.path][i], added)
+            if at is not None:
+                start = regions[i][2] + at
+                return 2 * start, 2 * (start + len(added))
+        news = [_new_span(regions[i]) for i in touching]
+        return min(mapped[0], *(a for a, _ in news)), max(mapped[1], *(b for _, b in news))
+
+
+def _old_span(r: tuple[int, int, int, int]) -> tuple[int, int]:
+    old_start, old_len = r[0], r[1]
+    return (2 * old_start, 2 * (old_start + old_len)) if old_len else (2 * (old_start + 1), 2 * (old_start + 1))
+
+
+def _new_span(r: tuple[int, int, int, int]) -> tuple[int, int]:
+    new_start, new_len = r[2], r[3]
+    return (2 * new_start, 2 * (new_start + new_len)) if new_len else (2 * (new_start + 1), 2 * (new_start + 1))
+
+
+def _find(lines: Sequence[bytes], wanted: Sequence[bytes]) -> int | None:
+    """Where `wanted` (non-empty) starts as a run of `lines`, or None."""
+    if not wanted or len(wanted) > len(lines):
+        return None
+    for i in range(len(lines) - len(wanted) + 1):
+        if lines[i] == wanted[0] and list(lines[i:i + len(wanted)]) == list(wanted):
+            return i
+    return None
 
 
 def _carry(regions: Sequence[tuple[int, int, int, int]], x: int, low: bool) -> int:
@@ -349,12 +491,16 @@ class _Maps:
 
 def render_lines(search: CollisionSearch) -> list[str]:
     """Lines for `status`, `queue` and the weekly issue: never "none" for a scan cut short."""
+    if search.compared == 0 and not search.complete and search.problem:  # a refusal, not a finding
+        return [f"collisions ahead: not searched ({search.problem})"]
     if search.complete:
         head = f"collisions ahead ({search.scope})" + (":" if search.collisions else ": none")
     else:
         head = f"collisions ahead: incomplete: {search.scope}" + (":" if search.collisions else "; none among those")
     lines = [head]
     lines += [f"  {c.text}" for c in search.collisions]
+    if search.method_words:
+        lines.append(f"  ({search.method_words})")
     if search.problem:
         lines.append(f"  (search incomplete: {search.problem}; the rest waits for the next run)")
     return lines

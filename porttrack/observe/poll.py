@@ -17,7 +17,7 @@ branch (one search for the PR owning it), and a stacked-on PR that is not tracke
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from porttrack.common.errors import GitError, without_userinfo
@@ -67,6 +67,7 @@ class PRChange:
     unchanged: bool  # answered 304 and nothing derived changed
     first_seen: bool = False  # not in the recorded state before this poll: nothing to compare with
     notes: tuple[str, ...] = ()  # about this PR: a reference that is no PR, a stacking cycle, a 404
+    failed: bool = False  # GitHub kept failing for it (5xx after retries): the recorded state is shown
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class PollResult:
     changes: dict[int, PRChange]
     requests: int
     notes: tuple[str, ...] = ()
+    failed: dict[int, str] = field(default_factory=dict)  # PR -> why GitHub gave no answer for it (shown as recorded)
 
 
 def poll(
@@ -94,11 +96,13 @@ def poll(
     wanted = tracked | {s.number for n in tracked if n in state.prs for s in state.prs[n].stacked_on}
     # Text anyone can write upstream ("requires #1") names numbers that are no PR: GitHub answers
     # 404 for those. Such a number is a note on the PR that named it, never a failed poll.
-    fetched, absent = client.get_pulls_present(wanted, answered=(lambda d, t: progress(f"PRs answered: {d}/{t}")) if progress else None)
+    failed: dict[int, str] = {}
+    fetched, absent = client.get_pulls_present(wanted, answered=(lambda d, t: progress(f"PRs answered: {d}/{t}")) if progress else None,
+                                                failed=failed)
     stacks = {number: _stack_links(pr, client) for number, (pr, _) in fetched.items()}
     missing = {s.number for links in stacks.values() for s in links} - set(fetched) - set(absent)
     if missing:
-        more, more_absent = client.get_pulls_present(missing)
+        more, more_absent = client.get_pulls_present(missing, failed=failed)
         fetched.update(more)
         absent.update(more_absent)
         stacks.update({number: _stack_links(pr, client) for number, (pr, _) in more.items()})
@@ -119,10 +123,16 @@ def poll(
                                    tuple(pr_notes.get(number, ())))
     for number in sorted(set(pr_notes) - set(fetched)):  # a tracked PR GitHub has no answer for
         changes[number] = PRChange(number, (), None, True, number not in state.prs, tuple(pr_notes[number]))
+    for number in sorted(set(failed) & tracked):  # kept failing: its recorded state stands, said so
+        old = state.prs.get(number)
+        when = f"as recorded at {old.observed_at}" if old is not None and old.observed_at else "never observed"
+        changes[number] = PRChange(number, (), None, True, old is None,
+                                   (f"not polled: {failed[number]}; shown {when}",), failed=True)
     new_state = UpstreamState(
         upstream=client.repo, observed_at=now, source=f"live poll of {client.api_url}", prs=prs
     )
-    return PollResult(new_state, changes, client.requests_sent - start_requests, tuple(notes))
+    return PollResult(new_state, changes, client.requests_sent - start_requests, tuple(notes),
+                      {n: failed[n] for n in sorted(failed)})
 
 
 def _absent_notes(tracked: set[int], stacks: dict[int, tuple[StackLink, ...]], absent: dict[int, str]) -> dict[int, list[str]]:

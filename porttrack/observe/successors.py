@@ -17,9 +17,10 @@ orphaned track's next action, "follow #N?" (`follow_words`, applied by `knowledg
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
@@ -72,6 +73,7 @@ class Candidate:
     near: int
     total: int  # hunks of the closed PR
     reasons: tuple[Reason, ...]
+    draft: bool = False  # an open PR marked draft: said, and ranked after ready ones of the same content
 
     @property
     def warning(self) -> str | None:
@@ -89,7 +91,7 @@ class Candidate:
     @property
     def score(self) -> tuple:
         strength = max((_STRENGTH.get(r.kind, 0) for r in self.reasons), default=0)
-        return (-(self.shared + 0.5 * self.near), -strength, self.state != "merged", -self.number)
+        return (-(self.shared + 0.5 * self.near), self.draft, -strength, self.state != "merged", -self.number)
 
     @property
     def text(self) -> str:
@@ -97,7 +99,7 @@ class Candidate:
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "title": self.title, "url": self.url, "author": self.author, "state": self.state,
-                "merged_at": self.merged_at, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
+                "merged_at": self.merged_at, "draft": self.draft, "shared_hunks": self.shared, "near_hunks": self.near, "of_hunks": self.total,
                 "warning": self.warning, "reasons": [{"kind": r.kind, "detail": r.detail} for r in self.reasons], "text": self.text}
 
 
@@ -127,9 +129,14 @@ class SuccessorSearch:
 
 
 def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, track: str,
-                    track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES) -> SuccessorSearch:
+                    track_prs: Sequence[int], max_candidates: int = MAX_CANDIDATES,
+                    local: "Callable[[int, str | None, str | None], tuple[Hunk, ...] | None] | None" = None,
+                    timeline: Any = None) -> SuccessorSearch:
     """Candidates for `closed`'s successor, best first. Never raises for GitHub trouble or a spent
-    budget: the search stops and says why, keeping what it found.
+    budget: the search stops and says why, keeping what it found. `local(number, head, base)`: a
+    PR's hunks from git (`prdiff.git_hunks`), asked before GitHub's file list (None: ask GitHub).
+    `timeline`: the closed PR's timeline already asked (a future of `issue_timeline`'s answer,
+    sent with the poll: a round trip saved), else it is asked here.
 
     The questions go out together (the closed PR's files, its timeline, the search, the author's
     listing; then every candidate at once). When the closed PR answered 304 in this run's poll and
@@ -141,20 +148,25 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     failed: list[Reason] = []
     problem = None
     try:
+        if timeline is not None:
+            refs, cached = _await_timeline(timeline, failed)
+            if not timeline_first:
+                cached = False
         if timeline_first:
-            refs, cached = _ask_timeline(client, budget, closed.number, failed)
+            if timeline is None:
+                refs, cached = _ask_timeline(client, budget, closed.number, failed)
             if cached and not failed:
                 again = search_from_json(remembered, track, tuple(track_prs))
                 if again is not None:
                     return again
-        else:
+        elif timeline is None:
             refs, cached = None, False
         with ThreadPoolExecutor(max_workers=4) as pool:
-            wanted_f = pool.submit(budget.call, client.pull_files, closed.number)
+            wanted_f = pool.submit(_hunks_of, client, budget, local, closed.number, closed.head_sha, closed.base_sha)
             leads = _leads(client, budget, closed, failed, pool, refs)
-            wanted = file_hunks(wanted_f.result())
+            wanted = wanted_f.result()
             numbers = _ordered(leads)[:max_candidates]
-            examined = [pool.submit(_examine, client, budget, closed, n, leads[n], wanted) for n in numbers]
+            examined = [pool.submit(_examine, client, budget, closed, n, leads[n], wanted, local) for n in numbers]
             for number, future in zip(numbers, examined):
                 try:
                     candidate = future.result()
@@ -188,7 +200,7 @@ def search_from_json(data: Any, track: str, track_prs: tuple[int, ...]) -> Succe
         candidates = tuple(
             Candidate(int(c["number"]), str(c["title"]), str(c["url"]), str(c["author"]), str(c["state"]), c.get("merged_at"),
                       int(c["shared_hunks"]), int(c["near_hunks"]), int(c["of_hunks"]),
-                      tuple(Reason(str(r["kind"]), str(r["detail"])) for r in c["reasons"]))
+                      tuple(Reason(str(r["kind"]), str(r["detail"])) for r in c["reasons"]), bool(c.get("draft")))
             for c in data["candidates"])
         return SuccessorSearch(int(data["pr"]), track, track_prs, candidates, data.get("problem"), ())
     except (KeyError, TypeError, ValueError):
@@ -200,6 +212,14 @@ def _ask_timeline(client: "GitHubClient", budget: Budget, n: int, failed: list[R
         return budget.call(lambda: (client.issue_timeline(n), False))  # (refs, answered 304)
     except BudgetSpent:
         raise
+    except PorttrackError as exc:
+        failed.append(Reason("timeline", str(exc)))
+        return (), False
+
+
+def _await_timeline(future: Any, failed: list[Reason]) -> tuple[tuple[IssueRef, ...], bool]:
+    try:
+        return future.result()
     except PorttrackError as exc:
         failed.append(Reason("timeline", str(exc)))
         return (), False
@@ -251,10 +271,23 @@ def _ordered(leads: dict[int, set[str]]) -> list[int]:
     return sorted(leads, key=lambda k: (-max(_STRENGTH.get(kind, 0) for kind in leads[k]), -len(leads[k]), -k))
 
 
+_GIT = threading.Lock()  # one git fetch at a time in the checkout (candidates are read at once)
+
+
+def _hunks_of(client: "GitHubClient", budget: Budget, local, number: int, head: str | None, base: str | None) -> tuple[Hunk, ...]:
+    """A PR's hunks: from git when it can say (no request), else from GitHub's file list."""
+    if local is not None:
+        with _GIT:
+            found = local(number, head, base)
+        if found is not None:
+            return found
+    return file_hunks(budget.call(client.pull_files, number))
+
+
 def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number: int, kinds: set[str],
-             wanted: Sequence[Hunk]) -> Candidate | None:
+             wanted: Sequence[Hunk], local=None) -> Candidate | None:
     pr: PullRequest = budget.call(client.get_pull, number)
-    theirs = file_hunks(budget.call(client.pull_files, number))  # the two in turn: candidates are read at once
+    theirs = _hunks_of(client, budget, local, number, pr.head_sha, pr.base_sha)  # the two in turn: candidates are read at once
     ids = {h.id for h in theirs}
     shared = [h for h in wanted if h.id in ids]
     near = [h for h in wanted if h.id not in ids and near_match(h, theirs) is not None]
@@ -280,13 +313,15 @@ def _examine(client: "GitHubClient", budget: Budget, closed: RecordedPR, number:
         return None
     reasons.append(Reason("state", _state_words(pr)))
     return Candidate(pr.number, pr.title, pr.html_url, pr.author, pr.state, pr.merged_at, len(shared), len(near),
-                     len(wanted), tuple(reasons))
+                     len(wanted), tuple(reasons), pr.state == "open" and pr.draft)
 
 
 def _state_words(pr: PullRequest) -> str:
     if pr.state == "merged":
         return f"merged {(pr.merged_at or '')[:10]}".strip()
-    return "open" if pr.state == "open" else "closed without merging"
+    if pr.state == "open":
+        return "open, draft" if pr.draft else "open"
+    return "closed without merging"
 
 
 def says_succeeds(body: str, number: int) -> str | None:
@@ -298,7 +333,9 @@ def says_succeeds(body: str, number: int) -> str | None:
 def render_lines(search: SuccessorSearch, shown: int = SHOWN) -> list[str]:
     """Lines for `status` and the weekly issue, under the orphaned PR's next action."""
     if not search.candidates:
-        return [f"no successor found for #{search.pr}" + (f" ({search.problem})" if search.problem else "")]
+        if search.problem:  # a refusal is no finding: the search did not (fully) run
+            return [f"successors of #{search.pr} not searched: {search.problem}"]
+        return [f"no successor found for #{search.pr}"]
     lines = [f"successor candidates for #{search.pr}:"]
     for c in search.candidates[:shown]:
         lines.append(f"  #{c.number} {c.title}: {c.text}")
@@ -323,7 +360,11 @@ def follow_words(search: SuccessorSearch, yaml_hint: bool = True) -> str | None:
 
 
 def _state_words_of(c: Candidate) -> str:
-    return f"merged {(c.merged_at or '')[:10]}".strip() if c.state == "merged" else ("open" if c.state == "open" else "closed without merging")
+    if c.state == "merged":
+        return f"merged {(c.merged_at or '')[:10]}".strip()
+    if c.state == "open":
+        return "open, draft" if c.draft else "open"
+    return "closed without merging"
 
 
 __all__ = ["SOURCES", "Candidate", "Reason", "SuccessorSearch", "find_successors", "follow_words", "render_lines", "says_succeeds"]

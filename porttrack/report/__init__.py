@@ -32,20 +32,32 @@ the top of each module. `porttrack.cli.report` imports this package inside its c
 
 from __future__ import annotations
 
-from porttrack.report.gather import gather, report_file
-from porttrack.report.history import (
-    RECORD_SCHEMA,
-    load_records,
-    previous_report,
-    record_issue,
-    recorded_issue_number,
-    record_run,
-    records_path,
-    write_outputs,
-)
-from porttrack.report.post import check_permission, comment_tracking, find_week_issue, labelled_issues, post
-from porttrack.report.records import SCHEMA, PostOutcome, Since, WeeklyReport, report_to_json
-from porttrack.report.render import BODY_LIMIT, TEMPLATE_NAME, body_size, fit_body, pointer_to_full, render
+# Loaded when first asked for (PEP 562): `porttrack status` imports `report.status` and
+# `report.knowledge`, and with them this package; loading gather, render, post and their
+# dependencies (evidence, eligibility, ~140 dataclasses) as well cost it ~0.2-0.5 s a run. The
+# names gather, render and post are also modules': the CLI imports those functions from their
+# modules (`from porttrack.report.gather import gather`), never through the package.
+_EXPORTS = {
+    "gather": "gather", "report_file": "gather",
+    "RECORD_SCHEMA": "history", "load_records": "history", "previous_report": "history", "record_issue": "history",
+    "recorded_issue_number": "history", "record_run": "history", "records_path": "history", "write_outputs": "history",
+    "check_permission": "post", "comment_tracking": "post", "find_week_issue": "post", "labelled_issues": "post", "post": "post",
+    "SCHEMA": "records", "PostOutcome": "records", "Since": "records", "WeeklyReport": "records", "report_to_json": "records",
+    "BODY_LIMIT": "render", "TEMPLATE_NAME": "render", "body_size": "render", "fit_body": "render",
+    "pointer_to_full": "render", "render": "render",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BODY_LIMIT",

@@ -26,7 +26,7 @@ from porttrack.prove.evidence import EvidenceLog
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.collisions import render_lines as render_collisions
 from porttrack.report.knowledge import gather as gather_knowledge
-from porttrack.report.knowledge import Findings, search_upstream, with_findings
+from porttrack.report.knowledge import Findings, record_findings, recorded_findings, search_upstream, with_findings
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -89,6 +89,10 @@ def gather(
     know = _knowledge(ws, config, fork, fork_problem, problems)
     status_report, poll_problem = _status(ws, config, client, dry_run, progress, know, problems)
     findings = _search(ws, config, client, status_report, dry_run, fork) if status_report.mode == "live" and client is not None else None
+    if findings is not None and not dry_run:
+        record_findings(ws, findings, status_report.observed_at)
+    if findings is None and status_report.mode == "offline":  # the last live run's successors, said as such
+        findings = recorded_findings(ws, config, status_report)
     if findings is not None:
         # "follow #N?" for an orphan with a successor; the issue shows the tracks.yaml change as a block
         status_report = with_findings(status_report, findings, yaml_hint=False)
@@ -114,7 +118,9 @@ def gather(
             "source": status_report.source,
             "requests": status_report.requests,
             # the exit code `status` gives for the failed poll (null: polled, or offline by choice)
-            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else None,
+            # (a PR GitHub kept failing for, shown as recorded: 5, as `status` gives)
+            "poll_exit_code": int(poll_problem.exit_code) if poll_problem is not None else (5 if status_report.failed else None),
+            "not_polled": {str(n): why for n, why in sorted(status_report.failed.items())},
             "recorded_before_period": _recorded_before(status_report.observed_at, since.at),
         },
         tracks=_tracks(config, status_report, upstream_state, since.at, now, verdicts),
@@ -170,7 +176,8 @@ def _found(findings: Findings | None) -> Mapping[str, Any] | None:
             "follow": {str(s.pr): _follow(s) for s in findings.successors},
             "collisions": render_collisions(findings.collisions) if findings.collisions is not None else [],
             "collisions_ahead": _ahead(findings.collisions) if findings.collisions is not None else None,
-            "cost": findings.cost.text if findings.cost else ""}
+            "cost": findings.cost.text if findings.cost else "",
+            "recorded_at": findings.recorded_at}
 
 
 def _ahead(search) -> Mapping[str, Any]:
@@ -190,7 +197,7 @@ def _follow(search) -> Mapping[str, Any]:
     shown = search.candidates[:SUCCESSORS_SHOWN]
     best = search.follow()
     adopt = "\n".join(("tracks:", *search.adopt_lines(best))) + "\n" if best is not None else None
-    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text,
+    return {"candidates": [{"number": c.number, "title": c.title, "why": c.text, "draft": c.draft, "warning": c.warning,
                             "reasons": [{"kind": r.kind, "detail": r.detail} for r in c.reasons]} for c in shown],
             "pr": search.pr,
             "tracks_yaml": adopt, "problem": search.problem}
@@ -208,6 +215,8 @@ def _status(ws, config, client, dry_run, progress, know, problems) -> "tuple[Sta
     report, problem = refresh(ws, config, client=client, repo=None, dry_run=dry_run, progress=progress, know=know)
     if problem is not None:
         problems.add("upstream", f"the poll failed ({problem}); this report shows the recorded state")
+    for number, why in sorted(report.failed.items()):
+        problems.add("upstream", f"#{number} was not polled ({why}); it is shown as recorded, the rest live")
     return report, problem
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
 from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
 from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions, list_open
 from porttrack.tracks.config import Config
@@ -22,6 +23,7 @@ from porttrack.common.errors import ConfigError, PorttrackError
 from porttrack.gitrepo import GitRepo
 from porttrack.diff.hunks import parse_diff
 from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.observe.prdiff import git_hunks
 from porttrack.observe.successors import SuccessorSearch, find_successors, follow_words
 from porttrack.observe.successors import render_lines as render_successors
 from porttrack.workspace.files import Workspace
@@ -92,6 +94,7 @@ class Findings:
     collisions: CollisionSearch | None = None
     cost: Cost | None = None
     skipped: str | None = None
+    recorded_at: str | None = None  # read from state/ (an offline run): what the live run at that time found
 
     def successors_of(self, pr: int) -> SuccessorSearch | None:
         return next((s for s in self.successors if s.pr == pr), None)
@@ -102,29 +105,154 @@ class Findings:
                 "collisions": self.collisions.to_json() if self.collisions else None}
 
 
+class _Tally(Budget):
+    """A budget that also keeps, per call, whether it was answered from the ETag cache."""
+
+    def __init__(self, client: "GitHubClient", limit: int):
+        super().__init__(client, limit)
+        self.cached: list[bool] = []
+
+    def call(self, fn, *args):
+        result, cached = fn(*args)
+        self.cached.append(bool(cached))
+        return result
+
+
+@dataclass
+class Prefetch:
+    """The open-PR listing, asked while the poll runs (a round trip saved): `start_listing`."""
+
+    queued: tuple[QueuedHunks, ...]
+    skip: frozenset[int]
+    tally: _Tally
+    future: Any  # the listing (None: no live queue)
+    timelines: dict[int, Any]  # recorded-closed tracked PR -> its timeline, asked
+
+    def result(self) -> "tuple[tuple[list, bool] | None, Cost]":
+        listed = self.future.result() if self.future is not None else None
+        for future in self.timelines.values():
+            try:
+                future.result()
+            except PorttrackError:
+                pass  # said by the successor search that reads it
+        pages = self.tally.cached
+        return listed, Cost(len(pages), sum(pages), search_limit(), False)
+
+
+def start_listing(ws: Workspace, config: Config, client: "GitHubClient") -> Prefetch | None:
+    """Send the listing of open PRs now, in a thread, when collisions will want it (a live queue,
+    searches on): `status` asks it before its poll, `search_upstream` takes the answer."""
+    if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    queued = queued_hunks(ws)
+    try:  # the tracked PRs recorded closed: their timelines are what the successor search asks first
+        recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    except PorttrackError:
+        recorded = None
+    closed = sorted(n for n in tracked_numbers(config) if recorded is not None and n in recorded.prs
+                    and recorded.prs[n].state == "closed" and any(n in t.prs for t in config.tracks.values()))
+    if not queued and not closed:
+        return None
+    skip = frozenset(tracked_numbers(config))
+    tally = _Tally(client, search_limit())
+    pool = ThreadPoolExecutor(max_workers=1 + len(closed), thread_name_prefix="prefetch")
+    future = pool.submit(list_open, client, tally, skip) if queued else None
+    timelines = {n: pool.submit(tally.call, lambda n=n: (lambda answer: (answer, answer[1]))(client.issue_timeline(n)))
+                 for n in closed}
+    pool.shutdown(wait=False)
+    return Prefetch(queued, skip, tally, future, timelines)
+
+
 def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", report: StatusReport,
-                    fork: GitRepo | None = None) -> Findings:
+                    fork: GitRepo | None = None, prefetch: Prefetch | None = None, fetch: bool = True) -> Findings:
     """Run the searches a live `status` (and the weekly report) adds: successor candidates for each
     tracked PR closed without merging, and collisions of the live queue with open upstream PRs.
     Bounded by PORTTRACK_SEARCH_LIMIT requests (default `budget.DEFAULT_LIMIT`); PORTTRACK_SEARCH=off
     skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
-    the configured one is opened here). Never fails the caller."""
+    the configured one is opened here). `prefetch`: the listing `start_listing` sent already (its
+    requests are counted in the cost). Never fails the caller."""
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
-    budget = Budget(client, search_limit())
+    early, early_cost = prefetch.result() if prefetch is not None else (None, None)
+    budget = Budget(client, search_limit() - (early_cost.requests if early_cost else 0))
     orphaned = [(t.id, pr.recorded) for t in report.tracks for pr in t.prs
                 if pr.recorded is not None and pr.state == "closed" and pr.number in config.tracks[t.id].prs]
-    queued = queued_hunks(ws)
+    queued = prefetch.queued if prefetch is not None else queued_hunks(ws)
     skip = frozenset(tracked_numbers(config))
     # the open-PR listing goes out while the successors are searched; the file lists after them,
     # so that they take only what the successors left of a tokenless hour
+    if (queued or orphaned) and fork is None:
+        fork, _problem = open_configured_fork(config)
+    remote = config.upstream.remote
+
+    def local(number: int, head: str | None, base: str | None):
+        return git_hunks(fork, remote, number, head, base, fetch)
+
+    timelines = prefetch.timelines if prefetch is not None else {}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        listed = pool.submit(list_open, client, budget, skip) if queued else None
-        successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs) for tid, recorded in orphaned)
-        if queued and fork is None:
-            fork, _problem = open_configured_fork(config)
-        collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result()) if listed is not None else None
-    return Findings(successors, collisions, budget.cost())
+        listed = (pool.submit(lambda: early) if early is not None
+                  else pool.submit(list_open, client, budget, skip) if queued else None)
+        successors = tuple(find_successors(client, budget, recorded, tid, config.tracks[tid].prs,
+                                           local=local if fork is not None else None,
+                                           timeline=timelines.get(recorded.number)) for tid, recorded in orphaned)
+        collisions = find_collisions(client, budget, queued, skip, fork, listed=listed.result(), remote=config.upstream.remote,
+                                     cache=ws.cache_dir / "collisions.json",
+                                     default_branch=config.upstream.default_branch,
+                                     token_unbounded=not os.environ.get("PORTTRACK_SEARCH_LIMIT", "").strip(),
+                                     fetch=fetch) if listed is not None else None
+    cost = budget.cost()
+    if early_cost is not None:
+        cost = Cost(cost.requests + early_cost.requests, cost.not_modified + early_cost.not_modified, search_limit(), cost.exhausted)
+    return Findings(successors, collisions, cost)
+
+
+SUCCESSORS_FILE = "successors.json"  # in state/: what the last live run's successor searches found
+
+
+def record_findings(ws: Workspace, findings: Findings, observed_at: str | None) -> None:
+    """Keep what the successor searches found (state/successors.json, committed with the recorded
+    state), so that `status --offline` and `report weekly --offline` say what the live run said
+    ("follow #N?"), not "decide" again. A search that stopped short keeps the last whole one."""
+    from porttrack.workspace.files import lock, write_json
+
+    if findings.skipped:
+        return
+    path = ws.state_dir / SUCCESSORS_FILE
+    kept = _recorded_searches(path)
+    for search in findings.successors:
+        if search.problem is None or str(search.pr) not in kept:
+            kept[str(search.pr)] = {**search.to_json(), "observed_at": observed_at}
+    with lock(ws, "status: recording the successor searches"):
+        ws.state_dir.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"schema": "porttrack/successors/v1", "searches": kept})
+
+
+def recorded_findings(ws: Workspace, config: Config, report: StatusReport) -> Findings | None:
+    """The successor searches the last live run recorded, for the tracks' closed PRs as they are
+    now (None: nothing recorded)."""
+    from porttrack.observe.successors import search_from_json
+
+    kept = _recorded_searches(ws.state_dir / SUCCESSORS_FILE)
+    found = []
+    for track in report.tracks:
+        for pr in track.prs:
+            data = kept.get(str(pr.number))
+            if data is not None and pr.state == "closed" and pr.number in config.tracks[track.id].prs:
+                search = search_from_json(data, track.id, tuple(config.tracks[track.id].prs))
+                if search is not None:
+                    found.append(search)
+    return Findings(tuple(found), None, None, recorded_at=max((str(kept[str(s.pr)].get("observed_at") or "") for s in found), default=None)) if found else None
+
+
+def _recorded_searches(path) -> dict:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    searches = data.get("searches") if isinstance(data, dict) and data.get("schema") == "porttrack/successors/v1" else None
+    return dict(searches) if isinstance(searches, dict) else {}
 
 
 def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
@@ -133,14 +261,16 @@ def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = Tr
     tracks = []
     for track in report.tracks:
         action = track.next_action
-        if action.kind == "orphaned":
-            for pr in track.prs:
-                search = findings.successors_of(pr.number)
-                words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
-                if words:
-                    action = NextAction("orphaned", words, None)
-                    break
-        tracks.append(replace(track, next_action=action))
+        prs = []
+        for pr in track.prs:
+            search = findings.successors_of(pr.number)
+            words = follow_words(search, yaml_hint) if search is not None and search.track == track.id else None
+            if words and pr.next_action.kind == "orphaned":  # the PR says what its track says (--json too)
+                pr = replace(pr, next_action=NextAction("orphaned", words, None))
+                if action.kind == "orphaned" and action.text.startswith(f"#{pr.number} "):
+                    action = pr.next_action
+            prs.append(pr)
+        tracks.append(replace(track, prs=tuple(prs), next_action=action))
     return replace(report, tracks=tuple(tracks), findings=findings)
 
 
@@ -176,5 +306,8 @@ def findings_lines(findings: Findings | None, track: TrackStatus) -> list[str]:
     for pr in track.prs:
         search = findings.successors_of(pr.number)
         if search is not None and search.track == track.id:
-            lines += render_successors(search)
+            found = render_successors(search)
+            if findings.recorded_at and found:
+                found[0] = f"{found[0].rstrip(':')} (as the live run of {findings.recorded_at} found them):"
+            lines += found
     return lines

@@ -7,6 +7,7 @@ JSON shape (`--json`, schema `porttrack/weekly/v1`; additive changes only)::
      "upstream_repo": str, "fork_repo": str, "report_file": "reports/weekly-2026-W49.md",
      "since": {"at": ISO, "source": "flag"|"record"|"issue"|"default", "detail": str, "week": str|null},
      "upstream": {"mode": "live"|"offline", "offline_reason", "observed_at", "source", "requests", "poll_exit_code",
+                 "not_polled": {PR: why},   # GitHub kept failing for these in a live poll: shown as recorded
                  "recorded_before_period": bool},   # the state predates `since`: "this week" cannot be known
      "tracks": [{"id", "title", "changed": bool, "fork_commits": [sha], "next_action": {"kind", "text", "command"},
                  "prs": [{"number", "title", "author", "state": "open"|"merged"|"closed"|"unobserved", "url",

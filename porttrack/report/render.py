@@ -205,6 +205,16 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
                 words.append(md.text(_REASON_WORDS.get(kind, "{}").format(detail), 200))
         return md.join(words, "; ")
 
+    def next_short(action: Mapping[str, Any]) -> md.Md:
+        """The summary row's few words for a next action: the same action the track's Next says
+        (an orphan with a successor: "follow #N?", never "decide" beside it)."""
+        kind, text = str(action.get("kind")), str(action.get("text") or "")
+        follow = re.search(r"-> follow #(\d+)\? \(shares (\d+) of (\d+) hunks, ([^)]*)\)", text) if kind == "orphaned" else None
+        if follow:
+            number, shared, total, state = follow.groups()
+            return md.Md(f"follow {md.pr_link(upstream, int(number))}? (shares {shared} of {total} hunks, {md.text(state, 40)})")
+        return md.Md(_NEXT_WORDS.get(kind, str(md.text(text, 80))))
+
     return {
         "reasons": reasons,
         "t": lambda v, limit=200: md.text(v, limit),
@@ -217,7 +227,7 @@ def _filters(report: WeeklyReport) -> dict[str, Callable[..., Any]]:
         "verdict": verdict,
         "state": state,
         "event": event,
-        "next_short": lambda action: md.Md(_NEXT_WORDS.get(str(action.get("kind")), str(md.text(action.get("text"), 80)))),
+        "next_short": next_short,
         "event_kind": lambda kind: md.Md(_EVENT_WORDS.get(str(kind), str(md.text(kind)))),
         "join_md": lambda items, sep=", ": md.join(items, sep),
         "num": lambda v: md.Md(_number(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else md.Md("—"),
@@ -331,13 +341,21 @@ def fit_body(body: str, limit: int, pointer: str) -> tuple[str, bool]:
     block). A PR with years of renames can no longer push the queue out of the issue."""
     if body_size(body) <= limit:
         return body, False
-    notice = f"\n---\n\n**This report was cut to fit GitHub's limit on an issue's length.** {pointer}\n"
-    budget = limit - body_size(notice) - 16
+    original = dict((name, "".join(lines)) for name, lines in _sections(body))
+    notice = f"\n---\n\n**This report was cut to fit GitHub's limit on an issue's length** (what was cut: {{cut}}). {pointer}\n"
+    budget = limit - body_size(notice) - 16 - 400  # room for the names of what was cut
     for shrink in _SHRINKS:
         body = shrink(body, budget)
         if body_size(body) <= budget:
-            return body.rstrip("\n") + "\n" + notice, True
-    return _prefix(body, budget) + notice, True
+            return body.rstrip("\n") + "\n" + notice.replace("{cut}", _what_was_cut(original, body)), True
+    return _prefix(body, budget) + notice.replace("{cut}", _what_was_cut(original, body) + ", and the rest from where the text stops"), True
+
+
+def _what_was_cut(original: dict, body: str) -> str:
+    """The sections that are shorter than in the full report, by name."""
+    now = dict((name, "".join(lines)) for name, lines in _sections(body))
+    names = [f"“{name}”" for name, text in original.items() if name and now.get(name) != text]
+    return ", ".join(names[:8]) or "nothing named"
 
 
 def _prefix(body: str, budget: int) -> str:
@@ -417,9 +435,39 @@ def _cut_section(name: str) -> Callable[[str, int], str]:
 _SECTION_LEAST = 400  # a section cut to less than this says nothing: it is left out instead
 
 
+def _cut_rows(name: str) -> Callable[[str, int], str]:
+    """The section `name`'s table rows and list items, as many as the rest of the body leaves room
+    for, in order, and a line saying how many were left out; its prose is kept. What the summary,
+    the gates and the problems need stays whole: a long queue is cut here, not at a line of the body."""
+    def shrink(body: str, budget: int) -> str:
+        sections = _sections(body)
+        others = sum(body_size("".join(lines)) for heading, lines in sections if heading != name)
+        out = []
+        for heading, lines in sections:
+            text = "".join(lines)
+            if heading == name and body_size(text) > budget - others:
+                room = budget - others - 300
+                kept, left, size = [], 0, 0
+                for line in lines:
+                    item = line.startswith(("| `", "- "))
+                    if item and (left or size + body_size(line) > room):
+                        left += 1
+                        continue
+                    kept.append(line)
+                    size += body_size(line)
+                if left:
+                    kept.append(f"\n{left} more row{'s' if left != 1 else ''} of this section are left out to fit (see the full report).\n\n")
+                text = "".join(kept)
+            out.append(text)
+        return "".join(out)
+
+    return shrink
+
+
 _SHRINKS: tuple[Callable[[str, int], str], ...] = (
     _cap_history(10), _cap_history(3), _cap_history(1), _cap_history(0),
     _cut_section("Trends"), _cut_section(_HISTORY_SECTION), _cut_section("Eligibility"),
+    _cut_rows("Patch queue"),
 )
 
 
@@ -427,10 +475,16 @@ def _fence_open(text: str) -> bool:
     return sum(1 for line in text.splitlines() if line.lstrip().startswith("```")) % 2 == 1
 
 
+STATE_BRANCH = "porttrack-state"  # where .github/porttrack-weekly.sh keeps state/ and reports/
+
+
 def pointer_to_full(report: WeeklyReport) -> str:
     where = f"The full report is `{report.report_file}` in the workspace"
     server, repo, run = (os.environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server == "https://github.com" and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and run.isdigit():
+        # the weekly workflow keeps reports/ on the porttrack-state branch: a page anyone can open
+        kept = f"https://github.com/{repo}/blob/{STATE_BRANCH}/{report.report_file}"
         url = f"https://github.com/{repo}/actions/runs/{run}"
-        where += f", and in the artifact of {md.link(url, md.Md('the workflow run'))}"
+        where = (f"The full report: {md.link(kept, md.Md(report.report_file))} on the `{STATE_BRANCH}` branch "
+                 f"(once the run has saved it), and in the artifact of {md.link(url, md.Md('the workflow run'))}")
     return where + "; `porttrack report weekly --json` gives the same content as data."

@@ -153,6 +153,8 @@ class StatusReport:
     authenticated: bool | None = None
     # The budget left as GitHub's answers stated it (X-RateLimit-*); None when nothing was asked
     rate_limit: RateLimit | None = None
+    # PR -> why GitHub gave no answer for it in this live poll (5xx after the retries): shown as recorded
+    failed: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,10 @@ def report_to_json(report: StatusReport) -> dict[str, Any]:
     return data
 
 
+def _known(know: "Knowledge | Callable[[], Knowledge] | None") -> Knowledge | None:
+    return know() if callable(know) else know
+
+
 def recorded_ago(observed_at: str | None, now: datetime) -> str:
     """"recorded 97 days ago": how old the recorded state is, for every offline view."""
     if not observed_at:
@@ -351,22 +357,24 @@ def refresh(
     repo: GitRepo | None = None,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
-    know: Knowledge | None = None,
+    know: "Knowledge | Callable[[], Knowledge] | None" = None,
 ) -> tuple[StatusReport, PorttrackError | None]:
     """Poll and record, or show the recorded state saying why. `client`: the upstream's GitHub
     client, None for --offline; without a token it polls unauthenticated (a public upstream is
     readable, from 60 requests an hour; its conditional requests answered 304 cost none);
     `repo`: the fork checkout PR heads are fetched into, None to classify with GitHub's compare
     instead. Returns the report and the error that forced an offline view (None when the poll
-    succeeded or offline was asked for)."""
+    succeeded or offline was asked for). `know` may be a function: asked once the poll has fetched
+    the PR heads and recorded their state (coverage of a hand port reads both: asked before, the
+    first live run said "coverage unknown: not in the fork checkout" of a head it then fetched)."""
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     if client is None:
-        return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=know), None
+        return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=_known(know)), None
     access = {"authenticated": client.authenticated}
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
     except PorttrackError as exc:  # whatever GitHub answered, the recorded state is still shown
-        report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=know)
+        report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=_known(know))
         return replace(report, **access, rate_limit=client.rate_seen), exc
     if not dry_run:
         checkpoint("status:polled")
@@ -374,5 +382,5 @@ def refresh(
             state_mod.save(ws.upstream_state_file, result.state, only=result.changes)
             client.save_cache()
     report = build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes,
-                          requests=result.requests, know=know)
-    return replace(report, **access, rate_limit=client.rate_seen), None
+                          requests=result.requests, know=_known(know))
+    return replace(report, **access, rate_limit=client.rate_seen, failed=dict(result.failed)), None

@@ -132,10 +132,18 @@ def test_github_failure_modes_end_within_their_bounds(tmp_path, world, cases, su
             started = time.monotonic()
             out = rig.cli("status", **env)
             took = time.monotonic() - started
-            assert_one_line_error(out, code, words)
+            if "rate limit" in words:  # a rate limit is never one PR's: the whole poll stops
+                assert_one_line_error(out, code, words)
+            else:  # issue 32: one PR failing is that PR, shown as recorded with its reason; the rest live
+                assert out.returncode == code and "Traceback" not in out.stderr and not out.errors, out.stderr[-1200:]
+                said = [line for line in out.stderr.splitlines() if "#101 not polled" in line]
+                assert len(said) == 1 and words in said[0], out.stderr[-1200:]
             assert took < bound + 2.0, f"{name} took {took:.1f}s, bound {bound}s"  # 2 s: the rest of the command
             assert len(rig.fake.requests("GET", r"/pulls/101$")) <= 4, "attempts are bounded"
-            assert "OFFLINE" in out.stdout and rig.digest() == before
+            if "rate limit" in words:
+                assert "OFFLINE" in out.stdout and rig.digest() == before
+            else:
+                assert "OFFLINE" not in out.stdout and "live poll" in out.stdout
     with rig.fake._lock:
         rig.fake._faults.clear()
     for value in ("inf", "nan", "-1"):
