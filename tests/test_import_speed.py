@@ -26,7 +26,9 @@ FILES, HUNKS_PER_FILE, SPACING = 6, 10, 12
 
 
 def _module(n: int) -> str:
-    return "".join(f"def f{n}_{k}(x):\n    return x + {k}\n\n" if k % SPACING == 0 else f"VALUE_{n}_{k} = {k}\n"
+    # one line per k, so the PR's edits (`_sixty_hunks`, by line) land on whole statements: the
+    # patched modules compile (a PR that broke them would now be refused by the source check)
+    return "".join(f"def f{n}_{k}(x): return x + {k}\n" if k % SPACING == 0 else f"VALUE_{n}_{k} = {k}\n"
                    for k in range(HUNKS_PER_FILE * SPACING))
 
 
@@ -61,7 +63,7 @@ def test_import_of_a_sixty_hunk_pr_starts_at_most_ten_git_processes(tmp_path, wo
     out, dry = json.loads(proc.stdout), json.loads(planned.stdout)
     assert len(out["hunks"]) == FILES * HUNKS_PER_FILE and out["taken"] == FILES * HUNKS_PER_FILE
     assert {h["applies"] for h in out["hunks"]} == {"clean"}
-    assert len(out["source_check"]["checked"]) == FILES, "the taken files were checked"
+    assert len(out["source_check"]["checked"]) == FILES and out["source_check"]["ok"], "the taken files were checked"
     for key in ("hunks", "source_check", "regenerated", "notes", "patch"):
         assert out[key] == dry[key], key
     mail = next((ws.root / "patches").glob("*.patch")).read_bytes()

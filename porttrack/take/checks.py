@@ -1,41 +1,176 @@
 """What porttrack checks in a taken diff with the git door: the names one hunk needs from another
-(whole files read from the PR's commits) and the patched files after taking (the fork tip in a
-scratch index). The analysis itself, on bytes, is `porttrack.diff.pycheck`."""
+(whole files read from the PR's commits, within a file and across the project's modules) and the
+patched files after taking (the fork tip in a scratch index), and which taken hunks a failed
+check comes from. The analysis itself, on bytes, is `porttrack.diff.pycheck`."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from pathlib import Path
+from typing import Mapping, Sequence
 
-from porttrack.diff.hunks import FileDiff, parse_diff
-from porttrack.diff.pycheck import Finding, NameUse, SourceCheck, check_sources, checker_label, is_python, may_share_words, name_uses
+from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
+from porttrack.diff.pycheck import (
+    DIRECTORY,
+    FactsCache,
+    Finding,
+    NameUse,
+    Project,
+    SourceCheck,
+    check_sources,
+    checker_label,
+    cross_module_uses,
+    is_python,
+    may_share_words,
+    name_uses,
+)
 from porttrack.gitrepo import GitRepo, ScratchIndex
+
+CACHE_FOLDER = "pycheck"  # under .git/porttrack/: the base's findings by blob id (`pycheck.FactsCache`)
+
+
+def facts_cache(repo: GitRepo) -> FactsCache:
+    """The fork checkout's cache of analysed Python blobs (a blob's findings never change; the
+    folder's name carries the checker's version, so a new pyflakes starts afresh)."""
+    label = re.sub(r"[^A-Za-z0-9.]+", "-", checker_label())
+    return FactsCache(Path(repo.common_dir) / "porttrack" / CACHE_FOLDER / label)
 
 
 def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: str) -> list[NameUse]:
     """`name_uses` of a PR's diff `base..tip`, the whole files read from those commits (only the
-    Python entries with more than one text hunk: a single hunk has nobody to depend on)."""
+    Python entries with more than one text hunk: a single hunk has nobody to depend on), and
+    `cross_module_uses`: a hunk importing from another of the PR's modules a name that only a hunk
+    of that module brings (or one removing what another file's removed import still names)."""
     old = [fd.old_path for fd in files if fd.old_path and is_python(fd.old_path) and may_share_words(fd, "-")]
     new = [fd.new_path for fd in files if fd.new_path and is_python(fd.new_path) and may_share_words(fd, "+")]
+    # across modules: the files whose changed lines import, and the PR's modules they may name
+    importing = {side: [p for fd in files for p in [fd.new_path if side == "+" else fd.old_path]
+                        if p and is_python(p) and _imports_in(fd, side)] for side in "+-"}
+    modules = [fd for fd in files if (fd.new_path or fd.old_path or "").endswith(".py")]
+    if importing["+"] or importing["-"]:
+        new += [fd.new_path for fd in modules if fd.new_path]
+        old += [fd.old_path for fd in modules if fd.old_path]
+    old, new = list(dict.fromkeys(old)), list(dict.fromkeys(new))
     blobs = repo.blobs([f"{base}:{p}" for p in old] + [f"{tip}:{p}" for p in new])
     pre = {p: b for p, b in zip(old, blobs[:len(old)]) if b is not None}
     post = {p: b for p, b in zip(new, blobs[len(old):]) if b is not None}
-    return name_uses(files, pre, post)
+    uses = name_uses(files, pre, post)
+    if importing["+"] or importing["-"]:
+        uses += cross_module_uses(files, pre, post, importing["-"], importing["+"])
+    return uses
 
 
-def check_taken(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None) -> SourceCheck:
+_IMPORT_WORD = re.compile(rb"\bimport\b")
+_IMPORTED_NAME = re.compile(rb"^\s*\(?\s*[A-Za-z_][A-Za-z0-9_]*(\s+as\s+[A-Za-z_][A-Za-z0-9_]*)?\s*,?\s*\)?\s*(#.*)?$")
+
+
+def _imports_in(fd: FileDiff, side: str) -> bool:
+    """Whether `fd`'s added (removed) lines may hold an import: the word, or a line that is only
+    a name, as inside a parenthesised `from m import (...)` (a prefilter: the parse decides)."""
+    lines = [line for h in fd.text_hunks for line in (h.added_lines() if side == "+" else h.removed_lines())]
+    return any(_IMPORT_WORD.search(line) or _IMPORTED_NAME.match(line) for line in lines)
+
+
+def check_taken(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None,
+                pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None) -> SourceCheck:
+    """`checked_files`' verdict alone."""
+    return checked_files(probe, diff, applied=applied, tip=tip, pr_files=pr_files, cache=cache)[0]
+
+
+def checked_files(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None,
+                  pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None
+                  ) -> tuple[SourceCheck, dict[str, bytes | None]]:
     """`check_sources` of `diff` applied on `probe`'s index (the fork tip, plus the patches a
     stacked PR sits on), in a copy of it: the index itself is left as it was. `applied`: an index
     file of `probe` that already holds `diff` applied plainly on that index (the separability
     probe's), read as it is. `tip`: the commit the index holds unchanged (nothing stacked below),
-    so the files before are read from it by the repository's open reader, no process of their own."""
+    so the files before are read from it by the repository's open reader, no process of their own.
+    `pr_files`: the PR's whole diff: the modules its tree has (an import of one the taken hunks
+    leave out is broken) and its files left out (their imports of the patched modules are judged).
+    Returns the verdict and the patched files (path -> content; b"" for a file not read)."""
     into = applied or "checked"
     if applied is None:
         probe.copy("index", into)
         if probe.apply(diff, index=into).returncode != 0 and not probe.threeway(diff, into=into).clean:
-            return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),))
+            return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),)), {}
     paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
     python = [p for p in paths if is_python(p)]
-    old = probe.repo.blobs([f"{tip}:{p}" for p in python]) if tip is not None else probe.read(python)
+    left_out = sorted({p for fd in pr_files for p in (fd.old_path, fd.new_path) if p and is_python(p)} - set(paths))
+    wanted = python + left_out
+    old = probe.repo.blobs([f"{tip}:{p}" for p in wanted]) if tip is not None else probe.read(wanted)
     before = {**dict.fromkeys(paths, b""), **dict(zip(python, old))}
     after = {**dict.fromkeys(paths, b""), **dict(zip(python, probe.read(python, into)))}
-    return check_sources(before, after)
+    importers = {p: b for p, b in zip(left_out, old[len(python):]) if b is not None}
+    expected = frozenset(fd.new_path for fd in pr_files if fd.new_path and is_python(fd.new_path))
+    project = Project(_reader(probe, tip), expected, importers)
+    return check_sources(before, after, project=project, cache=cache), after
+
+
+def _reader(probe: ScratchIndex, tip: str | None):
+    """Paths at the fork tip: contents, `DIRECTORY` for folders, None where nothing is (read by
+    the repository's open reader: trees, then blobs). Stacked (no tip): from the probe's index."""
+    repo = probe.repo
+
+    def read(paths: list[str]) -> Mapping[str, bytes | None]:
+        if tip is None:
+            return dict(zip(paths, probe.read(paths)))
+        entries = repo.tree_entries(tip, paths)
+        out: dict[str, bytes | None] = {p: None for p in paths}
+        blobs = {p: sha for p, (mode, sha) in entries.items() if mode.startswith("100")}
+        got = repo.objects(sorted(set(blobs.values())))
+        for p, (mode, sha) in entries.items():
+            if mode == "40000" or mode == "040000":
+                out[p] = DIRECTORY
+            elif p in blobs:
+                obj = got.get(sha)
+                out[p] = obj[2] if obj is not None and obj[1] == "blob" else None
+        return out
+
+    return read
+
+
+# -- which taken hunks a failed check comes from --------------------------------------------------
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def blame(check: SourceCheck, files: Sequence[FileDiff], taken: set[str],
+          after: Mapping[str, bytes | None]) -> tuple[dict[str, Finding], list[Finding]]:
+    """The taken hunks each failed finding comes from: the hunk that added the line it is on (the
+    undefined use, the broken import, the line that no longer compiles); else, for a name, the
+    hunk that removed its binding (in that file, or in the imported module); for a module gone, the
+    hunk that deleted or moved it. Returns {hunk id: the finding}, and the findings no taken hunk
+    can be named for."""
+    by_path: dict[str, list[tuple[FileDiff, Hunk]]] = {}
+    for fd in files:
+        for h in fd.hunks:
+            if h.id in taken:
+                for p in {fd.old_path, fd.new_path} - {None}:
+                    by_path.setdefault(p, []).append((fd, h))
+    blamed: dict[str, Finding] = {}
+    unblamed: list[Finding] = []
+    for f in check.failed:
+        content = after.get(f.path) or b""
+        lines = content.split(b"\n")
+        texts = {lines[n - 1].rstrip() for n in f.lines if 0 < n <= len(lines)}
+        here = by_path.get(f.path, [])
+        found = [h for fd, h in here if fd.new_path == f.path and texts & {a.rstrip() for a in h.added_lines()}]
+        if not found and f.kind == "undefined-name":
+            found = [h for fd, h in here if _mentions(h.removed_lines(), f.detail)]
+        elif not found and f.kind == "does-not-compile":
+            found = [h for fd, h in here if fd.new_path == f.path]
+        elif not found and f.kind == "broken-import":
+            there = by_path.get(f.target, [])
+            found = [h for fd, h in there if _mentions(h.removed_lines(), f.name)] or [
+                h for fd, h in there if fd.status in ("deleted", "renamed") and h.kind != "text"] or [
+                h for fd, h in there if fd.status == "deleted"]
+        if not found:
+            unblamed.append(f)
+        for h in found:
+            blamed.setdefault(h.id, f)
+    return blamed, unblamed
+
+
+def _mentions(lines: Sequence[bytes], name: str) -> bool:
+    word = name.encode("utf-8", "surrogateescape")
+    return any(word in _WORD.findall(line) for line in lines)
