@@ -63,6 +63,7 @@ it is stored with upstream's context and a note says so; `apply` will report the
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -76,7 +77,7 @@ from porttrack.common.errors import CheckFailed, GitHubAuthError, InputError, Pr
 from porttrack.github.client import GitHubClient
 from porttrack.gitrepo import GitRepo
 from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
-from porttrack.diff.pycheck import SourceCheck, as_edges, describe
+from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
 from porttrack.take.checks import blame, checked_files, facts_cache, name_dependencies
 from porttrack.diff.relations import dependency_groups, missing_dependencies
 from porttrack.take.mail import Provenance, format_mail
@@ -360,7 +361,10 @@ def plan_pr(
     checkpoint("fetched")
 
     t1 = time.perf_counter()
-    files = parse_diff(repo.diff(source.revision.base, source.tip))
+    raw = repo.diff(source.revision.base, source.tip)
+    _refuse_python_too_large(raw, track_id, track.paths.include, track.paths.exclude, selection)  # before it is parsed
+    files = parse_diff(raw)
+    del raw
     check_diff_paths(files)  # hostile input stops here, before anything is written
     check_symlink_targets(files)
     if not files:
@@ -571,6 +575,26 @@ def _path_exclusion(fd: FileDiff, track_id: str, include: Sequence[str], exclude
         if hit:
             return f"{path} matches --exclude {hit!r}"
     return None
+
+
+_ENTRY = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
+
+
+def _refuse_python_too_large(raw: bytes, track_id: str, include: Sequence[str], exclude: Sequence[str], selection: Selection) -> None:
+    """A Python file whose diff alone exceeds what the source check reads (`pycheck.MAX_PYTHON_BYTES`)
+    is refused before the diff is parsed, unless a path rule leaves it out: the check could not
+    read it, and parsing it whole costs memory in proportion (a 30 MB file, gigabytes)."""
+    starts = [(m.start(), m.group(1), m.group(2)) for m in _ENTRY.finditer(raw)]
+    for n, (at, old, new) in enumerate(starts):
+        size = (starts[n + 1][0] if n + 1 < len(starts) else len(raw)) - at
+        if size <= MAX_PYTHON_BYTES:
+            continue
+        path = new.decode("utf-8", "surrogateescape")
+        if not is_python(path):
+            continue
+        fd = FileDiff(old.decode("utf-8", "surrogateescape"), path, "modified", None, None, False, b"", b"", ())
+        if _path_exclusion(fd, track_id, include, exclude, selection) is None:
+            raise NotCheckable(path, f"its diff alone is {size:,} bytes, more than the source check reads ({MAX_PYTHON_BYTES:,})")
 
 
 def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
