@@ -261,3 +261,33 @@ def test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks(tmp_path
     print("plans, one real apply vs the old checks:", dict(sorted(table.items())))
     seen = "".join(table)
     assert all(kind in seen for kind in ("clean", "3-way", "present", "conflict", "regenerated")), table
+
+
+# -- the batched group probes against the one-by-one probes ------------------------------------------
+
+def test_batched_group_probes_give_the_verdicts_of_the_one_by_one_probes(tmp_path):
+    """`probe_groups` (one `--check --reject` of every group, one `--reverse` pass, 3-way in rounds)
+    against `probe_one_by_one` (each suspect group alone: plain, reverse, 3-way), over seeded random
+    diffs and forks: every group's verdict and the files it names must be the same."""
+    from porttrack.diff.hunks import parse_diff
+    from porttrack.diff.relations import dependency_groups
+    from porttrack.take.separability import patch_of, probe_groups, probe_one_by_one
+
+    rng = random.Random(3434)
+    table: Counter[str] = Counter()
+    for n in range(int(__import__("os").environ.get("PORTTRACK_PROBE_SCENARIOS", "150"))):
+        repo, tip, diff = _scenario(rng, tmp_path / f"p{n}")
+        files = parse_diff(diff)
+        groups = dependency_groups(files)
+        candidates = list(range(len(groups)))
+        with repo.scratch_index("import") as probe:
+            probe.read_tree(tip)
+            first = apply_all(probe, patch_of(files, set().union(*groups)))
+            new = probe_groups(probe, files, groups, candidates, first)
+            old = probe_one_by_one(probe, files, groups, candidates, first)
+        assert new == old, (n, {k: (old[k], new[k]) for k in old if old[k] != new[k]})
+        table.update(how for how, _where in new.values())
+        table["scenarios with several suspect groups in one file"] += any(
+            sum(1 for g in groups if any(h.id in g for h in fd.hunks) and new[groups.index(g)][0] != "clean") > 1 for fd in files)
+    print("group verdicts, batched = one by one:", dict(sorted(table.items())))
+    assert min(table[k] for k in ("clean", "3-way", "present", "conflict")) >= 10, table

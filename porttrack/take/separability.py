@@ -23,7 +23,7 @@ from typing import Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
-from porttrack.diff.hunks import FileDiff, build_patch
+from porttrack.diff.hunks import FileDiff, build_patch, parse_diff
 from porttrack.gitrepo import ScratchIndex
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
@@ -77,10 +77,117 @@ def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
 def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
                  first: AllAtOnce) -> dict[int, tuple[str, str]]:
     """(clean | 3-way | present | conflict, file) per candidate group. `first`: all of them applied
-    at once (`apply_all`); when that went in, every group is clean. Otherwise: all at once again
-    with `--check` (its stderr names the failing files), then the groups of the files git did not
-    complain about, then one by one; so a PR with a conflict costs three `git apply` plus a few per
-    group of its file."""
+    at once (`apply_all`); when that went in, every group is clean. Otherwise git is asked per
+    batch, not per group: one `git apply --check --reject -v` of every candidate says which hunks
+    go in as they are (`--reject` goes on past a failing hunk: git names each one); a group whose
+    hunks all do is clean. One `--reverse` pass of the rest says which are already there (every
+    hunk reverse-applies: *present*). The rest are merged 3-way in rounds, one group per file per
+    round (git merges a file's whole patch at once), each round one real `--3way` into a copy and
+    the unmerged entries it leaves; a round git refuses outright (a pre-image blob missing) is
+    probed group by group (`probe_one_by_one`). So a PR with conflicts costs three `git apply`
+    plus two per round, not four per group."""
+    if first.ok:
+        return {n: ("clean", "") for n in candidates}
+    owner = {h.id: fd for fd in files for h in fd.hunks}
+    verdicts: dict[int, tuple[str, str]] = {}
+    plain = _hunks_that_apply(probe, files, set().union(*(groups[n] for n in candidates)))
+    if not plain:
+        return probe_one_by_one(probe, files, groups, candidates, first)
+    suspect = [n for n in candidates if not all(plain.get(hid, False) for hid in groups[n])]
+    verdicts.update({n: ("clean", "") for n in candidates if n not in suspect})
+    if not suspect:
+        return verdicts
+    reverse = _hunks_that_apply(probe, files, set().union(*(groups[n] for n in suspect)), reverse=True)
+    if not reverse:
+        verdicts.update({n: _probe_one(probe, files, groups[n]) for n in suspect})
+        return verdicts
+    for n in suspect:
+        if all(reverse.get(hid, False) for hid in groups[n]):
+            verdicts[n] = ("present", ", ".join(fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)))
+    rest = [n for n in suspect if n not in verdicts]
+    rounds: list[list[int]] = []
+    for n in rest:  # one group per file per round: git merges each file's patch as a whole
+        paths = {p for hid in groups[n] for p in (owner[hid].old_path, owner[hid].new_path) if p}
+        for r in rounds:
+            if not paths & {p for m in r for hid in groups[m] for p in (owner[hid].old_path, owner[hid].new_path) if p}:
+                r.append(n)
+                break
+        else:
+            rounds.append([n])
+    for r in rounds:
+        merged = probe.threeway(patch_of(files, set().union(*(groups[n] for n in r))))
+        if merged.rc != 0 and not merged.unmerged:  # git refused the round as a whole: ask per group
+            verdicts.update({n: _probe_one(probe, files, groups[n]) for n in r})
+            continue
+        unmerged = set(merged.unmerged)
+        for n in r:
+            paths = [fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)]
+            touched = {p for fd in files if any(h.id in groups[n] for h in fd.hunks) for p in (fd.old_path, fd.new_path) if p}
+            conflicted = sorted(unmerged & touched)
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(conflicted or paths))) if conflicted else ("3-way", "")
+    return verdicts
+
+
+def _hunks_that_apply(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], reverse: bool = False) -> dict[str, bool]:
+    """Per hunk of `ids`: does it go in as it is (or, `reverse`, come out: the change is there)? One
+    `git apply --check --reject -v` of all of them (git reports each hunk that fails and goes on).
+    git's report is read per file by the name it prints (it does not always check the files in the
+    patch's order); a report that cannot be read so is asked again group by group by the caller
+    (the answer then holds no hunk: `{}`)."""
+    patch = patch_of(files, ids)
+    proc = probe.apply(patch, "--check", "--reject", "-v", *(["--reverse"] if reverse else []))
+    reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
+    if reports is None:
+        return {}
+    out: dict[str, bool] = {}
+    # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
+    # new side, whose numbers `build_patch` recomputes when hunks before it are left out
+    for fd in parse_diff(patch):
+        names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
+        found = [r for name, r in reports if name in names]
+        if len(found) != 1:
+            return {}
+        errors, failed_at = found[0]
+        hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
+        whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        for h in fd.hunks:
+            at = h.new_start if reverse else h.old_start
+            out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
+    return out
+
+
+_CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
+_PATCH_FAILED = re.compile(r"^error: patch failed: .*:(\d+)$")
+
+
+def _reports(stderr: str) -> list[tuple[str, tuple[list[str], set[int]]]] | None:
+    """git apply -v's report per file: (the name it prints, (its error lines, the first lines of the
+    hunks that failed)); None when an error comes before any file."""
+    out: list[tuple[str, tuple[list[str], set[int]]]] = []
+    searching = False
+    for line in stderr.splitlines():
+        if searching:  # git echoes the lines it looked for, then says which hunk failed
+            searching = not line.startswith("error: patch failed: ")
+            if searching:
+                continue
+        if m := _CHECKING.match(line):
+            out.append((m.group(1), ([], set())))
+        elif line.startswith("error: while searching for:"):
+            searching = True
+        elif line.startswith("error: "):
+            if not out:
+                return None
+            out[-1][1][0].append(line)
+            if m := _PATCH_FAILED.match(line):
+                out[-1][1][1].add(int(m.group(1)))
+    return out
+
+
+def probe_one_by_one(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+                     first: AllAtOnce) -> dict[int, tuple[str, str]]:
+    """The per-group probes `probe_groups` batches (kept as its reference and its fallback): all at
+    once with `--check` (its stderr names the failing files), the groups of the other files
+    confirmed together, then each suspect group alone: plain, reverse, 3-way."""
     if first.ok:
         return {n: ("clean", "") for n in candidates}
     chosen = set().union(*(groups[n] for n in candidates))
@@ -88,8 +195,6 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
     if ok:
         return {n: ("clean", "") for n in candidates}
     verdicts: dict[int, tuple[str, str]] = {}
-    # git checks every file entry and names each one that fails: the groups of the other files
-    # are confirmed with one more check, and only the failing files' groups are probed one by one.
     failed = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
     owner = {h.id: fd for fd in files for h in fd.hunks}
     suspect = [n for n in candidates if any({owner[h].path, owner[h].old_path} & failed for h in groups[n])]
