@@ -90,7 +90,7 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
         return {n: ("clean", "") for n in candidates}
     owner = {h.id: fd for fd in files for h in fd.hunks}
     verdicts: dict[int, tuple[str, str]] = {}
-    plain = _hunks_that_apply(probe, files, set().union(*(groups[n] for n in candidates)))
+    plain, reports = _asked(probe, files, set().union(*(groups[n] for n in candidates)))
     if not plain:
         return probe_one_by_one(probe, files, groups, candidates, first)
     suspect = [n for n in candidates if not all(plain.get(hid, False) for hid in groups[n])]
@@ -105,6 +105,17 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
         if all(reverse.get(hid, False) for hid in groups[n]):
             verdicts[n] = ("present", ", ".join(fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)))
     rest = [n for n in suspect if n not in verdicts]
+    # A file the fork does not have cannot be merged: git refuses the whole 3-way apply for it, so
+    # its groups conflict, at the files git named (as the group alone would be told), and stay out
+    # of the rounds.
+    for n in list(rest):
+        entries = [fd for fd in files if any(h.id in groups[n] for h in fd.hunks)]
+        said = [(name, errors) for name, (errors, _at) in reports
+                if any(name in (fd.path, f"{fd.old_path} => {fd.new_path}") for fd in entries)]
+        if any(_MISSING.search(e) for _name, errors in said for e in errors):
+            named = [m.group("a") or m.group("b") for _name, errors in said for m in map(_FAILED_AT.match, errors) if m]
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(named or [fd.path for fd in entries])))
+            rest.remove(n)
     rounds: list[list[int]] = []
     for n in rest:  # one group per file per round: git merges each file's patch as a whole
         paths = {p for hid in groups[n] for p in (owner[hid].old_path, owner[hid].new_path) if p}
@@ -134,11 +145,17 @@ def _hunks_that_apply(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[s
     git's report is read per file by the name it prints (it does not always check the files in the
     patch's order); a report that cannot be read so is asked again group by group by the caller
     (the answer then holds no hunk: `{}`)."""
+    return _asked(probe, files, ids, reverse)[0]
+
+
+def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], reverse: bool = False
+           ) -> tuple[dict[str, bool], list[tuple[str, tuple[list[str], set[int]]]]]:
+    """`_hunks_that_apply`, and git's report per file (in the order git gave it)."""
     patch = patch_of(files, ids)
     proc = probe.apply(patch, "--check", "--reject", "-v", *(["--reverse"] if reverse else []))
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
-        return {}
+        return {}, []
     out: dict[str, bool] = {}
     # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
     # new side, whose numbers `build_patch` recomputes when hunks before it are left out
@@ -146,17 +163,18 @@ def _hunks_that_apply(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[s
         names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
         found = [r for name, r in reports if name in names]
         if len(found) != 1:
-            return {}
+            return {}, []
         errors, failed_at = found[0]
         hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
         whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
         for h in fd.hunks:
             at = h.new_start if reverse else h.old_start
             out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
-    return out
+    return out, reports
 
 
 _CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
+_MISSING = re.compile(r": (?:does not exist in index|No such file or directory)$")
 _PATCH_FAILED = re.compile(r"^error: patch failed: .*:(\d+)$")
 
 
