@@ -291,3 +291,36 @@ def test_batched_group_probes_give_the_verdicts_of_the_one_by_one_probes(tmp_pat
             sum(1 for g in groups if any(h.id in g for h in fd.hunks) and new[groups.index(g)][0] != "clean") > 1 for fd in files)
     print("group verdicts, batched = one by one:", dict(sorted(table.items())))
     assert min(table[k] for k in ("clean", "3-way", "present", "conflict")) >= 10, table
+
+
+def test_plans_made_from_the_probe_equal_plans_made_with_the_trial_build(tmp_path, fake, monkeypatch):
+    """The probe's patched index stands in for the trial build (`importer.REUSE_PROBE`: the diff
+    from the fork tip to it is the regenerated mail) and the patched files are read from the index
+    file itself (`checks.read_index`). Random imports planned both ways on the same fork: every
+    field of the plan, the mail byte for byte, must be the same."""
+    from dataclasses import replace
+
+    from porttrack.take import checks, importer
+    from porttrack.tracks.file import load_config
+    from porttrack.workspace.files import Workspace
+    from testing.world import World
+
+    rng = random.Random(2527)
+    table: Counter[str] = Counter()
+    for n in range(int(__import__("os").environ.get("PORTTRACK_IMPORT_SCENARIOS", "30"))):
+        world = World(tmp_path / f"s{n}", fake)
+        ws = _plan_scenario(rng, world, 800 + n, tmp_path / f"s{n}" / "ws")
+        assert (status := ws.run("status")).returncode == 0, status.stderr
+        config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
+        plans = []
+        for reuse in (True, False):
+            with monkeypatch.context() as patched:
+                patched.setattr(importer, "REUSE_PROBE", reuse)
+                if not reuse:
+                    patched.setattr(checks, "read_index", lambda probe, paths, index: probe.read(paths, index))
+                plans.append(replace(importer.plan_import(workspace, config, 800 + n, repo=repo), timings={}))
+        assert plans[0] == plans[1], f"scenario {n}"
+        how = plans[0].regenerated.how if plans[0].regenerated else "as upstream's"
+        table[f"same plan; mail {how}{'; build base upstream/main' if config.fork.build_base else ''}"] += 1
+    print("plans, probe's index vs trial build:", dict(sorted(table.items())))
+    assert table["same plan; mail offset"] >= 1 and table["same plan; mail 3-way"] >= 1, table  # the shortcut was taken

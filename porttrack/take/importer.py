@@ -102,7 +102,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import TAKEN, apply_all, check_together, patch_of, probe_base, probe_groups
+from porttrack.take.separability import Taken, apply_all, apply_taken, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -409,6 +409,7 @@ def plan_pr(
         raise PreconditionError(f"the fork branch {config.fork.branch!r} does not exist in {repo.path}")
     candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
+    built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
     if candidates:
         # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
@@ -425,11 +426,18 @@ def plan_pr(
                     elif how == "conflict":
                         reasons[hid] = Reason(NOT_SEPARABLE, where)
             cache = facts_cache(repo)
-            diff, exact_on_tip, checked = _take_what_passes(
+            diff, taken, checked = _take_what_passes(
                 probe, files, hunks, groups, reasons, applies, first, wanted, None if below else fork_tip, cache, notes)
             taken_ids = {h.id for h in hunks if h.id not in reasons}
+            exact_on_tip = taken is not None and taken.exact
             cache.save()
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
+            if REUSE_PROBE and taken is not None and not taken.exact and not below \
+                    and repo.rev_parse(config.fork.build_from()) == fork_tip:
+                # the trial build would put this same diff on this same tree the same way: its tree is here
+                fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
+                                     "--full-index", "-M", fork_tip, env=probe.env(taken.index)).stdout
+                built = (taken.how, fork_diff)
     else:
         taken_ids, diff, exact_on_tip, checked, stat = set(), b"", False, None, None
     timings["probe_s"] = time.perf_counter() - t2
@@ -463,7 +471,7 @@ def plan_pr(
     mail, regenerated = b"", None
     if taken_ids:
         below = queue.series() if series_below is None else tuple(series_below)
-        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip, stat)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip, stat, built)
         plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
@@ -471,15 +479,16 @@ def plan_pr(
     return Planned(replace(plan, mail=mail, regenerated=regenerated, timings=timings), files)
 
 
+REUSE_PROBE = True  # the probe's patched index stands in for the trial build (tests turn it off to compare)
 MAX_CHECK_ROUNDS = 8  # each round leaves out the hunks the check names; a chain longer than this is refused
 
 
 def _take_what_passes(
     probe: Any, files: Sequence[FileDiff], hunks: Sequence[Hunk], groups: Sequence[frozenset[str]], reasons: dict[str, Reason],
     applies: Mapping[str, str], first: Any, wanted: set[str] | None, tip: str | None, cache: Any, notes: list[str],
-) -> tuple[bytes, bool, SourceCheck | None]:
-    """The diff of the hunks to take, whether it goes onto the probe's tip exactly, and its source
-    check, which passes: a failed check never reaches the queue. When the patched files fail it
+) -> tuple[bytes, Taken | None, SourceCheck | None]:
+    """The diff of the hunks to take, how it goes onto the probe's tip (`separability.Taken`), and
+    its source check, which passes: a failed check never reaches the queue. When the patched files fail it
     (a new undefined name, a file that no longer compiles, an import of the project's own modules
     that no longer resolves), the hunks the check names (`checks.blame`) leave with their reason
     (`fails the source check: ...`), their dependency groups with them (`depends on left-out
@@ -495,17 +504,16 @@ def _take_what_passes(
         if not taken_ids:
             if first_failure is not None:
                 notes.append(f"the source check failed for every separable hunk ({first_failure.text}); nothing is taken")
-            return b"", False, None
+            return b"", None, None
         diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-        exact_on_tip = check_together(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
-        checked, after = checked_files(probe, diff, applied=TAKEN if first.holds(diff) else None, tip=tip, pr_files=files,
-                                       cache=cache)
+        taken = apply_taken(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
+        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache)
         if checked.ok:
             if first_failure is not None:
                 out = sum(1 for r in reasons.values() if r.kind == SOURCE_CHECK)
                 notes.append(f"the source check of the separable hunks failed ({first_failure.text}); {out} hunk(s) it named "
                              f"left the patch with their dependants (reason `{SOURCE_CHECK}`), and the rest passes it")
-            return diff, exact_on_tip, checked
+            return diff, taken, checked
         first_failure = first_failure or checked
         blamed, unblamed = blame(checked, files, taken_ids, after)
         if unblamed:
@@ -616,7 +624,7 @@ def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
 
 def _in_fork_context(
     ws: Workspace, repo: GitRepo, config: Config, plan: ImportPlan, pr: RecordedPR, diff: bytes,
-    below: Sequence[Patch], exact_on_tip: bool, stat: str | None = None,
+    below: Sequence[Patch], exact_on_tip: bool, stat: str | None = None, built: tuple[str, bytes] | None = None,
 ) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
     """The mail to store, its `regenerated` record, and notes.
 
@@ -630,15 +638,21 @@ def _in_fork_context(
     nothing queued before it and the build base at that tip, `apply`'s plain step is that same
     `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
     whole tree: most of an import's cost on a big fork) would only say "clean" again. `stat`: the
-    diffstat of `diff`, when the probe's apply printed it."""
-    mail = format_mail(plan.provenance(), pr, repo, diff, stat=stat)
+    diffstat of `diff`, when the probe's apply printed it. `built`: with nothing queued before it
+    and the build base at the fork tip, how the probe put the diff on that tip (offset | 3-way: the
+    trial build's own steps, `git apply` then `--3way`, on the same tree) and the diff from the tip
+    to what it made, which is the trial build's answer without the build."""
     base_ref = config.fork.build_from()
     base = repo.rev_parse(base_ref)
     if base is None:
-        return mail, None, (f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's "
-                            f"context, not checked against the base",)
+        return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, (
+            f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's context, not checked against the base",)
     if exact_on_tip and not below and base == plan.fork_tip:
-        return mail, None, ()
+        return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, ()
+    if built is not None and built[1] and not below and base == plan.fork_tip:
+        how, fork_diff = built
+        return _regenerated(plan, pr, repo, base, base_ref, below, how, fork_diff)
+    mail = format_mail(plan.provenance(), pr, repo, diff, stat=stat)
     try:
         contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
         candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)
@@ -659,10 +673,14 @@ def _in_fork_context(
                             f"(`porttrack apply` will say the same)",)
     before = results[-2].commit if len(results) > 1 else base
     assert before is not None
-    fork_diff = repo.diff(before, tip)
+    return _regenerated(plan, pr, repo, base, base_ref, below, last.outcome, repo.diff(before, tip))
+
+
+def _regenerated(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, base: str, base_ref: str, below: Sequence[Patch], how: str,
+                 fork_diff: bytes) -> tuple[bytes, Regenerated, tuple[str, ...]]:
     hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(fork_diff) for h in fd.hunks)
-    regenerated = Regenerated(last.outcome, base, tuple(p.name for p in below), hunks)
-    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {last.outcome}: the patch file carries "
+    regenerated = Regenerated(how, base, tuple(p.name for p in below), hunks)
+    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {how}: the patch file carries "
             f"the fork's context (regenerated), the manifest keeps upstream's hunk ids")
     return format_mail(plan.provenance(), pr, repo, fork_diff, regenerated), regenerated, (note,)
 

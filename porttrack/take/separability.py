@@ -24,7 +24,7 @@ from typing import Sequence
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
 from porttrack.diff.hunks import FileDiff, build_patch, parse_diff
-from porttrack.gitrepo import ScratchIndex
+from porttrack.gitrepo import ScratchIndex, ThreeWay
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
 
@@ -126,7 +126,7 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
         else:
             rounds.append([n])
     for r in rounds:
-        merged = probe.threeway(patch_of(files, set().union(*(groups[n] for n in r))))
+        merged = threeway(probe, patch_of(files, set().union(*(groups[n] for n in r))))
         if merged.rc != 0 and not merged.unmerged:  # git refused the round as a whole: ask per group
             verdicts.update({n: _probe_one(probe, files, groups[n]) for n in r})
             continue
@@ -240,6 +240,51 @@ def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[
         return "3-way", ""
     failed = [m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m]
     return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
+
+
+_WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$", re.M)
+
+
+def threeway(probe: ScratchIndex, patch: bytes, *flags: str, into: str = "index3") -> ThreeWay:
+    """`ScratchIndex.threeway` without the `ls-files -u` after it: the files left unmerged are
+    those git says it applied "with conflicts" (each such file leaves unmerged entries, and only
+    those do). Exit 0 and none named: merged clean; exit non-zero and none named: git refused."""
+    probe.copy("index", into)
+    proc = probe.apply(patch, "--3way", *flags, index=into)
+    stderr = proc.stderr.decode("utf-8", "surrogateescape")
+    return ThreeWay(proc.returncode, stderr, tuple(sorted(set(_WITH_CONFLICTS.findall(stderr)))))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The hunks to take applied together onto the probe's index, in index file `index`: `how`
+    they went in (clean | offset: plainly, a hunk moved | 3-way), as `apply` would build them on
+    that same tree."""
+
+    index: str
+    how: str
+
+    @property
+    def exact(self) -> bool:
+        return self.how == "clean"
+
+
+def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: AllAtOnce, into: str = "checked") -> Taken:
+    """The taken groups (each probed alone) applied together, for real, into index file `into`, as
+    `apply` builds a patch: plainly (`-v`: a hunk moved is an offset), else, when some group needed
+    a merge, by `--3way` (git 2.32 and later merge first when asked to, so the plain step comes
+    first and alone). `first` when it holds this very diff. A diff that does not go in so: its
+    groups apply one at a time but not together, ConflictError."""
+    if first.holds(diff):
+        return Taken(TAKEN, "offset" if first.moved else "clean")
+    probe.copy("index", into)
+    proc = probe.apply(diff, "-v", index=into)
+    if proc.returncode == 0:
+        return Taken(into, "offset" if apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
+    if needs_threeway and threeway(probe, diff, into=into).clean:
+        return Taken(into, "3-way")
+    raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
+                        "take fewer with --hunk or --exclude (a bug report with the PR would help)")
 
 
 def check_together(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: AllAtOnce) -> bool:
