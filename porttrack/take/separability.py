@@ -113,7 +113,10 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
         said = [(name, errors) for name, (errors, _at) in reports
                 if any(name in (fd.path, f"{fd.old_path} => {fd.new_path}") for fd in entries)]
         if any(_MISSING.search(e) for _name, errors in said for e in errors):
+            # named as the group alone would be: the files where one of its own hunks failed, in git's order
+            failing = {fd.path for fd in entries if any(h.id in groups[n] and not plain.get(h.id, False) for h in fd.hunks)}
             named = [m.group("a") or m.group("b") for _name, errors in said for m in map(_FAILED_AT.match, errors) if m]
+            named = [p for p in named if p in failing]
             verdicts[n] = ("conflict", ", ".join(dict.fromkeys(named or [fd.path for fd in entries])))
             rest.remove(n)
     rounds: list[list[int]] = []
@@ -131,6 +134,12 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
             verdicts.update({n: _probe_one(probe, files, groups[n]) for n in r})
             continue
         unmerged = set(merged.unmerged)
+        # a file git could not merge at all (it fell back to applying it as it is, and that failed)
+        # fails the whole apply: its groups are asked alone; the others merged, or conflicted
+        refused = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, merged.stderr.splitlines()) if m}
+        for n in [n for n in r if {p for hid in groups[n] for p in (owner[hid].old_path, owner[hid].new_path) if p} & refused]:
+            verdicts[n] = _probe_one(probe, files, groups[n])
+            r = [m for m in r if m != n]
         for n in r:
             paths = [fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)]
             touched = {p for fd in files if any(h.id in groups[n] for h in fd.hunks) for p in (fd.old_path, fd.new_path) if p}
@@ -273,15 +282,19 @@ def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: A
     """The taken groups (each probed alone) applied together, for real, into index file `into`, as
     `apply` builds a patch: plainly (`-v`: a hunk moved is an offset), else, when some group needed
     a merge, by `--3way` (git 2.32 and later merge first when asked to, so the plain step comes
-    first and alone). `first` when it holds this very diff. A diff that does not go in so: its
+    first and alone; a diff with such a group cannot go in plainly, so only the merge is asked).
+    `first` when it holds this very diff. A diff that does not go in so: its
     groups apply one at a time but not together, ConflictError."""
     if first.holds(diff):
         return Taken(TAKEN, "offset" if first.moved else "clean")
-    probe.copy("index", into)
-    proc = probe.apply(diff, "-v", index=into)
-    if proc.returncode == 0:
-        return Taken(into, "offset" if apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
-    if needs_threeway and threeway(probe, diff, into=into).clean:
+    if not needs_threeway:
+        probe.copy("index", into)
+        proc = probe.apply(diff, "-v", index=into)
+        if proc.returncode == 0:
+            return Taken(into, "offset" if apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
+    # A group that needed a merge has a hunk that does not go in as it is, alone or with groups
+    # that are not adjacent to it: the plain step would fail, so it is not asked.
+    elif threeway(probe, diff, into=into).clean:
         return Taken(into, "3-way")
     raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
                         "take fewer with --hunk or --exclude (a bug report with the PR would help)")
