@@ -53,6 +53,22 @@ def _bounded(path: str, source: bytes) -> None:
         raise NotCheckable(path, f"{len(source):,} bytes, more than the source check reads ({MAX_PYTHON_BYTES:,})")
 
 
+def parse_shared(source: bytes, path: str, parsed: dict | None) -> ast.Module | None:
+    """`parse_bounded`, once per content within one command when `parsed` (a dict) is handed round."""
+    if parsed is None:
+        return parse_bounded(source, path)
+    key = (path, len(source), hash(source))
+    if key not in parsed:
+        try:
+            parsed[key] = parse_bounded(source, path)
+        except NotCheckable as exc:
+            parsed[key] = exc
+    found = parsed[key]
+    if isinstance(found, NotCheckable):
+        raise found
+    return found
+
+
 def parse_bounded(source: bytes, path: str) -> ast.Module | None:
     """`ast.parse` within the check's bounds: None when it is not Python this parser reads (a
     syntax error, null bytes); `NotCheckable` when too large or too deeply nested to analyse."""
@@ -84,7 +100,8 @@ class NameUse:
     side: str = "post"
 
 
-def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes]) -> list[NameUse]:
+def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
+              parsed: dict | None = None) -> list[NameUse]:
     """Name dependencies between the text hunks of each Python entry of `files`. `pre` / `post`:
     the whole file before and after the diff, by old / new path (a missing or unparsable file
     adds no edge for its side)."""
@@ -95,10 +112,10 @@ def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping
             continue
         if fd.new_path and is_python(fd.new_path) and fd.new_path in post:
             lines = {h.id: _changed_lines(h, "+") for h in hunks}
-            out += _uses(post[fd.new_path], lines, fd.new_path, "post")
+            out += _uses(post[fd.new_path], lines, fd.new_path, "post", parsed)
         if fd.old_path and is_python(fd.old_path) and fd.old_path in pre:
             lines = {h.id: _changed_lines(h, "-") for h in hunks}
-            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre")
+            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre", parsed)
     return out
 
 
@@ -115,9 +132,9 @@ def _changed_lines(h: Hunk, marker: str) -> set[int]:
     return out
 
 
-def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str) -> list[NameUse]:
+def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None) -> list[NameUse]:
     try:
-        names = _bindings_and_uses(source, path)
+        names = _bindings_and_uses(source, path, parsed)
     except NotCheckable:
         return []  # no edge from a file the check cannot read; taken, the check after taking refuses it
     if names is None:
@@ -138,9 +155,10 @@ def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str) 
     return out
 
 
-def _bindings_and_uses(source: bytes, path: str = "<source>") -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
+def _bindings_and_uses(source: bytes, path: str = "<source>", parsed: dict | None = None
+                       ) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
     """name -> lines that bind it; line -> names loaded there. None: not Python this parser reads."""
-    tree = parse_bounded(source, path)
+    tree = parse_shared(source, path, parsed)
     if tree is None:
         return None
     bound: dict[str, set[int]] = defaultdict(set)
@@ -597,7 +615,7 @@ def top_level_lines(tree: ast.Module) -> dict[str, set[int]] | None:
 
 
 def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
-                      importing_pre: Sequence[str], importing_post: Sequence[str]) -> list[NameUse]:
+                      importing_pre: Sequence[str], importing_post: Sequence[str], parsed: dict | None = None) -> list[NameUse]:
     """Name dependencies across the PR's modules. Post side: hunk U adds `from M import n` (the
     line naming n), M is one of the PR's files, and every module-level binding of n in M's
     post-image lies on lines that hunks of M add (none of them U): U travels with those hunks.
@@ -620,7 +638,7 @@ def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post:
             if path not in contents or not owner.get(path):
                 continue
             try:
-                tree = parse_bounded(contents[path], path)
+                tree = parse_shared(contents[path], path, parsed)
             except NotCheckable:
                 continue
             if tree is None:
@@ -634,7 +652,7 @@ def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post:
                     continue
                 if target not in tops:
                     try:
-                        target_tree = parse_bounded(contents[target], target)
+                        target_tree = parse_shared(contents[target], target, parsed)
                     except NotCheckable:
                         target_tree = None
                     tops[target] = top_level_lines(target_tree) if target_tree is not None else None

@@ -40,24 +40,43 @@ def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: 
     """`name_uses` of a PR's diff `base..tip`, the whole files read from those commits (only the
     Python entries with more than one text hunk: a single hunk has nobody to depend on), and
     `cross_module_uses`: a hunk importing from another of the PR's modules a name that only a hunk
-    of that module brings (or one removing what another file's removed import still names)."""
+    of that module brings (or one removing what another file's removed import still names). Only
+    the files whose changed lines may import are read for that, and of the PR's modules only those
+    their hunks name (a word of a hunk, context included, that is the module's last name); each
+    file is parsed once."""
     old = [fd.old_path for fd in files if fd.old_path and is_python(fd.old_path) and may_share_words(fd, "-")]
     new = [fd.new_path for fd in files if fd.new_path and is_python(fd.new_path) and may_share_words(fd, "+")]
-    # across modules: the files whose changed lines import, and the PR's modules they may name
     importing = {side: [p for fd in files for p in [fd.new_path if side == "+" else fd.old_path]
                         if p and is_python(p) and _imports_in(fd, side)] for side in "+-"}
-    modules = [fd for fd in files if (fd.new_path or fd.old_path or "").endswith(".py")]
     if importing["+"] or importing["-"]:
-        new += [fd.new_path for fd in modules if fd.new_path]
-        old += [fd.old_path for fd in modules if fd.old_path]
+        words: set[bytes] = set()
+        for fd in files:
+            if (fd.new_path in importing["+"]) or (fd.old_path in importing["-"]):
+                for h in fd.text_hunks:
+                    words.update(_WORD.findall(h.body))
+        for fd in files:
+            for side, path in (("+", fd.new_path), ("-", fd.old_path)):
+                if path and path.endswith(".py") and _module_word(path) in words:
+                    (new if side == "+" else old).append(path)
+        new += importing["+"]
+        old += importing["-"]
     old, new = list(dict.fromkeys(old)), list(dict.fromkeys(new))
     blobs = repo.blobs([f"{base}:{p}" for p in old] + [f"{tip}:{p}" for p in new])
     pre = {p: b for p, b in zip(old, blobs[:len(old)]) if b is not None}
     post = {p: b for p, b in zip(new, blobs[len(old):]) if b is not None}
-    uses = name_uses(files, pre, post)
+    parsed: dict = {}
+    uses = name_uses(files, pre, post, parsed)
     if importing["+"] or importing["-"]:
-        uses += cross_module_uses(files, pre, post, importing["-"], importing["+"])
+        uses += cross_module_uses(files, pre, post, importing["-"], importing["+"], parsed)
     return uses
+
+
+def _module_word(path: str) -> bytes:
+    """The name an import of the module at `path` ends with (`pkg/mod.py` -> mod, `pkg/__init__.py` -> pkg)."""
+    parts = path[:-3].split("/")
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return parts[-1].encode("utf-8", "surrogateescape")
 
 
 _IMPORT_WORD = re.compile(rb"\bimport\b")

@@ -410,6 +410,7 @@ def plan_pr(
     candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
     built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
+    series = queue.series() if series_below is None else tuple(series_below)  # what `apply` puts before this patch
     if candidates:
         # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
@@ -432,7 +433,7 @@ def plan_pr(
             exact_on_tip = taken is not None and taken.exact
             cache.save()
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
-            if REUSE_PROBE and taken is not None and not taken.exact and not below \
+            if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
                     and repo.rev_parse(config.fork.build_from()) == fork_tip:
                 # the trial build would put this same diff on this same tree the same way: its tree is here
                 fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
@@ -470,8 +471,7 @@ def plan_pr(
     )
     mail, regenerated = b"", None
     if taken_ids:
-        below = queue.series() if series_below is None else tuple(series_below)
-        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip, stat, built)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, series, exact_on_tip, stat, built)
         plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
