@@ -101,7 +101,7 @@ class NameUse:
 
 
 def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
-              parsed: dict | None = None) -> list[NameUse]:
+              parsed: dict | None = None, cache: "FactsCache | None" = None) -> list[NameUse]:
     """Name dependencies between the text hunks of each Python entry of `files`. `pre` / `post`:
     the whole file before and after the diff, by old / new path (a missing or unparsable file
     adds no edge for its side)."""
@@ -112,10 +112,10 @@ def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping
             continue
         if fd.new_path and is_python(fd.new_path) and fd.new_path in post:
             lines = {h.id: _changed_lines(h, "+") for h in hunks}
-            out += _uses(post[fd.new_path], lines, fd.new_path, "post", parsed)
+            out += _uses(post[fd.new_path], lines, fd.new_path, "post", parsed, cache)
         if fd.old_path and is_python(fd.old_path) and fd.old_path in pre:
             lines = {h.id: _changed_lines(h, "-") for h in hunks}
-            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre", parsed)
+            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre", parsed, cache)
     return out
 
 
@@ -132,9 +132,15 @@ def _changed_lines(h: Hunk, marker: str) -> set[int]:
     return out
 
 
-def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None) -> list[NameUse]:
+def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None,
+          cache: "FactsCache | None" = None) -> list[NameUse]:
     try:
-        names = _bindings_and_uses(source, path, parsed)
+        if cache is not None:
+            facts = cache.get(source, path)
+            names = facts.names
+            facts.drop_tree()
+        else:
+            names = _bindings_and_uses(source, path, parsed)
     except NotCheckable:
         return []  # no edge from a file the check cannot read; taken, the check after taking refuses it
     if names is None:
@@ -161,6 +167,10 @@ def _bindings_and_uses(source: bytes, path: str = "<source>", parsed: dict | Non
     tree = parse_shared(source, path, parsed)
     if tree is None:
         return None
+    return _bindings_and_uses_in(tree)
+
+
+def _bindings_and_uses_in(tree: ast.Module) -> tuple[dict[str, set[int]], dict[int, set[str]]]:
     bound: dict[str, set[int]] = defaultdict(set)
     used: dict[int, set[str]] = defaultdict(set)
     for node in ast.walk(tree):
@@ -333,11 +343,56 @@ class FileFacts:
             self._data["undefined"] = [] if self.error else [list(x) for x in _undefined_in(self._parsed(), self.path)]
         return tuple((str(n), int(ln)) for n, ln in self._data["undefined"])
 
+    def _parsed_or_none(self) -> ast.Module | None:
+        """The tree without asking the compiler first (None: Python's parser does not read it)."""
+        if self._tree is None and self._data.get("parses", True):
+            assert self._source is not None
+            self._tree = parse_bounded(self._source, self.path)
+            self._data["parses"] = self._tree is not None
+        return self._tree
+
     @property
     def imports(self) -> tuple["ImportOf", ...]:
         if "imports" not in self._data:
-            self._data["imports"] = [] if self.error else [[i.module, i.name, i.line, i.guarded] for i in _imports(self._parsed(), self.path)]
+            tree = self._parsed_or_none()
+            self._data["imports"] = [] if tree is None else [[i.module, i.name, i.line, i.guarded] for i in _imports(tree, self.path)]
         return tuple(ImportOf(str(m), str(n), int(ln), bool(g)) for m, n, ln, g in self._data["imports"])
+
+    @property
+    def names(self) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
+        """`_bindings_and_uses` of the file (None: it does not parse)."""
+        if "names" not in self._data:
+            tree = self._parsed_or_none()
+            if tree is None:
+                self._data["names"] = None
+            else:
+                bound, used = _bindings_and_uses_in(tree)
+                self._data["names"] = [{n: sorted(ls) for n, ls in bound.items()},
+                                       {str(ln): sorted(ns) for ln, ns in used.items()}]
+        data = self._data["names"]
+        if data is None:
+            return None
+        return ({n: set(ls) for n, ls in data[0].items()}, {int(ln): set(ns) for ln, ns in data[1].items()})
+
+    @property
+    def top_lines(self) -> dict[str, set[int]] | None:
+        """`top_level_lines` of the file (None: it does not parse, or any name may be there)."""
+        if "top_lines" not in self._data:
+            tree = self._parsed_or_none()
+            found = None if tree is None else top_level_lines(tree)
+            self._data["top_lines"] = None if found is None else {n: sorted(ls) for n, ls in found.items()}
+        data = self._data["top_lines"]
+        return None if data is None else {n: set(ls) for n, ls in data.items()}
+
+    @property
+    def parses(self) -> bool:
+        if "parses" not in self._data:
+            self._parsed_or_none()
+        return bool(self._data["parses"])
+
+    def drop_tree(self) -> None:
+        """Forget the parsed tree (what was computed from it stays): trees are large."""
+        self._tree = None
 
     @property
     def top(self) -> frozenset[str] | None:
@@ -373,6 +428,7 @@ class FactsCache:
     def __init__(self, folder: "Any | None" = None) -> None:
         self.folder = folder
         self.memory: dict[str, FileFacts] = {}
+        self._stored: dict[str, int] = {}  # blob id -> how many parts its file on disk holds
         self.hits = self.misses = 0
 
     def get(self, source: bytes, path: str) -> FileFacts:
@@ -385,6 +441,7 @@ class FactsCache:
         if data is not None:
             self.hits += 1
             facts = FileFacts(source, path, data)
+            self._stored[key] = len(facts._data)
         else:
             self.misses += 1
             _bounded(path, source)
@@ -414,10 +471,10 @@ class FactsCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             for key, facts in self.memory.items():
+                if self._stored.get(key) == len(facts._data):
+                    continue  # read from disk, nothing computed since
                 target = self.folder / f"{key}.json"
                 data = {"schema": FACTS_SCHEMA, **facts.to_json()}
-                if target.exists() and self._load(key) == data:
-                    continue
                 fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
                     json.dump(data, out)
@@ -474,6 +531,11 @@ def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes 
         now_undefined = Counter(n for n, _ in now.undefined)
         # the base is only analysed by pyflakes when the patched file has undefined names at all
         was_undefined = Counter(n for n, _ in was.undefined) if now_undefined and was is not None and not was.error else Counter()
+        if project is not None:
+            now.imports  # noqa: B018 - read while the tree is at hand: the cross-module check asks
+        for facts in (now, was):
+            if facts is not None:
+                facts.drop_tree()
         findings += [Finding("undefined-name", path, name, tuple(sorted({ln for n, ln in now.undefined if n == name})))
                      for name in sorted(now_undefined) if now_undefined[name] > was_undefined.get(name, 0)]
     if project is not None:
@@ -615,7 +677,8 @@ def top_level_lines(tree: ast.Module) -> dict[str, set[int]] | None:
 
 
 def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
-                      importing_pre: Sequence[str], importing_post: Sequence[str], parsed: dict | None = None) -> list[NameUse]:
+                      importing_pre: Sequence[str], importing_post: Sequence[str], parsed: dict | None = None,
+                      cache: "FactsCache | None" = None) -> list[NameUse]:
     """Name dependencies across the PR's modules. Post side: hunk U adds `from M import n` (the
     line naming n), M is one of the PR's files, and every module-level binding of n in M's
     post-image lies on lines that hunks of M add (none of them U): U travels with those hunks.
@@ -638,12 +701,18 @@ def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post:
             if path not in contents or not owner.get(path):
                 continue
             try:
-                tree = parse_shared(contents[path], path, parsed)
+                if cache is not None:
+                    facts = cache.get(contents[path], path)
+                    imports = facts.imports if facts.parses else None
+                    facts.drop_tree()
+                else:
+                    tree = parse_shared(contents[path], path, parsed)
+                    imports = None if tree is None else tuple(_imports(tree, path))
             except NotCheckable:
                 continue
-            if tree is None:
+            if imports is None:
                 continue
-            for imp in _imports(tree, path):
+            for imp in imports:
                 user = owner[path].get(imp.line)
                 if user is None or not imp.name:
                     continue
@@ -652,10 +721,15 @@ def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post:
                     continue
                 if target not in tops:
                     try:
-                        target_tree = parse_shared(contents[target], target, parsed)
+                        if cache is not None:
+                            target_facts = cache.get(contents[target], target)
+                            tops[target] = target_facts.top_lines
+                            target_facts.drop_tree()
+                        else:
+                            target_tree = parse_shared(contents[target], target, parsed)
+                            tops[target] = top_level_lines(target_tree) if target_tree is not None else None
                     except NotCheckable:
-                        target_tree = None
-                    tops[target] = top_level_lines(target_tree) if target_tree is not None else None
+                        tops[target] = None
                 top = tops[target]
                 where = (top or {}).get(imp.name)
                 if not where or any(line not in owner[target] for line in where):

@@ -36,7 +36,7 @@ def facts_cache(repo: GitRepo) -> FactsCache:
     return FactsCache(Path(repo.common_dir) / "porttrack" / CACHE_FOLDER / label)
 
 
-def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: str) -> list[NameUse]:
+def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: str, cache: FactsCache | None = None) -> list[NameUse]:
     """`name_uses` of a PR's diff `base..tip`, the whole files read from those commits (only the
     Python entries with more than one text hunk: a single hunk has nobody to depend on), and
     `cross_module_uses`: a hunk importing from another of the PR's modules a name that only a hunk
@@ -65,9 +65,9 @@ def name_dependencies(repo: GitRepo, files: Sequence[FileDiff], base: str, tip: 
     pre = {p: b for p, b in zip(old, blobs[:len(old)]) if b is not None}
     post = {p: b for p, b in zip(new, blobs[len(old):]) if b is not None}
     parsed: dict = {}
-    uses = name_uses(files, pre, post, parsed)
+    uses = name_uses(files, pre, post, parsed, cache)
     if importing["+"] or importing["-"]:
-        uses += cross_module_uses(files, pre, post, importing["-"], importing["+"], parsed)
+        uses += cross_module_uses(files, pre, post, importing["-"], importing["+"], parsed, cache)
     return uses
 
 

@@ -370,7 +370,8 @@ def plan_pr(
     if not files:
         raise PreconditionError(f"#{number} changes nothing relative to {source.revision.base[:12]}")
     hunks = [h for fd in files for h in fd.hunks]
-    uses = name_dependencies(repo, files, source.revision.base, source.tip)  # a hunk using what only another brings
+    cache = facts_cache(repo)  # what each Python blob binds, uses, imports, and pyflakes finds: once per blob
+    uses = name_dependencies(repo, files, source.revision.base, source.tip, cache)  # a hunk using what only another brings
     groups = dependency_groups(files, more=as_edges(uses))
     notes += describe(uses)
     group_of = {hid: n for n, group in enumerate(groups) for hid in group}
@@ -426,12 +427,10 @@ def plan_pr(
                         reasons[hid] = Reason(PRESENT, where)
                     elif how == "conflict":
                         reasons[hid] = Reason(NOT_SEPARABLE, where)
-            cache = facts_cache(repo)
             diff, taken, checked = _take_what_passes(
                 probe, files, hunks, groups, reasons, applies, first, wanted, None if below else fork_tip, cache, notes)
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             exact_on_tip = taken is not None and taken.exact
-            cache.save()
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
             if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
                     and repo.rev_parse(config.fork.build_from()) == fork_tip:
@@ -441,6 +440,7 @@ def plan_pr(
                 built = (taken.how, fork_diff)
     else:
         taken_ids, diff, exact_on_tip, checked, stat = set(), b"", False, None, None
+    cache.save()
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
