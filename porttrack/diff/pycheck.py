@@ -23,12 +23,13 @@ import ast
 import keyword
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from porttrack.common.errors import PreconditionError
 from porttrack.diff.hunks import FileDiff, Hunk
+from porttrack.diff.pyimports import ImportOf, _imports, _top_level, top_level_lines
 from porttrack.diff.relations import Dependency
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -409,17 +410,6 @@ class FileFacts:
         return dict(self._data)
 
 
-@dataclass(frozen=True)
-class ImportOf:
-    """`from MODULE import NAME` (NAME "" for `import MODULE`) on `line` of a file; `guarded`:
-    inside a `try` (an optional import, allowed to fail)."""
-
-    module: str
-    name: str
-    line: int
-    guarded: bool
-
-
 class FactsCache:
     """`FileFacts` by blob id: in memory for one command, and, with `folder`, on disk for the next
     (the base's files are analysed once; an import over the same fork tip reads their findings
@@ -502,7 +492,7 @@ def blob_id(source: bytes) -> str:
 
 
 def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes | None], *,
-                  project: "Project | None" = None, cache: FactsCache | None = None) -> SourceCheck:
+                  project: Any = None, cache: FactsCache | None = None) -> SourceCheck:
     """Each path of `after` (None: deleted) against `before` (None: absent there). A Python file
     is no worse when it compiles, pyflakes finds no undefined name that it did not find before
     (counted per name, so a second use of a name already undefined is not news), and, with a
@@ -580,304 +570,6 @@ def undefined_names(source: bytes, path: str) -> Counter:
     return Counter(name for name, _line in _undefined_in(tree, path))
 
 
-# -- the project's own modules: names imported across files -----------------------------------------
-
-
-def module_of(path: str) -> str | None:
-    """`pkg/sub/mod.py` -> "pkg.sub.mod"; `pkg/__init__.py` -> "pkg"; None for other files."""
-    if not path.endswith(".py"):
-        return None
-    parts = path[:-3].split("/")
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
-
-
-def module_paths(module: str) -> tuple[str, str]:
-    """Where module "a.b" lives in a source tree: a/b.py or a/b/__init__.py."""
-    base = module.replace(".", "/")
-    return f"{base}.py", f"{base}/__init__.py"
-
-
-def _imports(tree: ast.Module, path: str) -> list[ImportOf]:
-    """Every `from M import n` and `import M` of the file, relative ones resolved against its
-    package (stubs and files outside packages resolve as their folder says)."""
-    package = path.split("/")[:-1]
-    out: list[ImportOf] = []
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
-    while stack:
-        node, guarded = stack.pop()
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(package):
-                    continue
-                base = package[:len(package) - (node.level - 1)]
-                module = ".".join(base + (node.module.split(".") if node.module else []))
-            else:
-                module = node.module or ""
-            if module:
-                for alias in node.names:
-                    out.append(ImportOf(module, alias.name, getattr(alias, "lineno", node.lineno), guarded))
-            continue
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                out.append(ImportOf(alias.name, "", getattr(alias, "lineno", node.lineno), guarded))
-            continue
-        inside = guarded or isinstance(node, ast.Try) or type(node).__name__ == "TryStar"
-        for child in ast.iter_child_nodes(node):
-            if isinstance(node, ast.Try) and child in node.finalbody:
-                stack.append((child, guarded))
-            else:
-                stack.append((child, inside))
-    return out
-
-
-def _top_level(tree: ast.Module) -> frozenset[str] | None:
-    """Names bound at module level (what `from this import NAME` finds); None when anything may
-    be there: a star import, a module `__getattr__`, or `globals()` / `vars()` / `setattr` used."""
-    lines = top_level_lines(tree)
-    return None if lines is None else frozenset(lines)
-
-
-def top_level_lines(tree: ast.Module) -> dict[str, set[int]] | None:
-    """name -> the lines that bind it at module level (definitions, imports, assignments, also
-    inside `if` / `try` / `with` / loops at module level, and `global` names); None as above."""
-    names: dict[str, set[int]] = defaultdict(set)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
-            for name in node.names:
-                names[name].add(node.lineno)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars", "setattr"):
-            return None
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names[node.name].add(node.lineno)
-            continue
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue  # their names stay inside
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                if alias.name == "*":
-                    return None
-                bound = alias.asname or (alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name)
-                names[bound].add(getattr(alias, "lineno", node.lineno))
-            continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names[node.id].add(node.lineno)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names[node.name].add(node.lineno)
-        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
-            names[node.name].add(node.lineno)  # type: ignore[attr-defined]
-        stack.extend(ast.iter_child_nodes(node))
-    if "__getattr__" in names:
-        return None
-    return dict(names)
-
-
-def cross_module_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
-                      importing_pre: Sequence[str], importing_post: Sequence[str], parsed: dict | None = None,
-                      cache: "FactsCache | None" = None) -> list[NameUse]:
-    """Name dependencies across the PR's modules. Post side: hunk U adds `from M import n` (the
-    line naming n), M is one of the PR's files, and every module-level binding of n in M's
-    post-image lies on lines that hunks of M add (none of them U): U travels with those hunks.
-    Pre side: hunk U removes such an import line and hunks of M remove every binding of n that
-    M's pre-image has (taking them without U would leave U's file importing a name that is gone).
-    A file that cannot be read within the check's bounds adds no edge."""
-    out: list[NameUse] = []
-    seen: set[tuple[str, str, str]] = set()
-    for side, contents, importers in (("post", post, importing_post), ("pre", pre, importing_pre)):
-        marker = "+" if side == "post" else "-"
-        owner: dict[str, dict[int, str]] = defaultdict(dict)
-        for fd in files:
-            path = fd.new_path if side == "post" else fd.old_path
-            if path and path in contents:
-                for h in fd.text_hunks:
-                    for line in _changed_lines(h, marker):
-                        owner[path][line] = h.id
-        tops: dict[str, dict[str, set[int]] | None] = {}
-        for path in dict.fromkeys(importers):
-            if path not in contents or not owner.get(path):
-                continue
-            try:
-                if cache is not None:
-                    facts = cache.get(contents[path], path)
-                    imports = facts.imports if facts.parses else None
-                    facts.drop_tree()
-                else:
-                    tree = parse_shared(contents[path], path, parsed)
-                    imports = None if tree is None else tuple(_imports(tree, path))
-            except NotCheckable:
-                continue
-            if imports is None:
-                continue
-            for imp in imports:
-                user = owner[path].get(imp.line)
-                if user is None or not imp.name:
-                    continue
-                target = next((p for p in module_paths(imp.module) if p in contents), None)
-                if target is None or not owner.get(target):
-                    continue
-                if target not in tops:
-                    try:
-                        if cache is not None:
-                            target_facts = cache.get(contents[target], target)
-                            tops[target] = target_facts.top_lines
-                            target_facts.drop_tree()
-                        else:
-                            target_tree = parse_shared(contents[target], target, parsed)
-                            tops[target] = top_level_lines(target_tree) if target_tree is not None else None
-                    except NotCheckable:
-                        tops[target] = None
-                top = tops[target]
-                where = (top or {}).get(imp.name)
-                if not where or any(line not in owner[target] for line in where):
-                    continue  # bound where the diff keeps it (or not at all, or anything goes)
-                for source in sorted({owner[target][line] for line in where} - {user}):
-                    if (source, user, imp.name) not in seen:
-                        seen.add((source, user, imp.name))
-                        out.append(NameUse(source, user, imp.name, path, side))
-    return out
-
-
-DIRECTORY = b"\0directory"  # what a `Project` reader returns for a folder
-
-
-class Project:
-    """The tree around the patched files, for the cross-module check. `read(paths)` returns, per
-    path, its content at the fork tip (bytes), `DIRECTORY` for a folder, or None where there is
-    nothing (asked in batches; answers are kept). `expected`: paths the PR's own tree has (a module
-    the fork lacks and the PR's tree has is a broken import; one neither has -- compiled, generated,
-    another package -- is not judged). `importers`: more files (path -> content, which the patch
-    leaves as they are) whose imports are judged too, only those of modules the patch changes: the
-    PR's files left out, which may import what a taken hunk removes."""
-
-    def __init__(self, read: Callable[[list[str]], Mapping[str, bytes | None]], expected: frozenset[str] = frozenset(),
-                 importers: Mapping[str, bytes] | None = None) -> None:
-        self._read = read
-        self._known: dict[str, bytes | None] = {}
-        self.expected = expected
-        self.importers = dict(importers or {})
-
-    def _fetch(self, paths: list[str]) -> None:
-        wanted = [p for p in dict.fromkeys(paths) if p not in self._known]
-        if wanted:
-            got = self._read(wanted)
-            for p in wanted:
-                self._known[p] = got.get(p)
-
-    def broken_imports(self, before: Mapping[str, bytes | None], after: Mapping[str, bytes | None],
-                       cache: "FactsCache | None") -> list[Finding]:
-        """Imports of the project's own modules that resolve at the fork tip (or did not exist there)
-        and no longer resolve with the patch: `from M import n` where M has no module-level `n` and
-        no submodule `n`, or M itself gone (or never brought: a module of the PR's tree left out)."""
-        changed = {p for p in after if before.get(p) != after[p]}
-        if not changed:
-            return []
-        files: dict[str, tuple[bytes, bool]] = {}  # path -> (content after, changed by the patch)
-        for p, c in after.items():
-            if c is not None and is_python(p):
-                files[p] = (c, p in changed)
-        for p, c in self.importers.items():
-            if p not in after and is_python(p) and c is not None:
-                files[p] = (c, False)
-        facts: dict[str, FileFacts] = {}
-        for path, (content, touched) in files.items():
-            try:
-                f = file_facts(content, path, cache)
-                if f.error:
-                    continue  # does-not-compile is its own finding (or was so before)
-                f.imports  # noqa: B018 - parse now, so an unreadable left-out file is skipped here
-            except NotCheckable:
-                if touched:
-                    raise
-                continue
-            facts[path] = f
-        asked = [c for f in facts.values() for imp in f.imports if not imp.guarded for c in _candidates(imp)]
-        self._fetch([p for p in asked if p not in after])
-        sides = {"after": after, "before": before}
-        findings: list[Finding] = []
-        for path, f in sorted(facts.items()):
-            touched = files[path][1]
-            now = self._problems(f, sides, "after", relevant=None if touched else changed, cache=cache)
-            if not now:
-                continue
-            old = before.get(path) if path in after else files[path][0]
-            was: dict = {}
-            if old is not None:
-                try:
-                    old_facts = file_facts(old, path, cache)
-                    if not old_facts.error:
-                        self._fetch([c for imp in old_facts.imports if not imp.guarded for c in _candidates(imp) if c not in before])
-                        was = self._problems(old_facts, sides, "before", relevant=None, cache=cache)
-                except NotCheckable:
-                    was = {}
-            for key, (line, detail, target) in sorted(now.items()):
-                if key not in was:
-                    findings.append(Finding("broken-import", path, detail, (line,), key[1] or key[0], target))
-        return findings
-
-    def _content(self, path: str, side: Mapping[str, bytes | None]) -> bytes | None:
-        return side[path] if path in side else self._known.get(path)
-
-    def _is_dir(self, folder: str, side: Mapping[str, bytes | None]) -> bool:
-        if any(p.startswith(folder + "/") and c is not None for p, c in side.items()):
-            return True
-        if self._known.get(folder) != DIRECTORY:
-            return False
-        # a folder at the fork tip: still one unless the patch deleted what it held (judged leniently)
-        return True
-
-    def _problems(self, f: FileFacts, sides: Mapping[str, Mapping[str, bytes | None]], which: str, *,
-                  relevant: set[str] | None, cache: "FactsCache | None") -> dict[tuple[str, str], tuple[int, str, str]]:
-        """(module, name) -> (line, words, module path) for each import of `f` that does not resolve
-        in the tree `sides[which]` (those files over the fork tip). `relevant`: judge only imports of
-        these paths' modules (a file the patch leaves as it is can break only through them)."""
-        side = sides[which]
-        out: dict[tuple[str, str], tuple[int, str, str]] = {}
-        for imp in f.imports:
-            if imp.guarded:
-                continue
-            paths = module_paths(imp.module)
-            folder = imp.module.replace(".", "/")
-            if relevant is not None and not ({*paths, folder} & relevant or (imp.name and set(module_paths(f"{imp.module}.{imp.name}")) & relevant)):
-                continue
-            source = next((c for c in (self._content(p, side) for p in paths) if c is not None and c != DIRECTORY), None)
-            where = next((p for p in paths if self._content(p, side) not in (None, DIRECTORY)), paths[0])
-            if source is None and not self._is_dir(folder, side):
-                known = any(p in self.expected for p in paths) or any(
-                    self._content(p, sides["before"]) not in (None, DIRECTORY) for p in paths)
-                if known:
-                    out[(imp.module, "")] = (imp.line, f"no module named {imp.module} (neither {paths[0]} nor {paths[1]})", paths[0])
-                continue
-            if not imp.name:
-                continue
-            sub = f"{imp.module}.{imp.name}"
-            if any(self._content(p, side) not in (None, DIRECTORY) for p in module_paths(sub)) or self._is_dir(sub.replace(".", "/"), side):
-                continue  # a submodule (or a package folder)
-            if source is None:
-                continue  # a namespace package: anything but a submodule is judged leniently
-            try:
-                top = file_facts(source, where, cache).top
-            except NotCheckable:
-                continue
-            if top is None or imp.name in top:
-                continue
-            out[(imp.module, imp.name)] = (imp.line, f"cannot import name '{imp.name}' from {imp.module} ({where})", where)
-        return out
-
-
-def _candidates(imp: ImportOf) -> list[str]:
-    """The paths that tell whether `imp` resolves: the module's file, package and folder, the
-    submodule's, and the packages above."""
-    out = [*module_paths(imp.module), imp.module.replace(".", "/")]
-    if imp.name:
-        sub = f"{imp.module}.{imp.name}"
-        out += [*module_paths(sub), sub.replace(".", "/")]
-    return out
-
-
 def checker_label() -> str:
     try:
         from importlib.metadata import version
@@ -887,5 +579,6 @@ def checker_label() -> str:
         return "pyflakes"
 
 
-__all__ = ["DIRECTORY", "FactsCache", "Finding", "FileFacts", "ImportOf", "MAX_PYTHON_BYTES", "NameUse", "NotCheckable", "Project", "SourceCheck", "as_edges", "check_sources", "checker_label", "describe", "is_python",
-           "blob_id", "cross_module_uses", "file_facts", "may_share_words", "module_of", "module_paths", "name_uses", "parse_bounded", "top_level_lines", "undefined_names"]
+__all__ = ["FactsCache", "Finding", "FileFacts", "MAX_PYTHON_BYTES", "NameUse", "NotCheckable", "SourceCheck", "as_edges",
+           "blob_id", "check_sources", "checker_label", "describe", "file_facts", "is_python", "may_share_words", "name_uses",
+           "parse_bounded", "parse_shared", "undefined_names"]

@@ -9,22 +9,23 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
+from porttrack.common.errors import CheckFailed
+from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.pycheck import (
-    DIRECTORY,
     FactsCache,
     Finding,
     NameUse,
-    Project,
     SourceCheck,
     check_sources,
     checker_label,
-    cross_module_uses,
     is_python,
     may_share_words,
     name_uses,
 )
+from porttrack.diff.pymodules import DIRECTORY, Project, cross_module_uses
 from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.take.separability import AllAtOnce, Taken, apply_taken
+from porttrack.workspace.queue import DEPENDS, SOURCE_CHECK, Reason
 
 CACHE_FOLDER = "pycheck"  # under .git/porttrack/: the base's findings by blob id (`pycheck.FactsCache`)
 
@@ -194,6 +195,73 @@ def _reader(probe: ScratchIndex, tip: str | None):
         return out
 
     return read
+
+
+# -- taking only what passes ---------------------------------------------------------------------
+
+MAX_CHECK_ROUNDS = 8  # each round leaves out the hunks the check names; a chain longer than this is refused
+
+
+def take_what_passes(
+    probe: ScratchIndex, files: Sequence[FileDiff], hunks: Sequence[Hunk], groups: Sequence[frozenset[str]],
+    reasons: dict[str, Reason], applies: Mapping[str, str], first: AllAtOnce, wanted: set[str] | None, tip: str | None,
+    cache: FactsCache, notes: list[str],
+) -> tuple[bytes, Taken | None, SourceCheck | None]:
+    """The diff of the hunks to take, how it goes onto the probe's tip (`separability.Taken`), and
+    its source check, which passes: a failed check never reaches the queue. When the patched files fail it
+    (a new undefined name, a file that no longer compiles, an import of the project's own modules
+    that no longer resolves), the hunks the check names (`checks.blame`) leave with their reason
+    (`fails the source check: ...`), their dependency groups with them (`depends on left-out
+    hunk`), and the rest is checked again: a hunk that needed what left (an import of a name
+    another file's left-out hunk defined) is named in the next round. Refused (CheckFailed, exit
+    1, nothing written) when a finding names no taken hunk, when it names a hunk chosen with
+    --hunk, or after MAX_CHECK_ROUNDS rounds."""
+    group_of = {hid: n for n, group in enumerate(groups) for hid in group}
+    path_of = {h.id: h.path for h in hunks}
+    first_failure: SourceCheck | None = None
+    for _round in range(MAX_CHECK_ROUNDS):
+        taken_ids = {h.id for h in hunks if h.id not in reasons}
+        if not taken_ids:
+            if first_failure is not None:
+                notes.append(f"the source check failed for every separable hunk ({first_failure.text}); nothing is taken")
+            return b"", None, None
+        diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
+        taken = apply_taken(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
+        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache)
+        if checked.ok:
+            if first_failure is not None:
+                out = sum(1 for r in reasons.values() if r.kind == SOURCE_CHECK)
+                notes.append(f"the source check of the separable hunks failed ({first_failure.text}); {out} hunk(s) it named "
+                             f"left the patch with their dependants (reason `{SOURCE_CHECK}`), and the rest passes it")
+            return diff, taken, checked
+        first_failure = first_failure or checked
+        blamed, unblamed = blame(checked, files, taken_ids, after)
+        if unblamed:
+            raise CheckFailed(
+                "the source check of the hunks to take failed, and no taken hunk can be named for it: "
+                + "; ".join(f.words for f in unblamed[:4])
+                + f". Nothing was written; taken were {_listed(taken_ids, path_of)}. Leave hunks out with --exclude "
+                  f"or --hunk, or fix the fork first")
+        chosen = sorted(hid for hid in blamed if wanted is not None and hid in wanted)
+        if chosen:
+            raise CheckFailed(
+                "the hunks chosen with --hunk fail the source check: "
+                + "; ".join(f"{hid} ({path_of[hid]}): {blamed[hid].words}" for hid in chosen[:6])
+                + ". Nothing was written; leave them out of --hunk")
+        for hid, finding in blamed.items():
+            reasons[hid] = Reason(SOURCE_CHECK, finding.words)
+        for hid in blamed:
+            for other in groups[group_of[hid]]:
+                if other not in reasons:
+                    reasons[other] = Reason(DEPENDS, hid)
+    raise CheckFailed(f"the source check still fails after leaving out what it named {MAX_CHECK_ROUNDS} times "
+                      f"({checked.text}); nothing was written")
+
+
+def _listed(ids: set[str], path_of: Mapping[str, str], shown: int = 8) -> str:
+    items = sorted(ids, key=lambda i: (path_of[i], i))
+    text = ", ".join(f"{hid} ({path_of[hid]})" for hid in items[:shown])
+    return text + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 # -- which taken hunks a failed check comes from --------------------------------------------------

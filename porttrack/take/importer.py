@@ -73,12 +73,12 @@ from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
 from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
-from porttrack.common.errors import CheckFailed, GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
+from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.github.client import GitHubClient
 from porttrack.gitrepo import GitRepo
-from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
+from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
 from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
-from porttrack.take.checks import blame, checked_files, facts_cache, name_dependencies
+from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
 from porttrack.diff.relations import dependency_groups, missing_dependencies
 from porttrack.take.mail import Provenance, format_mail
 from porttrack.observe.poll import poll
@@ -89,7 +89,6 @@ from porttrack.workspace.queue import (
     NOT_SELECTED,
     NOT_SEPARABLE,
     PRESENT,
-    SOURCE_CHECK,
     UNSTABLE,
     HunkRef,
     Patch,
@@ -102,7 +101,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import Taken, apply_all, apply_taken, patch_of, probe_base, probe_groups
+from porttrack.take.separability import apply_all, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -427,7 +426,7 @@ def plan_pr(
                         reasons[hid] = Reason(PRESENT, where)
                     elif how == "conflict":
                         reasons[hid] = Reason(NOT_SEPARABLE, where)
-            diff, taken, checked = _take_what_passes(
+            diff, taken, checked = take_what_passes(
                 probe, files, hunks, groups, reasons, applies, first, wanted, None if below else fork_tip, cache, notes)
             taken_ids = {h.id for h in hunks if h.id not in reasons}
             exact_on_tip = taken is not None and taken.exact
@@ -480,68 +479,6 @@ def plan_pr(
 
 
 REUSE_PROBE = True  # the probe's patched index stands in for the trial build (tests turn it off to compare)
-MAX_CHECK_ROUNDS = 8  # each round leaves out the hunks the check names; a chain longer than this is refused
-
-
-def _take_what_passes(
-    probe: Any, files: Sequence[FileDiff], hunks: Sequence[Hunk], groups: Sequence[frozenset[str]], reasons: dict[str, Reason],
-    applies: Mapping[str, str], first: Any, wanted: set[str] | None, tip: str | None, cache: Any, notes: list[str],
-) -> tuple[bytes, Taken | None, SourceCheck | None]:
-    """The diff of the hunks to take, how it goes onto the probe's tip (`separability.Taken`), and
-    its source check, which passes: a failed check never reaches the queue. When the patched files fail it
-    (a new undefined name, a file that no longer compiles, an import of the project's own modules
-    that no longer resolves), the hunks the check names (`checks.blame`) leave with their reason
-    (`fails the source check: ...`), their dependency groups with them (`depends on left-out
-    hunk`), and the rest is checked again: a hunk that needed what left (an import of a name
-    another file's left-out hunk defined) is named in the next round. Refused (CheckFailed, exit
-    1, nothing written) when a finding names no taken hunk, when it names a hunk chosen with
-    --hunk, or after MAX_CHECK_ROUNDS rounds."""
-    group_of = {hid: n for n, group in enumerate(groups) for hid in group}
-    path_of = {h.id: h.path for h in hunks}
-    first_failure: SourceCheck | None = None
-    for _round in range(MAX_CHECK_ROUNDS):
-        taken_ids = {h.id for h in hunks if h.id not in reasons}
-        if not taken_ids:
-            if first_failure is not None:
-                notes.append(f"the source check failed for every separable hunk ({first_failure.text}); nothing is taken")
-            return b"", None, None
-        diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-        taken = apply_taken(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
-        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache)
-        if checked.ok:
-            if first_failure is not None:
-                out = sum(1 for r in reasons.values() if r.kind == SOURCE_CHECK)
-                notes.append(f"the source check of the separable hunks failed ({first_failure.text}); {out} hunk(s) it named "
-                             f"left the patch with their dependants (reason `{SOURCE_CHECK}`), and the rest passes it")
-            return diff, taken, checked
-        first_failure = first_failure or checked
-        blamed, unblamed = blame(checked, files, taken_ids, after)
-        if unblamed:
-            raise CheckFailed(
-                f"the source check of the hunks to take failed, and no taken hunk can be named for it: "
-                + "; ".join(f.words for f in unblamed[:4])
-                + f". Nothing was written; taken were {_listed(taken_ids, path_of)}. Leave hunks out with --exclude "
-                  f"or --hunk, or fix the fork first")
-        chosen = sorted(hid for hid in blamed if wanted is not None and hid in wanted)
-        if chosen:
-            raise CheckFailed(
-                f"the hunks chosen with --hunk fail the source check: "
-                + "; ".join(f"{hid} ({path_of[hid]}): {blamed[hid].words}" for hid in chosen[:6])
-                + ". Nothing was written; leave them out of --hunk")
-        for hid, finding in blamed.items():
-            reasons[hid] = Reason(SOURCE_CHECK, finding.words)
-        for hid in blamed:
-            for other in groups[group_of[hid]]:
-                if other not in reasons:
-                    reasons[other] = Reason(DEPENDS, hid)
-    raise CheckFailed(f"the source check still fails after leaving out what it named {MAX_CHECK_ROUNDS} times "
-                      f"({checked.text}); nothing was written")
-
-
-def _listed(ids: set[str], path_of: Mapping[str, str], shown: int = 8) -> str:
-    items = sorted(ids, key=lambda i: (path_of[i], i))
-    text = ", ".join(f"{hid} ({path_of[hid]})" for hid in items[:shown])
-    return text + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _resolve_wanted(requested: Sequence[str], hunks: Sequence[Hunk], number: int) -> set[str] | None:
