@@ -26,7 +26,9 @@ FILES, HUNKS_PER_FILE, SPACING = 6, 10, 12
 
 
 def _module(n: int) -> str:
-    return "".join(f"def f{n}_{k}(x):\n    return x + {k}\n\n" if k % SPACING == 0 else f"VALUE_{n}_{k} = {k}\n"
+    # one line per k, so the PR's edits (`_sixty_hunks`, by line) land on whole statements: the
+    # patched modules compile (a PR that broke them would now be refused by the source check)
+    return "".join(f"def f{n}_{k}(x): return x + {k}\n" if k % SPACING == 0 else f"VALUE_{n}_{k} = {k}\n"
                    for k in range(HUNKS_PER_FILE * SPACING))
 
 
@@ -61,7 +63,7 @@ def test_import_of_a_sixty_hunk_pr_starts_at_most_ten_git_processes(tmp_path, wo
     out, dry = json.loads(proc.stdout), json.loads(planned.stdout)
     assert len(out["hunks"]) == FILES * HUNKS_PER_FILE and out["taken"] == FILES * HUNKS_PER_FILE
     assert {h["applies"] for h in out["hunks"]} == {"clean"}
-    assert len(out["source_check"]["checked"]) == FILES, "the taken files were checked"
+    assert len(out["source_check"]["checked"]) == FILES and out["source_check"]["ok"], "the taken files were checked"
     for key in ("hunks", "source_check", "regenerated", "notes", "patch"):
         assert out[key] == dry[key], key
     mail = next((ws.root / "patches").glob("*.patch")).read_bytes()
@@ -259,3 +261,72 @@ def test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks(tmp_path
     print("plans, one real apply vs the old checks:", dict(sorted(table.items())))
     seen = "".join(table)
     assert all(kind in seen for kind in ("clean", "3-way", "present", "conflict", "regenerated")), table
+
+
+# -- the batched group probes against the one-by-one probes ------------------------------------------
+
+def test_batched_group_probes_give_the_verdicts_of_the_one_by_one_probes(tmp_path):
+    """`probe_groups` (one `--check --reject` of every group, one `--reverse` pass, 3-way in rounds)
+    against `probe_one_by_one` (each suspect group alone: plain, reverse, 3-way), over seeded random
+    diffs and forks: every group's verdict and the files it names must be the same."""
+    from porttrack.diff.hunks import parse_diff
+    from porttrack.diff.relations import dependency_groups
+    from porttrack.take.separability import patch_of, probe_groups, probe_one_by_one
+
+    rng = random.Random(3434)
+    table: Counter[str] = Counter()
+    for n in range(int(__import__("os").environ.get("PORTTRACK_PROBE_SCENARIOS", "150"))):
+        repo, tip, diff = _scenario(rng, tmp_path / f"p{n}")
+        files = parse_diff(diff)
+        groups = dependency_groups(files)
+        rng.shuffle(groups)  # groups across files, as names tie them (`pycheck.cross_module_uses`)
+        while len(groups) > 2 and rng.random() < 0.5:
+            groups = [groups[0] | groups[1], *groups[2:]]
+            rng.shuffle(groups)
+        candidates = list(range(len(groups)))
+        owner = {h.id: fd.path for fd in files for h in fd.hunks}
+        with repo.scratch_index("import") as probe:
+            probe.read_tree(tip)
+            first = apply_all(probe, patch_of(files, set().union(*groups)))
+            new = probe_groups(probe, files, groups, candidates, first)
+            old = probe_one_by_one(probe, files, groups, candidates, first)
+        assert new == old, (n, {k: (old[k], new[k]) for k in old if old[k] != new[k]})
+        table.update(how for how, _where in new.values())
+        table["groups over several files"] += sum(1 for g in groups if len({owner[h] for h in g}) > 1)
+        table["scenarios with several suspect groups in one file"] += any(
+            sum(1 for g in groups if any(h.id in g for h in fd.hunks) and new[groups.index(g)][0] != "clean") > 1 for fd in files)
+    print("group verdicts, batched = one by one:", dict(sorted(table.items())))
+    assert min(table[k] for k in ("clean", "3-way", "present", "conflict")) >= 10, table
+
+
+def test_plans_made_from_the_probe_equal_plans_made_with_the_trial_build(tmp_path, fake, monkeypatch):
+    """The probe's patched index stands in for the trial build (`importer.REUSE_PROBE`: the diff
+    from the fork tip to it is the regenerated mail) and the patched files are read from the index
+    file itself (`checks.read_index`). Random imports planned both ways on the same fork: every
+    field of the plan, the mail byte for byte, must be the same."""
+    from dataclasses import replace
+
+    from porttrack.take import checks, importer
+    from porttrack.tracks.file import load_config
+    from porttrack.workspace.files import Workspace
+    from testing.world import World
+
+    rng = random.Random(2527)
+    table: Counter[str] = Counter()
+    for n in range(int(__import__("os").environ.get("PORTTRACK_IMPORT_SCENARIOS", "30"))):
+        world = World(tmp_path / f"s{n}", fake)
+        ws = _plan_scenario(rng, world, 800 + n, tmp_path / f"s{n}" / "ws")
+        assert (status := ws.run("status")).returncode == 0, status.stderr
+        config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
+        plans = []
+        for reuse in (True, False):
+            with monkeypatch.context() as patched:
+                patched.setattr(importer, "REUSE_PROBE", reuse)
+                if not reuse:
+                    patched.setattr(checks, "read_index", lambda probe, paths, index: probe.read(paths, index))
+                plans.append(replace(importer.plan_import(workspace, config, 800 + n, repo=repo), timings={}))
+        assert plans[0] == plans[1], f"scenario {n}"
+        how = plans[0].regenerated.how if plans[0].regenerated else "as upstream's"
+        table[f"same plan; mail {how}{'; build base upstream/main' if config.fork.build_base else ''}"] += 1
+    print("plans, probe's index vs trial build:", dict(sorted(table.items())))
+    assert table["same plan; mail offset"] >= 1 and table["same plan; mail 3-way"] >= 1, table  # the shortcut was taken

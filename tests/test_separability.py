@@ -117,9 +117,12 @@ def test_hunks_using_names_only_left_out_hunks_bring_travel_with_them(tmp_path, 
         assert not (_undefined(applied[path], path) - _undefined(BASE[path], path)), path
 
 
-def test_the_check_after_taking_catches_what_the_pr_base_had_and_the_fork_lacks(tmp_path, world):
+def test_a_hunk_that_fails_the_check_after_taking_leaves_the_queue_with_its_reason(tmp_path, world):
     """The name is bound on a line the PR keeps (upstream added the import before the PR), so no
-    hunk of the PR brings it: the hunk is taken, and the check says the module breaks on the fork."""
+    hunk of the PR brings it and the hunk goes in cleanly; taken, the module would raise NameError
+    on the fork (vLLM #46849's `Mapping` in vllm/v1/worker/utils.py over an older fork). A failed
+    source check never reaches the queue: that hunk is left out with its reason, the rest is taken
+    and passes the check, and the weekly report has no failing patch to show."""
     later = {UTILS: _utils("from collections.abc import Mapping\nimport os\nimport sys\n", "")}
     pr = {UTILS: _utils("from collections.abc import Mapping\nimport os\nimport sys\n",
                         "\n\ndef bind_kv_cache(kv_caches: Mapping[str, int]) -> None:\n    return None\n"),
@@ -129,17 +132,38 @@ def test_the_check_after_taking_catches_what_the_pr_base_had_and_the_fork_lacks(
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     check = plan["source_check"]
-    assert check["ok"] is False and {"kind": "undefined-name", "path": UTILS, "detail": "Mapping"} in check["findings"]
-    assert {"kind": "not-checked", "path": ENVS, "detail": "not Python: no analyser for it"} in check["findings"]
+    assert check["ok"] is True, check
+    (utils,) = [h for h in plan["hunks"] if h["path"] == UTILS]
+    assert not utils["taken"] and utils["reason_kind"] == "fails the source check", utils
+    assert "new undefined name 'Mapping'" in utils["reason"]
+    assert [h["taken"] for h in plan["hunks"] if h["path"] == ENVS] == [True]
+    assert any("source check of the separable hunks failed" in n for n in plan["notes"]), plan["notes"]
     manifest = json.loads((ws.root / "patches" / "manifest.json").read_text())
     (entry,) = [p for p in manifest["patches"] if p["pr"] == 48407]
-    assert entry["source_check"]["ok"] is False
+    assert entry["source_check"]["ok"] is True
+    assert [h["reason_kind"] for h in entry["hunks_left_out"]] == ["fails the source check"]
+    # independent: the queue applied by git am, each Python file against the fork's base, by pyflakes
+    applied = _queue_applied(world, ws, tmp_path)
+    assert not (_undefined(applied[UTILS], UTILS) - _undefined(BASE[UTILS], UTILS))
     shown = ws.run_in_process("report", "weekly", "--dry-run")
     assert shown.returncode == 0, shown.stderr
-    queue_section = shown.stdout.split("## Patch queue")[1].split("\n## ")[0]
-    assert "does not pass its source check" in queue_section, queue_section
-    problems = shown.stdout.split("## Problems")[1]
-    assert "new undefined name 'Mapping'" in problems and "None: every part" not in problems
+    assert "does not pass its source check" not in shown.stdout
+
+
+def test_a_hunk_chosen_with_hunk_that_fails_the_check_is_a_refusal_and_writes_nothing(tmp_path, world):
+    """--hunk takes exactly the hunks asked for: when one of them fails the source check, the
+    import refuses (exit 1), naming it, and the queue is left as it was."""
+    later = {UTILS: _utils("from collections.abc import Mapping\nimport os\nimport sys\n", "")}
+    pr = {UTILS: _utils("from collections.abc import Mapping\nimport os\nimport sys\n",
+                        "\n\ndef bind_kv_cache(kv_caches: Mapping[str, int]) -> None:\n    return None\n"),
+          ENVS: PR[ENVS]}
+    ws = _scene(world, tmp_path, pr=pr, later=later)
+    plan = json.loads(ws.run_in_process("import", "48407", "--dry-run", "--json").stdout)
+    (utils,) = [h for h in plan["hunks"] if h["path"] == UTILS]
+    out = ws.run_in_process("import", "48407", "--hunk", utils["id"])
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert utils["id"] in out.stderr and "Mapping" in out.stderr and "Nothing was written" in out.stderr, out.stderr
+    assert not (ws.root / "patches" / "manifest.json").exists() or "48407" not in (ws.root / "patches" / "manifest.json").read_text()
 
 
 def test_the_import_says_the_check_in_words(tmp_path, world):

@@ -54,6 +54,9 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     if not plan.taken:
         say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
         return 1
+    if plan.source_check is not None and not plan.source_check.ok:  # the importer never queues one; say so if it did
+        say(f"porttrack: #{number}'s patch fails its source check: {plan.source_check.text}")
+        return 1
     if dry_run:
         say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
     return 0

@@ -24,13 +24,62 @@ import keyword
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from porttrack.common.errors import PreconditionError
 from porttrack.diff.hunks import FileDiff, Hunk
+from porttrack.diff.pyimports import ImportOf, _imports, _top_level, top_level_lines
 from porttrack.diff.relations import Dependency
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+# The largest Python file the check reads. vLLM's largest is ~0.36 MB; parsing and pyflakes cost
+# about 60 bytes of memory per byte of source, so 2 MiB stays far inside the 500 MB budget.
+MAX_PYTHON_BYTES = 2 * 1024 * 1024
+
+
+class NotCheckable(PreconditionError):
+    """A Python file the check cannot analyse within its bounds: larger than `MAX_PYTHON_BYTES`, or
+    nested so deeply that Python's own parser or compiler (or pyflakes) runs out of recursion or
+    memory. The import refuses it (exit 6), naming the file and how to leave it out."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {why}; porttrack cannot check this Python file, so it does not take it: "
+                         f"leave it out with --exclude {path!r} (or take the rest with --paths)")
+
+
+def _bounded(path: str, source: bytes) -> None:
+    if len(source) > MAX_PYTHON_BYTES:
+        raise NotCheckable(path, f"{len(source):,} bytes, more than the source check reads ({MAX_PYTHON_BYTES:,})")
+
+
+def parse_shared(source: bytes, path: str, parsed: dict | None) -> ast.Module | None:
+    """`parse_bounded`, once per content within one command when `parsed` (a dict) is handed round."""
+    if parsed is None:
+        return parse_bounded(source, path)
+    key = (path, len(source), hash(source))
+    if key not in parsed:
+        try:
+            parsed[key] = parse_bounded(source, path)
+        except NotCheckable as exc:
+            parsed[key] = exc
+    found = parsed[key]
+    if isinstance(found, NotCheckable):
+        raise found
+    return found
+
+
+def parse_bounded(source: bytes, path: str) -> ast.Module | None:
+    """`ast.parse` within the check's bounds: None when it is not Python this parser reads (a
+    syntax error, null bytes); `NotCheckable` when too large or too deeply nested to analyse."""
+    _bounded(path, source)
+    try:
+        return ast.parse(source, filename=path)
+    except (SyntaxError, ValueError):
+        return None
+    except (RecursionError, MemoryError) as exc:
+        raise NotCheckable(path, f"nested too deeply for Python's parser ({type(exc).__name__})") from None
 
 
 def is_python(path: str) -> bool:
@@ -52,7 +101,8 @@ class NameUse:
     side: str = "post"
 
 
-def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes]) -> list[NameUse]:
+def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping[str, bytes],
+              parsed: dict | None = None, cache: "FactsCache | None" = None) -> list[NameUse]:
     """Name dependencies between the text hunks of each Python entry of `files`. `pre` / `post`:
     the whole file before and after the diff, by old / new path (a missing or unparsable file
     adds no edge for its side)."""
@@ -63,10 +113,10 @@ def name_uses(files: Sequence[FileDiff], pre: Mapping[str, bytes], post: Mapping
             continue
         if fd.new_path and is_python(fd.new_path) and fd.new_path in post:
             lines = {h.id: _changed_lines(h, "+") for h in hunks}
-            out += _uses(post[fd.new_path], lines, fd.new_path, "post")
+            out += _uses(post[fd.new_path], lines, fd.new_path, "post", parsed, cache)
         if fd.old_path and is_python(fd.old_path) and fd.old_path in pre:
             lines = {h.id: _changed_lines(h, "-") for h in hunks}
-            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre")
+            out += _uses(pre[fd.old_path], lines, fd.old_path, "pre", parsed, cache)
     return out
 
 
@@ -83,8 +133,17 @@ def _changed_lines(h: Hunk, marker: str) -> set[int]:
     return out
 
 
-def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str) -> list[NameUse]:
-    names = _bindings_and_uses(source)
+def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None,
+          cache: "FactsCache | None" = None) -> list[NameUse]:
+    try:
+        if cache is not None:
+            facts = cache.get(source, path)
+            names = facts.names
+            facts.drop_tree()
+        else:
+            names = _bindings_and_uses(source, path, parsed)
+    except NotCheckable:
+        return []  # no edge from a file the check cannot read; taken, the check after taking refuses it
     if names is None:
         return []
     bound, used = names
@@ -103,12 +162,16 @@ def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str) 
     return out
 
 
-def _bindings_and_uses(source: bytes) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
+def _bindings_and_uses(source: bytes, path: str = "<source>", parsed: dict | None = None
+                       ) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
     """name -> lines that bind it; line -> names loaded there. None: not Python this parser reads."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = parse_shared(source, path, parsed)
+    if tree is None:
         return None
+    return _bindings_and_uses_in(tree)
+
+
+def _bindings_and_uses_in(tree: ast.Module) -> tuple[dict[str, set[int]], dict[int, set[str]]]:
     bound: dict[str, set[int]] = defaultdict(set)
     used: dict[int, set[str]] = defaultdict(set)
     for node in ast.walk(tree):
@@ -181,11 +244,16 @@ def describe(uses: Sequence[NameUse], shown: int = 6) -> list[str]:
 @dataclass(frozen=True)
 class Finding:
     """kind: undefined-name (detail: the name) | does-not-compile (detail: the error) |
-    not-checked (detail: why: another language, a binary file)."""
+    broken-import (detail: what cannot be imported, e.g. "cannot import name 'x' from pkg.a") |
+    not-checked (detail: why: another language, a binary file). `lines`: where in the patched file
+    (not recorded: only for naming the hunks responsible)."""
 
     kind: str
     path: str
     detail: str
+    lines: tuple[int, ...] = field(default=(), compare=False)
+    name: str = field(default="", compare=False)  # broken-import: the name (or module) missing
+    target: str = field(default="", compare=False)  # broken-import: the module's path(s) looked at
 
     @property
     def words(self) -> str:
@@ -193,13 +261,16 @@ class Finding:
             return f"{self.path}: new undefined name '{self.detail}'"
         if self.kind == "does-not-compile":
             return f"{self.path} no longer compiles: {self.detail}"
+        if self.kind == "broken-import":
+            return f"{self.path}: {self.detail}"
         return f"{self.path} not checked ({self.detail})"
 
 
 @dataclass(frozen=True)
 class SourceCheck:
     """What the check after taking found: `checked` the Python files analysed; `findings` new
-    undefined names, files that no longer compile, and files not checked (other languages)."""
+    undefined names, files that no longer compile, imports of the project's own modules that no
+    longer resolve, and files not checked (other languages)."""
 
     tool: str
     checked: tuple[str, ...]
@@ -241,54 +312,262 @@ class SourceCheck:
                    tuple(Finding(str(f["kind"]), str(f["path"]), str(f.get("detail", ""))) for f in data.get("findings") or ()))
 
 
-def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> SourceCheck:
+class FileFacts:
+    """What the check needs of one Python file's content, each part computed on first use and kept
+    (the object is cached by blob id: `file_facts`): its compile error, pyflakes' undefined names
+    with their lines, its imports, and the names it binds at module level (None: any name may
+    be there). `to_json` / `from_json`: the parts computed so far, for a cache on disk."""
+
+    def __init__(self, source: bytes | None, path: str, data: Mapping[str, Any] | None = None) -> None:
+        self._source, self.path = source, path
+        self._data: dict[str, Any] = dict(data or {})
+        self._tree: ast.Module | None = None
+
+    def _parsed(self) -> ast.Module:
+        if self._tree is None:
+            assert self._source is not None
+            tree = parse_bounded(self._source, self.path)
+            assert tree is not None, "compiled, so it parses"
+            self._tree = tree
+        return self._tree
+
+    @property
+    def error(self) -> str | None:
+        if "error" not in self._data:
+            assert self._source is not None
+            self._data["error"] = _compile_error(self._source, self.path)
+        return self._data["error"]
+
+    @property
+    def undefined(self) -> tuple[tuple[str, int], ...]:
+        if "undefined" not in self._data:
+            self._data["undefined"] = [] if self.error else [list(x) for x in _undefined_in(self._parsed(), self.path)]
+        return tuple((str(n), int(ln)) for n, ln in self._data["undefined"])
+
+    def _parsed_or_none(self) -> ast.Module | None:
+        """The tree without asking the compiler first (None: Python's parser does not read it)."""
+        if self._tree is None and self._data.get("parses", True):
+            assert self._source is not None
+            self._tree = parse_bounded(self._source, self.path)
+            self._data["parses"] = self._tree is not None
+        return self._tree
+
+    @property
+    def imports(self) -> tuple["ImportOf", ...]:
+        if "imports" not in self._data:
+            tree = self._parsed_or_none()
+            self._data["imports"] = [] if tree is None else [[i.module, i.name, i.line, i.guarded] for i in _imports(tree, self.path)]
+        return tuple(ImportOf(str(m), str(n), int(ln), bool(g)) for m, n, ln, g in self._data["imports"])
+
+    @property
+    def names(self) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
+        """`_bindings_and_uses` of the file (None: it does not parse)."""
+        if "names" not in self._data:
+            tree = self._parsed_or_none()
+            if tree is None:
+                self._data["names"] = None
+            else:
+                bound, used = _bindings_and_uses_in(tree)
+                self._data["names"] = [{n: sorted(ls) for n, ls in bound.items()},
+                                       {str(ln): sorted(ns) for ln, ns in used.items()}]
+        data = self._data["names"]
+        if data is None:
+            return None
+        return ({n: set(ls) for n, ls in data[0].items()}, {int(ln): set(ns) for ln, ns in data[1].items()})
+
+    @property
+    def top_lines(self) -> dict[str, set[int]] | None:
+        """`top_level_lines` of the file (None: it does not parse, or any name may be there)."""
+        if "top_lines" not in self._data:
+            tree = self._parsed_or_none()
+            found = None if tree is None else top_level_lines(tree)
+            self._data["top_lines"] = None if found is None else {n: sorted(ls) for n, ls in found.items()}
+        data = self._data["top_lines"]
+        return None if data is None else {n: set(ls) for n, ls in data.items()}
+
+    @property
+    def parses(self) -> bool:
+        if "parses" not in self._data:
+            self._parsed_or_none()
+        return bool(self._data["parses"])
+
+    def drop_tree(self) -> None:
+        """Forget the parsed tree (what was computed from it stays): trees are large."""
+        self._tree = None
+
+    @property
+    def top(self) -> frozenset[str] | None:
+        if "top" not in self._data:
+            names = None if self.error else _top_level(self._parsed())
+            self._data["top"] = None if names is None else sorted(names)
+        return None if self._data["top"] is None else frozenset(self._data["top"])
+
+    def release(self) -> None:
+        """Drop the source and its tree (kept: what was computed)."""
+        self._source, self._tree = None, None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class FactsCache:
+    """`FileFacts` by blob id: in memory for one command, and, with `folder`, on disk for the next
+    (the base's files are analysed once; an import over the same fork tip reads their findings
+    back). One JSON file per blob, written atomically; a damaged one is analysed again."""
+
+    def __init__(self, folder: "Any | None" = None) -> None:
+        self.folder = folder
+        self.memory: dict[str, FileFacts] = {}
+        self._stored: dict[str, int] = {}  # blob id -> how many parts its file on disk holds
+        self.hits = self.misses = 0
+
+    def get(self, source: bytes, path: str) -> FileFacts:
+        key = blob_id(source)
+        facts = self.memory.get(key)
+        if facts is not None:
+            facts.path = path
+            return facts
+        data = self._load(key)
+        if data is not None:
+            self.hits += 1
+            facts = FileFacts(source, path, data)
+            self._stored[key] = len(facts._data)
+        else:
+            self.misses += 1
+            _bounded(path, source)
+            facts = FileFacts(source, path)
+        self.memory[key] = facts
+        return facts
+
+    def _load(self, key: str) -> dict[str, Any] | None:
+        if self.folder is None:
+            return None
+        import json
+
+        try:
+            data = json.loads((self.folder / f"{key}.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("schema") == FACTS_SCHEMA else None
+
+    def save(self) -> None:
+        """Write what this command computed (best effort: a cache that cannot be written is only slower)."""
+        if self.folder is None:
+            return
+        import json
+        import os
+        import tempfile
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for key, facts in self.memory.items():
+                if self._stored.get(key) == len(facts._data):
+                    continue  # read from disk, nothing computed since
+                target = self.folder / f"{key}.json"
+                data = {"schema": FACTS_SCHEMA, **facts.to_json()}
+                fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    json.dump(data, out)
+                os.replace(tmp, target)
+        except OSError:
+            pass
+
+
+FACTS_SCHEMA = "porttrack/pycheck-facts/v1"
+
+
+def file_facts(source: bytes, path: str, cache: "FactsCache | None" = None) -> FileFacts:
+    """`FileFacts` of `source`, from `cache` when given."""
+    if cache is not None:
+        return cache.get(source, path)
+    _bounded(path, source)
+    return FileFacts(source, path)
+
+
+def blob_id(source: bytes) -> str:
+    """git's blob id of `source` (SHA-1 object format)."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(source) + source).hexdigest()
+
+
+def check_sources(before: Mapping[str, bytes | None], after: Mapping[str, bytes | None], *,
+                  project: Any = None, cache: FactsCache | None = None) -> SourceCheck:
     """Each path of `after` (None: deleted) against `before` (None: absent there). A Python file
-    is no worse when it compiles and pyflakes finds no undefined name that it did not find before
-    (counted per name, so a second use of a name already undefined is not news)."""
+    is no worse when it compiles, pyflakes finds no undefined name that it did not find before
+    (counted per name, so a second use of a name already undefined is not news), and, with a
+    `project` (the tree around the patched files), each `from M import n` of the project's own
+    modules still finds `n` (bound at M's module level, or a submodule) where it did before.
+    `cache`: `FileFacts` by blob id (the base's files are analysed once, then reused)."""
     checked: list[str] = []
     findings: list[Finding] = []
     for path in sorted(after):
         new = after[path]
         if new is None:
-            continue  # deleted: nothing left to check here (its users are other files' business)
+            continue  # deleted: nothing left to check here (its importers are checked through `project`)
         if not is_python(path):
             findings.append(Finding("not-checked", path, "not Python: no analyser for it"))
             continue
         checked.append(path)
         old = before.get(path)
-        old_compiles = old is not None and not _compile_error(old, path)
-        problem = _compile_error(new, path)
-        if problem:
-            if old is None or old_compiles:  # broken by the patch, not before it
-                findings.append(Finding("does-not-compile", path, problem))
-            continue
         if new == old:
             continue  # unchanged (a rename, a mode change): no worse
-        now = undefined_names(new, path)
-        # the base is only analysed when the patched file has undefined names at all (rarely)
-        was = undefined_names(old, path) if now and old is not None and old_compiles else Counter()
-        findings += [Finding("undefined-name", path, name) for name in sorted(now) if now[name] > was.get(name, 0)]
+        now = file_facts(new, path, cache)
+        was = file_facts(old, path, cache) if old is not None else None
+        if now.error:
+            if was is None or not was.error:  # broken by the patch, not before it
+                findings.append(Finding("does-not-compile", path, now.error, _error_line(now.error)))
+            continue
+        now_undefined = Counter(n for n, _ in now.undefined)
+        # the base is only analysed by pyflakes when the patched file has undefined names at all
+        was_undefined = Counter(n for n, _ in was.undefined) if now_undefined and was is not None and not was.error else Counter()
+        if project is not None:
+            now.imports  # noqa: B018 - read while the tree is at hand: the cross-module check asks
+        for facts in (now, was):
+            if facts is not None:
+                facts.drop_tree()
+        findings += [Finding("undefined-name", path, name, tuple(sorted({ln for n, ln in now.undefined if n == name})))
+                     for name in sorted(now_undefined) if now_undefined[name] > was_undefined.get(name, 0)]
+    if project is not None:
+        findings += project.broken_imports(before, after, cache)
     return SourceCheck(checker_label(), tuple(checked), tuple(findings))
 
 
+def _error_line(error: str) -> tuple[int, ...]:
+    m = re.search(r"\(line (\d+)\)$", error)
+    return (int(m.group(1)),) if m else ()
+
+
 def _compile_error(source: bytes, path: str) -> str | None:
+    _bounded(path, source)
     try:
         compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return f"{exc.msg} (line {exc.lineno})"
     except ValueError as exc:  # null bytes
         return str(exc)
+    except (RecursionError, MemoryError) as exc:
+        raise NotCheckable(path, f"nested too deeply for Python's compiler ({type(exc).__name__})") from None
     return None
+
+
+def _undefined_in(tree: ast.Module, path: str) -> list[tuple[str, int]]:
+    from pyflakes import checker, messages  # lazy: only when a Python file is checked
+
+    try:
+        found = checker.Checker(tree, filename=path)
+    except (RecursionError, MemoryError) as exc:
+        raise NotCheckable(path, f"nested too deeply for pyflakes ({type(exc).__name__})") from None
+    return [(str(m.message_args[0]), int(m.lineno)) for m in found.messages
+            if isinstance(m, (messages.UndefinedName, messages.UndefinedLocal))]
 
 
 def undefined_names(source: bytes, path: str) -> Counter:
     """name -> how many times pyflakes reports it undefined in `source` (which must compile)."""
-    from pyflakes import checker, messages  # lazy: only when a Python file is checked
-
-    tree = ast.parse(source, filename=path)
-    found = checker.Checker(tree, filename=path)
-    return Counter(str(m.message_args[0]) for m in found.messages
-                   if isinstance(m, (messages.UndefinedName, messages.UndefinedLocal)))
+    tree = parse_bounded(source, path)
+    if tree is None:
+        raise SyntaxError(f"{path} does not parse")
+    return Counter(name for name, _line in _undefined_in(tree, path))
 
 
 def checker_label() -> str:
@@ -300,5 +579,6 @@ def checker_label() -> str:
         return "pyflakes"
 
 
-__all__ = ["Finding", "NameUse", "SourceCheck", "as_edges", "check_sources", "checker_label", "describe", "is_python",
-           "may_share_words", "name_uses", "undefined_names"]
+__all__ = ["FactsCache", "Finding", "FileFacts", "MAX_PYTHON_BYTES", "NameUse", "NotCheckable", "SourceCheck", "as_edges",
+           "blob_id", "check_sources", "checker_label", "describe", "file_facts", "is_python", "may_share_words", "name_uses",
+           "parse_bounded", "parse_shared", "undefined_names"]

@@ -63,6 +63,7 @@ it is stored with upstream's context and a note says so; `apply` will report the
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -75,9 +76,9 @@ from porttrack.tracks.config import Config
 from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.github.client import GitHubClient
 from porttrack.gitrepo import GitRepo
-from porttrack.diff.hunks import FileDiff, Hunk, build_patch, parse_diff
-from porttrack.diff.pycheck import SourceCheck, as_edges, describe
-from porttrack.take.checks import check_taken, name_dependencies
+from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
+from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
+from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
 from porttrack.diff.relations import dependency_groups, missing_dependencies
 from porttrack.take.mail import Provenance, format_mail
 from porttrack.observe.poll import poll
@@ -100,7 +101,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import TAKEN, apply_all, check_together, patch_of, probe_base, probe_groups
+from porttrack.take.separability import apply_all, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -359,13 +360,17 @@ def plan_pr(
     checkpoint("fetched")
 
     t1 = time.perf_counter()
-    files = parse_diff(repo.diff(source.revision.base, source.tip))
+    raw = repo.diff(source.revision.base, source.tip)
+    _refuse_python_too_large(raw, track_id, track.paths.include, track.paths.exclude, selection)  # before it is parsed
+    files = parse_diff(raw)
+    del raw
     check_diff_paths(files)  # hostile input stops here, before anything is written
     check_symlink_targets(files)
     if not files:
         raise PreconditionError(f"#{number} changes nothing relative to {source.revision.base[:12]}")
     hunks = [h for fd in files for h in fd.hunks]
-    uses = name_dependencies(repo, files, source.revision.base, source.tip)  # a hunk using what only another brings
+    cache = facts_cache(repo)  # what each Python blob binds, uses, imports, and pyflakes finds: once per blob
+    uses = name_dependencies(repo, files, source.revision.base, source.tip, cache)  # a hunk using what only another brings
     groups = dependency_groups(files, more=as_edges(uses))
     notes += describe(uses)
     group_of = {hid: n for n, group in enumerate(groups) for hid in group}
@@ -404,6 +409,8 @@ def plan_pr(
         raise PreconditionError(f"the fork branch {config.fork.branch!r} does not exist in {repo.path}")
     candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
+    built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
+    series = queue.series() if series_below is None else tuple(series_below)  # what `apply` puts before this patch
     if candidates:
         # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
@@ -419,14 +426,20 @@ def plan_pr(
                         reasons[hid] = Reason(PRESENT, where)
                     elif how == "conflict":
                         reasons[hid] = Reason(NOT_SEPARABLE, where)
+            diff, taken, checked = take_what_passes(
+                probe, files, hunks, groups, reasons, applies, first, wanted, None if below else fork_tip, cache, notes)
             taken_ids = {h.id for h in hunks if h.id not in reasons}
-            diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
-            exact_on_tip = bool(taken_ids) and check_together(probe, diff, any(applies[h] == "3-way" for h in taken_ids), first)
-            checked = check_taken(probe, diff, applied=TAKEN if first.holds(diff) else None,
-                                  tip=None if below else fork_tip) if taken_ids else None
+            exact_on_tip = taken is not None and taken.exact
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
+            if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
+                    and repo.rev_parse(config.fork.build_from()) == fork_tip:
+                # the trial build would put this same diff on this same tree the same way: its tree is here
+                fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
+                                     "--full-index", "-M", fork_tip, env=probe.env(taken.index)).stdout
+                built = (taken.how, fork_diff)
     else:
         taken_ids, diff, exact_on_tip, checked, stat = set(), b"", False, None, None
+    cache.save()
     timings["probe_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -457,13 +470,15 @@ def plan_pr(
     )
     mail, regenerated = b"", None
     if taken_ids:
-        below = queue.series() if series_below is None else tuple(series_below)
-        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, below, exact_on_tip, stat)
+        mail, regenerated, more = _in_fork_context(ws, repo, config, plan, source.pr, diff, series, exact_on_tip, stat, built)
         plan = replace(plan, notes=plan.notes + more)
     timings["write_patch_s"] = time.perf_counter() - t3
     timings["total_excluding_fetch_s"] = time.perf_counter() - t0 - timings["fetch_s"]
     checkpoint("classified")
     return Planned(replace(plan, mail=mail, regenerated=regenerated, timings=timings), files)
+
+
+REUSE_PROBE = True  # the probe's patched index stands in for the trial build (tests turn it off to compare)
 
 
 def _resolve_wanted(requested: Sequence[str], hunks: Sequence[Hunk], number: int) -> set[str] | None:
@@ -507,6 +522,26 @@ def _path_exclusion(fd: FileDiff, track_id: str, include: Sequence[str], exclude
     return None
 
 
+_ENTRY = re.compile(rb"^diff --git a/(\S+) b/(\S+)$", re.M)
+
+
+def _refuse_python_too_large(raw: bytes, track_id: str, include: Sequence[str], exclude: Sequence[str], selection: Selection) -> None:
+    """A Python file whose diff alone exceeds what the source check reads (`pycheck.MAX_PYTHON_BYTES`)
+    is refused before the diff is parsed, unless a path rule leaves it out: the check could not
+    read it, and parsing it whole costs memory in proportion (a 30 MB file, gigabytes)."""
+    starts = [(m.start(), m.group(1), m.group(2)) for m in _ENTRY.finditer(raw)]
+    for n, (at, old, new) in enumerate(starts):
+        size = (starts[n + 1][0] if n + 1 < len(starts) else len(raw)) - at
+        if size <= MAX_PYTHON_BYTES:
+            continue
+        path = new.decode("utf-8", "surrogateescape")
+        if not is_python(path):
+            continue
+        fd = FileDiff(old.decode("utf-8", "surrogateescape"), path, "modified", None, None, False, b"", b"", ())
+        if _path_exclusion(fd, track_id, include, exclude, selection) is None:
+            raise NotCheckable(path, f"its diff alone is {size:,} bytes, more than the source check reads ({MAX_PYTHON_BYTES:,})")
+
+
 def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
     if h.kind == "text":
         return h.body.split(b"\n", 1)[0].decode("utf-8", "replace").split(" @@")[0] + " @@"
@@ -526,7 +561,7 @@ def _where(h: Hunk, files: Sequence[FileDiff]) -> str:
 
 def _in_fork_context(
     ws: Workspace, repo: GitRepo, config: Config, plan: ImportPlan, pr: RecordedPR, diff: bytes,
-    below: Sequence[Patch], exact_on_tip: bool, stat: str | None = None,
+    below: Sequence[Patch], exact_on_tip: bool, stat: str | None = None, built: tuple[str, bytes] | None = None,
 ) -> tuple[bytes, Regenerated | None, tuple[str, ...]]:
     """The mail to store, its `regenerated` record, and notes.
 
@@ -540,15 +575,21 @@ def _in_fork_context(
     nothing queued before it and the build base at that tip, `apply`'s plain step is that same
     `git apply` on the same tree, so the trial build (a read-tree, write-tree and commit of the
     whole tree: most of an import's cost on a big fork) would only say "clean" again. `stat`: the
-    diffstat of `diff`, when the probe's apply printed it."""
-    mail = format_mail(plan.provenance(), pr, repo, diff, stat=stat)
+    diffstat of `diff`, when the probe's apply printed it. `built`: with nothing queued before it
+    and the build base at the fork tip, how the probe put the diff on that tip (offset | 3-way: the
+    trial build's own steps, `git apply` then `--3way`, on the same tree) and the diff from the tip
+    to what it made, which is the trial build's answer without the build."""
     base_ref = config.fork.build_from()
     base = repo.rev_parse(base_ref)
     if base is None:
-        return mail, None, (f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's "
-                            f"context, not checked against the base",)
+        return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, (
+            f"the build base {base_ref!r} is not in {repo.path}: the patch keeps upstream's context, not checked against the base",)
     if exact_on_tip and not below and base == plan.fork_tip:
-        return mail, None, ()
+        return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, ()
+    if built is not None and built[1] and not below and base == plan.fork_tip:
+        how, fork_diff = built
+        return _regenerated(plan, pr, repo, base, base_ref, below, how, fork_diff)
+    mail = format_mail(plan.provenance(), pr, repo, diff, stat=stat)
     try:
         contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
         candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)
@@ -569,10 +610,14 @@ def _in_fork_context(
                             f"(`porttrack apply` will say the same)",)
     before = results[-2].commit if len(results) > 1 else base
     assert before is not None
-    fork_diff = repo.diff(before, tip)
+    return _regenerated(plan, pr, repo, base, base_ref, below, last.outcome, repo.diff(before, tip))
+
+
+def _regenerated(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, base: str, base_ref: str, below: Sequence[Patch], how: str,
+                 fork_diff: bytes) -> tuple[bytes, Regenerated, tuple[str, ...]]:
     hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(fork_diff) for h in fd.hunks)
-    regenerated = Regenerated(last.outcome, base, tuple(p.name for p in below), hunks)
-    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {last.outcome}: the patch file carries "
+    regenerated = Regenerated(how, base, tuple(p.name for p in below), hunks)
+    note = (f"upstream's diff goes onto {base_ref} plus the queue only by {how}: the patch file carries "
             f"the fork's context (regenerated), the manifest keeps upstream's hunk ids")
     return format_mail(plan.provenance(), pr, repo, fork_diff, regenerated), regenerated, (note,)
 

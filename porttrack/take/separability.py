@@ -23,8 +23,8 @@ from typing import Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
-from porttrack.diff.hunks import FileDiff, build_patch
-from porttrack.gitrepo import ScratchIndex
+from porttrack.diff.hunks import FileDiff, build_patch, parse_diff
+from porttrack.gitrepo import ScratchIndex, ThreeWay
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
 
@@ -77,10 +77,144 @@ def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
 def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
                  first: AllAtOnce) -> dict[int, tuple[str, str]]:
     """(clean | 3-way | present | conflict, file) per candidate group. `first`: all of them applied
-    at once (`apply_all`); when that went in, every group is clean. Otherwise: all at once again
-    with `--check` (its stderr names the failing files), then the groups of the files git did not
-    complain about, then one by one; so a PR with a conflict costs three `git apply` plus a few per
-    group of its file."""
+    at once (`apply_all`); when that went in, every group is clean. Otherwise git is asked per
+    batch, not per group: one `git apply --check --reject -v` of every candidate says which hunks
+    go in as they are (`--reject` goes on past a failing hunk: git names each one); a group whose
+    hunks all do is clean. One `--reverse` pass of the rest says which are already there (every
+    hunk reverse-applies: *present*). The rest are merged 3-way in rounds, one group per file per
+    round (git merges a file's whole patch at once), each round one real `--3way` into a copy and
+    the unmerged entries it leaves; a round git refuses outright (a pre-image blob missing) is
+    probed group by group (`probe_one_by_one`). So a PR with conflicts costs three `git apply`
+    plus two per round, not four per group."""
+    if first.ok:
+        return {n: ("clean", "") for n in candidates}
+    owner = {h.id: fd for fd in files for h in fd.hunks}
+    verdicts: dict[int, tuple[str, str]] = {}
+    plain, reports = _asked(probe, files, set().union(*(groups[n] for n in candidates)))
+    if not plain:
+        return probe_one_by_one(probe, files, groups, candidates, first)
+    suspect = [n for n in candidates if not all(plain.get(hid, False) for hid in groups[n])]
+    verdicts.update({n: ("clean", "") for n in candidates if n not in suspect})
+    if not suspect:
+        return verdicts
+    reverse = _hunks_that_apply(probe, files, set().union(*(groups[n] for n in suspect)), reverse=True)
+    if not reverse:
+        verdicts.update({n: _probe_one(probe, files, groups[n]) for n in suspect})
+        return verdicts
+    for n in suspect:
+        if all(reverse.get(hid, False) for hid in groups[n]):
+            verdicts[n] = ("present", ", ".join(fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)))
+    rest = [n for n in suspect if n not in verdicts]
+    # A file the fork does not have cannot be merged: git refuses the whole 3-way apply for it, so
+    # its groups conflict, at the files git named (as the group alone would be told), and stay out
+    # of the rounds.
+    for n in list(rest):
+        entries = [fd for fd in files if any(h.id in groups[n] for h in fd.hunks)]
+        said = [(name, errors) for name, (errors, _at) in reports
+                if any(name in (fd.path, f"{fd.old_path} => {fd.new_path}") for fd in entries)]
+        if any(_MISSING.search(e) for _name, errors in said for e in errors):
+            # named as the group alone would be: the files where one of its own hunks failed, in git's order
+            failing = {fd.path for fd in entries if any(h.id in groups[n] and not plain.get(h.id, False) for h in fd.hunks)}
+            named = [m.group("a") or m.group("b") for _name, errors in said for m in map(_FAILED_AT.match, errors) if m]
+            named = [p for p in named if p in failing]
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(named or [fd.path for fd in entries])))
+            rest.remove(n)
+    rounds: list[list[int]] = []
+    for n in rest:  # one group per file per round: git merges each file's patch as a whole
+        paths = {p for hid in groups[n] for p in (owner[hid].old_path, owner[hid].new_path) if p}
+        for r in rounds:
+            if not paths & {p for m in r for hid in groups[m] for p in (owner[hid].old_path, owner[hid].new_path) if p}:
+                r.append(n)
+                break
+        else:
+            rounds.append([n])
+    for r in rounds:
+        merged = threeway(probe, patch_of(files, set().union(*(groups[n] for n in r))))
+        if merged.rc != 0 and not merged.unmerged:  # git refused the round as a whole: ask per group
+            verdicts.update({n: _probe_one(probe, files, groups[n]) for n in r})
+            continue
+        unmerged = set(merged.unmerged)
+        # a file git could not merge at all (it fell back to applying it as it is, and that failed)
+        # fails the whole apply: its groups are asked alone; the others merged, or conflicted
+        refused = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, merged.stderr.splitlines()) if m}
+        for n in [n for n in r if {p for hid in groups[n] for p in (owner[hid].old_path, owner[hid].new_path) if p} & refused]:
+            verdicts[n] = _probe_one(probe, files, groups[n])
+            r = [m for m in r if m != n]
+        for n in r:
+            paths = [fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)]
+            touched = {p for fd in files if any(h.id in groups[n] for h in fd.hunks) for p in (fd.old_path, fd.new_path) if p}
+            conflicted = sorted(unmerged & touched)
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(conflicted or paths))) if conflicted else ("3-way", "")
+    return verdicts
+
+
+def _hunks_that_apply(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], reverse: bool = False) -> dict[str, bool]:
+    """Per hunk of `ids`: does it go in as it is (or, `reverse`, come out: the change is there)? One
+    `git apply --check --reject -v` of all of them (git reports each hunk that fails and goes on).
+    git's report is read per file by the name it prints (it does not always check the files in the
+    patch's order); a report that cannot be read so is asked again group by group by the caller
+    (the answer then holds no hunk: `{}`)."""
+    return _asked(probe, files, ids, reverse)[0]
+
+
+def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], reverse: bool = False
+           ) -> tuple[dict[str, bool], list[tuple[str, tuple[list[str], set[int]]]]]:
+    """`_hunks_that_apply`, and git's report per file (in the order git gave it)."""
+    patch = patch_of(files, ids)
+    proc = probe.apply(patch, "--check", "--reject", "-v", *(["--reverse"] if reverse else []))
+    reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
+    if reports is None:
+        return {}, []
+    out: dict[str, bool] = {}
+    # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
+    # new side, whose numbers `build_patch` recomputes when hunks before it are left out
+    for fd in parse_diff(patch):
+        names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
+        found = [r for name, r in reports if name in names]
+        if len(found) != 1:
+            return {}, []
+        errors, failed_at = found[0]
+        hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
+        whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        for h in fd.hunks:
+            at = h.new_start if reverse else h.old_start
+            out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
+    return out, reports
+
+
+_CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
+_MISSING = re.compile(r": (?:does not exist in index|No such file or directory)$")
+_PATCH_FAILED = re.compile(r"^error: patch failed: .*:(\d+)$")
+
+
+def _reports(stderr: str) -> list[tuple[str, tuple[list[str], set[int]]]] | None:
+    """git apply -v's report per file: (the name it prints, (its error lines, the first lines of the
+    hunks that failed)); None when an error comes before any file."""
+    out: list[tuple[str, tuple[list[str], set[int]]]] = []
+    searching = False
+    for line in stderr.splitlines():
+        if searching:  # git echoes the lines it looked for, then says which hunk failed
+            searching = not line.startswith("error: patch failed: ")
+            if searching:
+                continue
+        if m := _CHECKING.match(line):
+            out.append((m.group(1), ([], set())))
+        elif line.startswith("error: while searching for:"):
+            searching = True
+        elif line.startswith("error: "):
+            if not out:
+                return None
+            out[-1][1][0].append(line)
+            if m := _PATCH_FAILED.match(line):
+                out[-1][1][1].add(int(m.group(1)))
+    return out
+
+
+def probe_one_by_one(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+                     first: AllAtOnce) -> dict[int, tuple[str, str]]:
+    """The per-group probes `probe_groups` batches (kept as its reference and its fallback): all at
+    once with `--check` (its stderr names the failing files), the groups of the other files
+    confirmed together, then each suspect group alone: plain, reverse, 3-way."""
     if first.ok:
         return {n: ("clean", "") for n in candidates}
     chosen = set().union(*(groups[n] for n in candidates))
@@ -88,8 +222,6 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
     if ok:
         return {n: ("clean", "") for n in candidates}
     verdicts: dict[int, tuple[str, str]] = {}
-    # git checks every file entry and names each one that fails: the groups of the other files
-    # are confirmed with one more check, and only the failing files' groups are probed one by one.
     failed = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
     owner = {h.id: fd for fd in files for h in fd.hunks}
     suspect = [n for n in candidates if any({owner[h].path, owner[h].old_path} & failed for h in groups[n])]
@@ -117,6 +249,55 @@ def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[
         return "3-way", ""
     failed = [m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m]
     return "conflict", ", ".join(dict.fromkeys(conflicted or failed or paths))
+
+
+_WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$", re.M)
+
+
+def threeway(probe: ScratchIndex, patch: bytes, *flags: str, into: str = "index3") -> ThreeWay:
+    """`ScratchIndex.threeway` without the `ls-files -u` after it: the files left unmerged are
+    those git says it applied "with conflicts" (each such file leaves unmerged entries, and only
+    those do). Exit 0 and none named: merged clean; exit non-zero and none named: git refused."""
+    probe.copy("index", into)
+    proc = probe.apply(patch, "--3way", *flags, index=into)
+    stderr = proc.stderr.decode("utf-8", "surrogateescape")
+    return ThreeWay(proc.returncode, stderr, tuple(sorted(set(_WITH_CONFLICTS.findall(stderr)))))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The hunks to take applied together onto the probe's index, in index file `index`: `how`
+    they went in (clean | offset: plainly, a hunk moved | 3-way), as `apply` would build them on
+    that same tree."""
+
+    index: str
+    how: str
+
+    @property
+    def exact(self) -> bool:
+        return self.how == "clean"
+
+
+def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: AllAtOnce, into: str = "checked") -> Taken:
+    """The taken groups (each probed alone) applied together, for real, into index file `into`, as
+    `apply` builds a patch: plainly (`-v`: a hunk moved is an offset), else, when some group needed
+    a merge, by `--3way` (git 2.32 and later merge first when asked to, so the plain step comes
+    first and alone; a diff with such a group cannot go in plainly, so only the merge is asked).
+    `first` when it holds this very diff. A diff that does not go in so: its
+    groups apply one at a time but not together, ConflictError."""
+    if first.holds(diff):
+        return Taken(TAKEN, "offset" if first.moved else "clean")
+    if not needs_threeway:
+        probe.copy("index", into)
+        proc = probe.apply(diff, "-v", index=into)
+        if proc.returncode == 0:
+            return Taken(into, "offset" if apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
+    # A group that needed a merge has a hunk that does not go in as it is, alone or with groups
+    # that are not adjacent to it: the plain step would fail, so it is not asked.
+    elif threeway(probe, diff, into=into).clean:
+        return Taken(into, "3-way")
+    raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "
+                        "take fewer with --hunk or --exclude (a bug report with the PR would help)")
 
 
 def check_together(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: AllAtOnce) -> bool:

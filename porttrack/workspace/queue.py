@@ -68,7 +68,8 @@ UNSTABLE = "unstable"
 DEPENDS = "depends on left-out hunk"
 NOT_SEPARABLE = "not separable"
 PRESENT = "already in the fork"
-REASON_KINDS = (NOT_SELECTED, EXCLUDED, UNSTABLE, DEPENDS, NOT_SEPARABLE, PRESENT)
+SOURCE_CHECK = "fails the source check"  # taken, the patched files would not pass `porttrack.diff.pycheck`
+REASON_KINDS = (NOT_SELECTED, EXCLUDED, UNSTABLE, DEPENDS, NOT_SEPARABLE, PRESENT, SOURCE_CHECK)
 _REASON_PROSE = {
     NOT_SELECTED: NOT_SELECTED,
     EXCLUDED: EXCLUDED + ": {}",
@@ -76,6 +77,7 @@ _REASON_PROSE = {
     DEPENDS: DEPENDS + " {}",
     NOT_SEPARABLE: NOT_SEPARABLE + ": conflicts with fork at {}",
     PRESENT: PRESENT + ": {} already has this change",
+    SOURCE_CHECK: SOURCE_CHECK + ": {}",
 }
 
 
