@@ -114,6 +114,7 @@ from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
 from porttrack.common.clock import utcnow
 from porttrack.converge.history import LITERAL as _LITERAL
+from porttrack.converge import kinds as _kinds
 from porttrack.converge import trail as _trail
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
@@ -520,6 +521,14 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     at_fork = _read_files(repo, fork_sha, sorted({p for fd in others for p in (fd.path, fd.old_path) if p is not None} |
                                                  {where[id(h)] for fd in others for h in fd.hunks}))
     near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
+    # what the tree entries say (mode and blob id: symlinks, gitlinks, empty files, copies taken
+    # for renames, byte-identical files), before any line is looked for (`porttrack.converge.kinds`)
+    entry_sides = _kinds.sides(repo, start, merge, files)
+    known_base = base_entries if trails is not None and base_sha else None
+
+    def whole(h: "Hunk", fd: "FileDiff", tpath: str) -> tuple[str, str] | None:
+        return _kinds.judge(h, fd, entry_sides[id(fd)], tpath, fork_entries, number, known_base)
+
     cache: dict[Any, Any] = {}
 
     def ancestor(sha: str) -> bool:
@@ -570,7 +579,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         for h in fd.hunks:
             t = trails.get(id(h)) if trails is not None else None
             tpath = where[id(h)]
-            look = _look(h, fd, at_fork, near.get(id(h))) if tpath not in same else None
+            look = _look(h, fd, at_fork, near.get(id(h)), whole(h, fd, tpath)) if tpath not in same else None
             if t is None:
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
@@ -578,7 +587,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
                     at_fork.update(_read_files(repo, fork_sha, [p for p in (fd.path, fd.old_path) if p is not None]))
                     near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
-                    look = _look(h, fd, at_fork, near.get(id(h)))
+                    look = _look(h, fd, at_fork, near.get(id(h)), whole(h, fd, tpath))
                 results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, t.path or fd.path),
                                               fork_entries, base_entries, ancestor,
                                               lambda: bool(t.lost) and moved_out(t.touched[-1].sha, t.lost)))
@@ -600,6 +609,10 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                                        f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
                                        f"({c.subject[:60]}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
                                                                   if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
+                continue
+            copy = _kinds.left_behind(h, fd, fork_entries, base_entries) if tpath in same else None
+            if copy is not None:
+                results.append(_result(h, "missing", "content", detail=f"{tpath} is the upstream base's, but {copy}"))
                 continue
             if tpath in same:
                 if not t.touched:
@@ -720,9 +733,13 @@ def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | N
     return _result(h, "unknown", "churn", c, f"{look.detail}; {gone}deleted or moved {fd.path} since, and the fork ref still has the file")
 
 
-def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
+def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None,
+          whole: tuple[str, str] | None = None) -> _Look:
     """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes)), at its
-    location `near` (`_locations`)."""
+    location `near` (`_locations`); `whole`: what its tree entries already decided
+    (`porttrack.converge.kinds.judge`), which the lines are not asked to overrule."""
+    if whole is not None:
+        return _Look(*whole)
     entry = at_fork.get(fd.path)
     if fd.status == "deleted":
         return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")
