@@ -93,7 +93,7 @@ def judge(h: "Hunk", fd: "FileDiff", s: Sides, path: str, fork: Mapping[str, Ent
             return "missing", f"not renamed at the fork ref: {fd.old_path} is still there as it was before #{number}"
         return None  # absent: an added file missing, or a file upstream moved; the callers know
     if s.before is not None and (fd.old_path or fd.path) == fd.path and at == s.before:
-        return "missing", f"the fork ref's {path} is the one before #{number}, byte for byte ({_words(at)})"
+        return "missing", f"pre-image still at the fork ref: its {path} is the one before #{number}, byte for byte ({_words(at)})"
     if s.after is None:
         return None
     if kind_of(at[0]) != kind_of(s.after[0]):
