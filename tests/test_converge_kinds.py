@@ -114,6 +114,12 @@ def test_an_added_file_taken_and_moved_with_upstreams_rename_is_present(tmp_path
     git(fork, "cherry-pick", rename)
     v = verdict(fork, merge)
     assert v.verdict == "converged", states(v)
+    # an upstream base that predates the merge shows no upstream history: the fork's own move is
+    # followed by git's rename detection, never "missing"
+    git(fork, "update-ref", "refs/remotes/upstream/base", f"{merge}^")
+    v = verdict(fork, merge, base="upstream/base")
+    assert states(v) == [("new.py", "unknown" if edit else "present")], [h.detail for h in v.hunks]
+    assert "moved to pkg/new.py" in v.hunks[0].detail
 
 
 # -- 9. a submodule bump

@@ -575,12 +575,15 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
 
     results: list[HunkResult] = []
     fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
+    absent: dict[int, tuple["Hunk", "FileDiff"]] = {}  # index in results -> a hunk of an added file absent at the fork ref
     for fd in files:
         for h in fd.hunks:
             t = trails.get(id(h)) if trails is not None else None
             tpath = where[id(h)]
             look = _look(h, fd, at_fork, near.get(id(h)), whole(h, fd, tpath)) if tpath not in same else None
             if t is None:
+                if look is not None and look.absent_added:
+                    absent[len(results)] = (h, fd)
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
             if t.touched and t.absent and fd.status != "deleted":
@@ -646,13 +649,36 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
             if look.state == "missing" or look.absent_added:
                 fork_trails[len(results)] = t
+                if look.absent_added:
+                    absent[len(results)] = (h, fd)
                 results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
             else:
                 results.append(_result(h, "unknown", "churn" if t.touched else "content",
                                        detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
     if fork_trails and base_sha and ancestor(base_sha):
         results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
+    if absent:
+        results = _moved_in_fork(repo, results, absent, merge, fork_sha, entry_sides)
     return results
+
+
+def _moved_in_fork(repo: GitRepo, results: list[HunkResult], absent: Mapping[int, tuple["Hunk", "FileDiff"]], merge: str,
+                   fork_sha: str, entry_sides: Mapping[int, "_kinds.Sides"]) -> list[HunkResult]:
+    """Hunks of a file the PR added that is absent at the fork ref: the fork may have moved it
+    (taking upstream's rename without its upstream base showing it, or its own). Git's rename
+    detection between the merge and the fork ref (one `diff -M`, only in this case) says where;
+    there the file's entry, then its lines, decide (`porttrack.converge.kinds.moved`)."""
+    moves = _kinds.renamed_in(repo, merge, fork_sha, sorted({fd.path for _, fd in absent.values()}))
+    if not moves:
+        return results
+    targets = sorted(set(moves.values()))
+    entries, files = repo.tree_entries(fork_sha, targets), _read_files(repo, fork_sha, targets)
+    out = list(results)
+    for i, (h, fd) in absent.items():
+        if fd.path in moves and results[i].state in ("missing", "unknown"):
+            state, detail = _kinds.moved(h, fd, entry_sides[id(fd)], moves[fd.path], entries, files)
+            out[i] = replace(out[i], state=state, detail=f"{out[i].detail}; {detail}")
+    return out
 
 
 def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[int, "_trail.Trail"], files: Sequence["FileDiff"],

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from porttrack.converge.history import LITERAL, rename_in
+from porttrack.diff import presence
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
@@ -112,3 +114,30 @@ def _words(e: Entry) -> str:
         return f"submodule at {e[1][:12]}"
     return f"mode {e[0]}, blob {e[1][:12]}"
 
+
+
+def renamed_in(repo: GitRepo, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
+    """path -> where git's rename detection (`-M`) finds it between commits `old` and `new`, for
+    the `paths` it moved. One `git diff` of the two trees (the pathspec cannot be narrowed to
+    `paths`: a rename's other side is anywhere)."""
+    out = repo.run("diff", "-M", "--name-status", "-z", "--no-ext-diff", "--no-textconv", "--diff-filter=R", old, new,
+                   env=LITERAL).stdout
+    found = {path: rename_in(out, path) for path in paths}
+    return {path: to for path, to in found.items() if to is not None}
+
+
+def moved(h: "Hunk", fd: "FileDiff", s: Sides, to: str, entries: Mapping[str, Entry],
+          files: Mapping[str, tuple[str, bytes]]) -> tuple[str, str]:
+    """(state, words) of hunk `h` of the added file `fd`, which the fork ref has at `to`: present
+    when the entry there is the merge's or the hunk's lines are there, else unknown (moved and
+    changed since: whose change, the fork's or upstream's, its own history does not say)."""
+    at = entries.get(to)
+    where = f"the fork ref has {fd.path} moved to {to} (git's rename detection)"
+    if at is not None and s.after is not None and at == s.after:
+        return "present", f"{where}, byte for byte as merged ({_words(at)})"
+    if at is not None and s.after is not None and kind_of(at[0]) != kind_of(s.after[0]):
+        return "unknown", f"{where}, but as a {kind_of(at[0])}, not a {kind_of(s.after[0])}"
+    data = files.get(to)
+    if h.kind == "text" and data is not None and presence.hunk_state(h, data[1]) == "applied":
+        return "present", f"{where}, with this hunk's lines"
+    return "unknown", f"{where}, and changed there since: the hunk's lines as merged are not all there"
