@@ -43,15 +43,21 @@ the PR head's author and message, `history.rebase_merged`) it starts below the r
    here; as after ancestry, every hunk is then decided as in step 3.
 3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
    first-parent line), then the fork ref's content: a fork file that is the upstream base's
-   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the hunk is
-   looked for at the fork ref, byte for byte, at its own location (`porttrack.diff.presence.hunk_state`
+   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the file's
+   tree entries speak first (`porttrack.converge.kinds`: the fork's entry -- mode and blob id, or a
+   submodule's commit -- against the merge's and the one before the change: a byte-identical file,
+   a symlink or submodule where the change has another kind of entry, an empty added file, a copy
+   taken for a rename, whose old path must be gone too); then the hunk is
+   looked for at the fork ref, byte for byte (the end-of-file newline too), at its own location (`porttrack.diff.presence.hunk_state`
    with `near`: the hunk's lines in the merge commit's file mapped through `git diff -U0 <merge>
    <fork>`; it anchors a hunk at the start or end of the file as `git apply` does), and upstream's
    newest form at the location the base's lines map to in the fork (`git diff -U0 <base> <fork>`).
    The same text elsewhere in the file (a second copy of a block, a `}`) is not the hunk. A file
    upstream deleted after the merge counts as churn only by ancestry of that commit (absence alone
    does not show the fork ever had the PR's version); one the PR added and upstream deleted is
-   undone upstream. Anything else is unknown, with the reason.
+   undone upstream. A file the PR added that is absent at the fork ref is looked for where git's
+   rename detection between the merge and the fork ref finds it (the fork took a move).
+   Anything else is unknown, with the reason.
 
 Verdict: `converged` when every hunk is present or present-after-churn (an empty change is
 converged), `undone-upstream` when every other hunk is undone upstream, `partially-converged` when
