@@ -152,7 +152,7 @@ def test_differential_fast_subset(tmp_path):
 # seeds of `build_kind_scenario` whose verdict main (c8c0733) got wrong (KIND_NAMES[seed % 7]):
 # rename copies and symlinks replaced by regular files called converged or present, submodule
 # bumps, end-of-file newlines, byte-identical files and added files the fork moved not decided
-KIND_REGRESSION_SEEDS = (1001, 1008, 1014, 1015, 1016, 1023, 1029, 1037, 1041, 1046, 1051, 1065, 1068)
+KIND_REGRESSION_SEEDS = (1001, 1008, 1014, 1015, 1016, 1023, 1029, 1037, 1041, 1046, 1051, 1065, 1068, 1075, 1104, 1129)
 KIND_FAST_SEEDS = (*range(0, 21), 24, 53, *KIND_REGRESSION_SEEDS)  # 24, 53: cut after upstream churn
 
 
