@@ -529,10 +529,13 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
     # what the tree entries say (mode and blob id: symlinks, gitlinks, empty files, copies taken
     # for renames, byte-identical files), before any line is looked for (`porttrack.converge.kinds`)
-    entry_sides = _kinds.sides(repo, start, merge, files)
+    # (read once, only when a file is not the upstream base's: at upstream main, never)
+    entry_sides: dict[int, _kinds.Sides] = {}
     known_base = base_entries if trails is not None and base_sha else None
 
     def whole(h: "Hunk", fd: "FileDiff", tpath: str) -> tuple[str, str] | None:
+        if not entry_sides:
+            entry_sides.update(_kinds.sides(repo, start, merge, files))
         return _kinds.judge(h, fd, entry_sides[id(fd)], tpath, fork_entries, number, known_base)
 
     cache: dict[Any, Any] = {}
@@ -664,6 +667,8 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     if fork_trails and base_sha and ancestor(base_sha):
         results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
     if absent:
+        if not entry_sides:
+            entry_sides.update(_kinds.sides(repo, start, merge, files))
         results = _moved_in_fork(repo, results, absent, merge, fork_sha, entry_sides)
     return results
 
