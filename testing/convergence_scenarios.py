@@ -36,6 +36,12 @@ A PR of two commits that a true merge would have merged is, half the time (a thi
 merged by rebase instead: both commits replayed onto main, the merge commit the last copy, the
 change `merge~2..merge` (`change_base`), the PR head fetched into the fork as `status` does.
 
+Issue 30's kinds are a family of their own, `build_kind_scenario` (renames against copies,
+symlinks, empty files, added files moved upstream, submodule bumps, end-of-file newlines,
+byte-identical files), with their own oracle (tree entries, then `git apply`): see the section
+comment above it. `split_diff` lists a meta pseudo-hunk (position 0) where git's header itself is
+the change (a rename or copy, a mode change, an empty file), as porttrack lists one.
+
 Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (for a rebase merge: `<change_base>
 <merge>`; own parser: a hunk is one `@@` block
 with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
@@ -82,6 +88,7 @@ A porttrack state "changed-since" (the pre-issue-11 name) is read as "present-af
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import re
@@ -92,7 +99,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from testing.gitfixtures import Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock
+from testing.gitfixtures import (
+    Executable, Gitlink, Symlink, Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock,
+)
 
 __all__ = [
     "ORACLE_STATES",
@@ -1081,13 +1090,12 @@ def _blocks(n: int, changed: Mapping[int, str]) -> str:
 
 
 def _fake_sha(word: str) -> str:
-    import hashlib
+    """A commit id for a gitlink: a submodule's commit need not exist in the superproject."""
     return hashlib.sha1(word.encode()).hexdigest()
 
 
 def build_kind_scenario(seed: int, root: Path) -> Scenario:
     """Build issue 30's scenario for `seed` (see the section comment above)."""
-    from testing.gitfixtures import Executable, Gitlink, Symlink
     reset_clock()
     rng = random.Random(seed * 7919 + 30)
     kind = KIND_NAMES[seed % len(KIND_NAMES)]
