@@ -36,6 +36,12 @@ A PR of two commits that a true merge would have merged is, half the time (a thi
 merged by rebase instead: both commits replayed onto main, the merge commit the last copy, the
 change `merge~2..merge` (`change_base`), the PR head fetched into the fork as `status` does.
 
+Issue 30's kinds are a family of their own, `build_kind_scenario` (renames against copies,
+symlinks, empty files, added files moved upstream, submodule bumps, end-of-file newlines,
+byte-identical files), with their own oracle (tree entries, then `git apply`): see the section
+comment above it. `split_diff` lists a meta pseudo-hunk (position 0) where git's header itself is
+the change (a rename or copy, a mode change, an empty file), as porttrack lists one.
+
 Oracle, per hunk h of `git diff -M <merge>^1 <merge>` (for a rebase merge: `<change_base>
 <merge>`; own parser: a hunk is one `@@` block
 with its file's header, so a single-hunk patch `git apply` takes; ordered by path, then position)
@@ -82,6 +88,7 @@ A porttrack state "changed-since" (the pre-issue-11 name) is read as "present-af
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import re
@@ -92,7 +99,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from testing.gitfixtures import Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock
+from testing.gitfixtures import (
+    Executable, Gitlink, Symlink, Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock,
+)
 
 __all__ = [
     "ORACLE_STATES",
@@ -101,6 +110,7 @@ __all__ = [
     "PatchHunk",
     "Scenario",
     "apply_state",
+    "build_kind_scenario",
     "build_scenario",
     "check_scenario",
     "oracle_states",
@@ -156,14 +166,25 @@ def split_diff(diff: bytes) -> list[PatchHunk]:
     for entry in _file_entries(diff):
         lines = entry.splitlines(keepends=True)
         first = next((i for i, line in enumerate(lines) if line.startswith(b"@@")), None)
+        header = b"".join(lines[:first] if first is not None else lines)
+        path = _entry_path(lines[:first] if first is not None else lines)
+        if _is_meta(header, first is not None):
+            # what the header itself changes (a rename or copy, a mode change, an empty file
+            # added or deleted): one pseudo-hunk, before the text hunks, as git shows it first
+            hunks.append(PatchHunk(path, 0, header, b""))
         if first is None:
-            continue  # a mode change or an empty file: no text hunk (the generator makes none)
-        header = b"".join(lines[:first])
+            continue
         starts = [i for i in range(first, len(lines)) if lines[i].startswith(b"@@")] + [len(lines)]
-        path = _entry_path(lines[:first])
         for n, (s, e) in enumerate(zip(starts, starts[1:]), start=1):
             hunks.append(PatchHunk(path, n, header, b"".join(lines[s:e])))
     return hunks
+
+
+def _is_meta(header: bytes, has_text: bool) -> bool:
+    marks = (b"\nrename from ", b"\ncopy from ", b"\nold mode ")
+    if any(m in header for m in marks):
+        return True
+    return not has_text and (b"\nnew file mode " in header or b"\ndeleted file mode " in header)
 
 
 def _file_entries(diff: bytes) -> list[bytes]:
@@ -179,10 +200,15 @@ def _entry_path(header: Sequence[bytes]) -> str:
             old = line[4:].rstrip(b"\n").decode()
         elif line.startswith(b"+++ "):
             new = line[4:].rstrip(b"\n").decode()
+        elif line.startswith((b"rename to ", b"copy to ")):
+            new = "b/" + line.split(b" ", 2)[2].rstrip(b"\n").decode()
     if new and new != "/dev/null":
         return new[2:]
     if old and old != "/dev/null":
         return old[2:]
+    git_line = header[0].rstrip(b"\n").decode() if header else ""
+    if git_line.startswith("diff --git a/") and " b/" in git_line:  # no ---/+++ lines (an empty file, a pure rename)
+        return git_line.rsplit(" b/", 1)[1]
     raise ValueError(f"no path in diff header: {b''.join(header)!r}")
 
 
@@ -331,6 +357,7 @@ class Scenario:
     fork_moves: tuple[tuple[str, str], ...] = ()  # PR paths the fork itself renamed, and where to
     change_base: str = ""  # a rebase merge's: below the PR's replayed commits ("": merge^1)
     head: str = ""  # the PR's head (in the fork checkout, as `status` fetches it)
+    kind: str = ""  # issue 30's family (`build_kind_scenario`): which kind of change; "": the random family
 
 
 class _Model:
@@ -840,7 +867,10 @@ def _maybe_pick_churn(rng: random.Random, fork: Path, churn: Sequence[_Churn], c
 
 
 def oracle_states(s: Scenario) -> list[str]:
-    """The oracle's state for each hunk of `s` (see the module docstring)."""
+    """The oracle's state for each hunk of `s` (see the module docstring; issue 30's kinds: the
+    section comment above `build_kind_scenario`)."""
+    if s.kind:
+        return _kind_oracle(s)
     index = ScratchIndex(s.fork)
     try:
         return [_oracle_one(index, s, h, p) for h, p in zip(s.hunks, s.ported)]
@@ -1012,3 +1042,231 @@ def _table(title: str, rows: Sequence[str], cols: Sequence[str], counts: Counter
         lines.append(r.ljust(width) + "".join(str(v).rjust(max(len(c), 5) + 2) for v, c in zip(vals, cols))
                      + str(sum(vals)).rjust(9))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------- issue 30: every kind of change
+#
+# A family of its own (`build_kind_scenario`), so the random scenarios above keep their seeds.
+# Kind k = KIND_NAMES[seed % 7], each with its own variants drawn from random.Random(seed):
+#
+#   rename          the PR moves src/body.py to src/sub/body.py (half the time with an edit); the
+#                   fork renames it the same way, or copies it and keeps the old file, or nothing
+#   symlink         the PR adds a symlink src/link.py -> t.py, or turns a regular file holding
+#                   "t.py" into that symlink, or a symlink into such a file; the fork takes the
+#                   entry, or has a regular file with the target's name, or nothing
+#   empty-file      the PR adds an empty src/pkg/__init__.py; the fork adds it empty, or with a
+#                   line, or empty but executable, or nothing
+#   added-then-moved  the PR adds src/new.py and upstream later moves it to src/moved/new.py
+#                   (sometimes with an edit); the fork cherry-picks the merge and the move, or
+#                   only the merge, or nothing (or is cut after the move)
+#   submodule       the PR bumps the gitlink vendor/lib (sometimes upstream bumps it again
+#                   later); the fork has the PR's commit, a third one, or the old one
+#   final-newline   the PR adds (or removes) the newline at the end of src/e.py, sometimes with an
+#                   edit at its top; the fork takes it or not, sometimes with its own first line
+#   identical-file  the PR edits 2-3 of 15 identical blocks of src/r.py (both images occur near
+#                   each hunk); the fork takes the whole file, one hunk, or nothing
+#
+# Cuts: the merge's first parent (then the fork acts as above), the merge, or upstream's tip.
+#
+# Oracle, per hunk (its own reading of `git ls-tree` and `git apply`, plus the generator's
+# record): the fork's entry (mode, object id) where the hunk's file is (followed through the
+# upstream move the fork contains) against the merge's and the entry before the change:
+#   the merge's entry (a rename's meta hunk: and the old path gone)     -> applied (churned where moved)
+#   the entry before the change, nothing at the new path, or a rename's
+#     meta hunk with the old path still there                           -> not-applied
+#   an entry an upstream commit the fork contains made after the merge  -> churned
+#   a regular text file on both sides                                   -> `apply_state` (git apply)
+#   else: the record says never ported (or ported wrong)                -> not-ported; else ambiguous
+
+KIND_NAMES = ("rename", "symlink", "empty-file", "added-then-moved", "submodule", "final-newline", "identical-file")
+
+
+def _numbered(tag: str, n: int, rng: random.Random) -> str:
+    return "".join(f"{tag}_{i} = {rng.randint(0, 999)}  # {rng.choice(WORDS)}\n" for i in range(n))
+
+
+def _blocks(n: int, changed: Mapping[int, str]) -> str:
+    return "".join(f"def f():\n    {changed.get(i, 'pass')}\n\n" for i in range(n))
+
+
+def _fake_sha(word: str) -> str:
+    """A commit id for a gitlink: a submodule's commit need not exist in the superproject."""
+    return hashlib.sha1(word.encode()).hexdigest()
+
+
+def build_kind_scenario(seed: int, root: Path) -> Scenario:
+    """Build issue 30's scenario for `seed` (see the section comment above)."""
+    reset_clock()
+    rng = random.Random(seed * 7919 + 30)
+    kind = KIND_NAMES[seed % len(KIND_NAMES)]
+    root = Path(root)
+    story: list[str] = [f"kind {kind}"]
+    base: dict = {"src/t.py": _numbered("t", 12, rng), "src/other.py": _numbered("o", 25, rng)}
+    pr: dict = {}
+    later: list[tuple[dict, str, str | None, frozenset[str]]] = []  # (files, message, renamed_to, origins)
+    wrong: dict = {}  # what a fork that takes the change wrongly writes
+    take_extra: dict = {}  # for a fork that takes it exactly and then moves it with upstream (added-then-moved)
+    if kind == "rename":
+        body = _numbered("b", 30, rng)
+        base["src/body.py"] = body
+        new = body.replace("b_7 = ", "b_7 = 1") if rng.random() < 0.5 else body
+        pr = {"src/body.py": None, "src/sub/body.py": new}
+        wrong = {"src/sub/body.py": new}  # a copy: the old file stays
+        story.append("the PR renames src/body.py to src/sub/body.py" + (" with an edit" if new != body else ""))
+    elif kind == "symlink":
+        variant = rng.choice(("add", "to-link", "to-file"))
+        if variant == "add":
+            pr, wrong = {"src/link.py": Symlink("t.py")}, {"src/link.py": "t.py"}
+        elif variant == "to-link":
+            base["src/link.py"] = "t.py"
+            pr, wrong = {"src/link.py": Symlink("t.py")}, {"src/link.py": "t.py\n"}
+        else:
+            base["src/link.py"] = Symlink("t.py")
+            pr, wrong = {"src/link.py": "t.py"}, {"src/link.py": Symlink("other.py")}
+        story.append(f"the PR's symlink change: {variant}")
+    elif kind == "empty-file":
+        pr = {"src/pkg/__init__.py": ""}
+        wrong = rng.choice(({"src/pkg/__init__.py": "x = 1\n"}, {"src/pkg/__init__.py": Executable("")}))
+        story.append("the PR adds an empty src/pkg/__init__.py")
+    elif kind == "added-then-moved":
+        new = _numbered("n", 20, rng)
+        pr = {"src/new.py": new}
+        moved = new.replace("n_3 = ", "n_3 = 3") if rng.random() < 0.5 else new
+        later.append(({"src/new.py": None, "src/moved/new.py": moved}, "move new.py", "src/moved/new.py", frozenset({"src/new.py"})))
+        wrong = {"src/new.py": new.replace("n_5 = ", "n_5 = 5")}
+        story.append("the PR adds src/new.py; upstream then moves it" + (" with an edit" if moved != new else ""))
+    elif kind == "submodule":
+        base["vendor/lib"] = Gitlink(_fake_sha(f"old {seed}"))
+        pr = {"vendor/lib": Gitlink(_fake_sha(f"new {seed}"))}
+        wrong = {"vendor/lib": Gitlink(_fake_sha(f"third {seed}"))}
+        if rng.random() < 0.4:
+            later.append(({"vendor/lib": Gitlink(_fake_sha(f"later {seed}"))}, "bump lib again", None, frozenset({"vendor/lib"})))
+        story.append("the PR bumps the submodule vendor/lib" + (" and upstream bumps it again later" if later else ""))
+    elif kind == "final-newline":
+        text = _numbered("e", 25, rng)
+        adds = rng.random() < 0.6
+        before, after = (text[:-1], text) if adds else (text, text[:-1])
+        if rng.random() < 0.4:
+            after = "e_top = 1\n" + after
+        base["src/e.py"], pr = before, {"src/e.py": after}
+        wrong = {"src/e.py": "fork_top = 1\n" + before}
+        story.append(f"the PR {'adds' if adds else 'removes'} the final newline of src/e.py" + (" and edits its top" if after.startswith("e_top") else ""))
+    else:  # identical-file
+        picked_blocks = rng.sample(range(1, 14), rng.randint(2, 3))
+        base["src/r.py"] = _blocks(15, {})
+        pr = {"src/r.py": _blocks(15, {i: f"return {i}" for i in picked_blocks})}
+        wrong = {"src/r.py": _blocks(15, {picked_blocks[0]: f"return {picked_blocks[0]}"})}  # one hunk of them
+        story.append(f"the PR edits blocks {sorted(picked_blocks)} of 15 identical ones in src/r.py")
+    up = Upstream(root / "up", initial_files=base)
+    up.open_pr(PR_NUMBER, pr, title="Kind change")
+    merge_kind = rng.choice(("squash", "merge"))
+    merge = up.squash_merge(PR_NUMBER) if merge_kind == "squash" else up.merge(PR_NUMBER)
+    story.append(f"merged by {merge_kind}")
+    churn: list[_Churn] = []
+    for files, message, renamed, origins in later:
+        churn.append(_Churn(up.commit(files, message), origins, renamed))
+    diff = git_bytes(up.path, "diff", "--no-ext-diff", "--no-textconv", "-M", f"{merge}^1", merge)
+    hunks = split_diff(diff)
+    fork = clone_fork(up, root / "fork")
+    cut_name = rng.choices(("pr-parent", "merge", "after-churn"), (0.7, 0.15, 0.15))[0]
+    cut = {"pr-parent": f"{merge}^1", "merge": merge, "after-churn": up.tip()}[cut_name]
+    git(fork, "checkout", "-q", "-b", "fork", cut)
+    story.append(f"fork cut at {cut_name}")
+    picked: set[str] = set()
+    action = "upstream"
+    if cut_name == "pr-parent":
+        action = rng.choice(("exact", "exact", "wrong", "none"))
+        if action == "exact":
+            git(fork, "cherry-pick", *(["-m", "1"] if merge_kind == "merge" else []), merge)
+            if kind == "added-then-moved" and churn and rng.random() < 0.6:
+                git(fork, "cherry-pick", churn[0].sha)
+                picked.add(churn[0].sha)
+                story.append("fork cherry-picks the merge and upstream's move")
+            else:
+                story.append("fork cherry-picks the merge")
+        elif action == "wrong":
+            fork_commit(fork, wrong, "fork: its own take of the change")
+            story.append(f"fork takes it its own way: {sorted(wrong)}")
+        else:
+            story.append("fork takes nothing")
+        ported = {"exact": "exact", "wrong": "none", "none": "none"}[action]
+    else:
+        ported = "upstream"
+    if rng.random() < 0.3:
+        fork_commit(fork, {f"fork/local_{seed}.txt": "fork-only\n"}, "fork: own change")
+        story.append("fork commits a file of its own")
+    per_hunk = [ported] * len(hunks)
+    if kind == "identical-file" and cut_name == "pr-parent" and action == "wrong":  # it took one of the hunks
+        taken = f"return {picked_blocks[0]}"
+        per_hunk = ["exact" if [x.strip() for x in h.lines("+")] == [taken] else "none" for h in hunks]
+    base_ref = "upstream/main"
+    if rng.random() < 0.3:
+        git(fork, "update-ref", "refs/remotes/upstream/base", cut)
+        base_ref = "upstream/base"
+    in_fork = tuple((c.sha, c.origins, c.renamed_to) for c in churn if c.sha in picked or is_ancestor(fork, c.sha, "fork"))
+    git(fork, "fetch", "-q", "upstream", f"+refs/pull/{PR_NUMBER}/head:refs/porttrack/pull/{PR_NUMBER}/head")
+    return Scenario(seed, root, fork, PR_NUMBER, "Kind change", merge, merge_kind, "fork", base_ref, cut_name,
+                    tuple(hunks), tuple(per_hunk), in_fork, tuple(story), head=up.head(PR_NUMBER), kind=kind)
+
+
+def _entries(repo: Path, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """path -> (mode, object id) at `rev`, as `git ls-tree` lists them."""
+    out = {}
+    for line in git_bytes(repo, "ls-tree", "-z", "--full-tree", rev, "--", *paths).split(b"\0"):
+        if line:
+            meta, _, name = line.partition(b"\t")
+            mode, _, oid = meta.decode().split(" ")
+            out[name.decode()] = (mode, oid)
+    return out
+
+
+def _old_path(h: PatchHunk) -> str:
+    m = re.search(rb"\n(?:rename|copy) from ([^\n]+)", h.header)
+    return m.group(1).decode() if m else h.path
+
+
+def _kind_oracle(s: Scenario) -> list[str]:
+    index = ScratchIndex(s.fork)
+    try:
+        return [_kind_oracle_one(index, s, h, p) for h, p in zip(s.hunks, s.ported)]
+    finally:
+        index.close()
+
+
+def _kind_oracle_one(index: ScratchIndex, s: Scenario, h: PatchHunk, ported: str) -> str:
+    old = _old_path(h)
+    moved = moved_to(s, h)
+    path = moved or h.path
+    renamed = b"\nrename from " in h.header
+    deleted = b"\ndeleted file mode " in h.header
+    fork = _entries(s.fork, s.fork_ref, sorted({h.path, old, path}))
+    after = _entries(s.fork, s.merge, [h.path]).get(h.path)
+    before = _entries(s.fork, f"{s.merge}^1", [old]).get(old)
+    at = fork.get(path)
+    if deleted:
+        if h.path not in fork:
+            return "applied"
+        if fork.get(h.path) == before:
+            return "not-applied"
+        if after is not None and fork.get(h.path) == after:  # a type change: the new entry is there
+            return "applied"
+        return "not-ported" if ported in ("none", "reverted") else "ambiguous"
+    left = renamed and old in fork and (h.position == 0)
+    if at is not None and at == after and not left:
+        return "churned" if moved else "applied"
+    if left or (at is None and before is not None and fork.get(old) == before and old != h.path):
+        return "not-applied"
+    if at is not None and before is not None and old == h.path and at == before:
+        return "not-applied"
+    for sha, origins, _ in s.churn_in_fork:  # an entry upstream made after the merge, which the fork has
+        if h.path in origins and at is not None and _entries(s.fork, sha, [path]).get(path) == at:
+            return "churned"
+    if at is None and before is None and ported in ("none",):
+        return "not-applied"  # an added file never taken
+    regular = at is not None and after is not None and at[0].startswith("100") and after[0].startswith("100") \
+        and (before is None or before[0].startswith("100")) and h.position > 0
+    if regular and not moved:
+        state = apply_state(index, s.fork_ref, h, merge=s.merge)
+        if state in ("applied", "not-applied"):
+            return state
+    return "not-ported" if ported == "none" else "ambiguous"

@@ -213,7 +213,14 @@ class Symlink:
     target: str
 
 
-FileValue = bytes | str | Executable | Symlink | None
+@dataclass(frozen=True)
+class Gitlink:
+    """A submodule entry (mode 160000) at commit `sha`; the commit need not exist anywhere. The
+    work tree gets an empty folder there, so `git add -A` keeps the entry (an unpopulated submodule)."""
+    sha: str
+
+
+FileValue = bytes | str | Executable | Symlink | Gitlink | None
 
 
 def _safe_path(root: Path, name: str) -> Path:
@@ -227,10 +234,18 @@ def write_files(root: Path, files: Mapping[str, FileValue]) -> None:
     """Apply `files` to a work tree: bytes/str write a regular file, None deletes."""
     for name, value in files.items():
         path = _safe_path(root, name)
+        if path.is_dir() and not path.is_symlink():  # an unpopulated submodule's folder
+            path.rmdir()
+            if value is None:
+                git(root, "rm", "-q", "--cached", "--ignore-unmatch", "--", name)
         if path.is_symlink() or path.exists():
-            if value is None or isinstance(value, Symlink) or path.is_symlink():
+            if value is None or isinstance(value, (Symlink, Gitlink)) or path.is_symlink():
                 path.unlink()
         if value is None:
+            continue
+        if isinstance(value, Gitlink):
+            path.mkdir(parents=True)
+            git(root, "update-index", "--add", "--cacheinfo", f"160000,{value.sha},{name}")
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(value, Symlink):
@@ -256,6 +271,9 @@ def _import_commit(repo: Path, ref: str, files: Mapping[str, FileValue], message
     for name, value in sorted(files.items()):
         _safe_path(Path("."), name)
         if value is None:
+            continue
+        if isinstance(value, Gitlink):
+            out.append(b"M 160000 %s %s\n" % (value.sha.encode(), name.encode()))
             continue
         if isinstance(value, Symlink):
             mode, data = b"120000", value.target.encode()

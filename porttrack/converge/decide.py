@@ -43,15 +43,21 @@ the PR head's author and message, `history.rebase_merged`) it starts below the r
    here; as after ancestry, every hunk is then decided as in step 3.
 3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
    first-parent line), then the fork ref's content: a fork file that is the upstream base's
-   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the hunk is
-   looked for at the fork ref, byte for byte, at its own location (`porttrack.diff.presence.hunk_state`
+   (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the file's
+   tree entries speak first (`porttrack.converge.kinds`: the fork's entry -- mode and blob id, or a
+   submodule's commit -- against the merge's and the one before the change: a byte-identical file,
+   a symlink or submodule where the change has another kind of entry, an empty added file, a copy
+   taken for a rename, whose old path must be gone too); then the hunk is
+   looked for at the fork ref, byte for byte (the end-of-file newline too), at its own location (`porttrack.diff.presence.hunk_state`
    with `near`: the hunk's lines in the merge commit's file mapped through `git diff -U0 <merge>
    <fork>`; it anchors a hunk at the start or end of the file as `git apply` does), and upstream's
    newest form at the location the base's lines map to in the fork (`git diff -U0 <base> <fork>`).
    The same text elsewhere in the file (a second copy of a block, a `}`) is not the hunk. A file
    upstream deleted after the merge counts as churn only by ancestry of that commit (absence alone
    does not show the fork ever had the PR's version); one the PR added and upstream deleted is
-   undone upstream. Anything else is unknown, with the reason.
+   undone upstream. A file the PR added that is absent at the fork ref is looked for where git's
+   rename detection between the merge and the fork ref finds it (the fork took a move).
+   Anything else is unknown, with the reason.
 
 Verdict: `converged` when every hunk is present or present-after-churn (an empty change is
 converged), `undone-upstream` when every other hunk is undone upstream, `partially-converged` when
@@ -114,6 +120,7 @@ from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
 from porttrack.common.clock import utcnow
 from porttrack.converge.history import LITERAL as _LITERAL
+from porttrack.converge import kinds as _kinds
 from porttrack.converge import trail as _trail
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
@@ -520,6 +527,17 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
     at_fork = _read_files(repo, fork_sha, sorted({p for fd in others for p in (fd.path, fd.old_path) if p is not None} |
                                                  {where[id(h)] for fd in others for h in fd.hunks}))
     near = _locations(repo, merge, fork_sha, others, at_fork) if others else {}
+    # what the tree entries say (mode and blob id: symlinks, gitlinks, empty files, copies taken
+    # for renames, byte-identical files), before any line is looked for (`porttrack.converge.kinds`)
+    # (read once, only when a file is not the upstream base's: at upstream main, never)
+    entry_sides: dict[int, _kinds.Sides] = {}
+    known_base = base_entries if trails is not None and base_sha else None
+
+    def whole(h: "Hunk", fd: "FileDiff", tpath: str) -> tuple[str, str] | None:
+        if not entry_sides:
+            entry_sides.update(_kinds.sides(repo, start, merge, files))
+        return _kinds.judge(h, fd, entry_sides[id(fd)], tpath, fork_entries, number, known_base)
+
     cache: dict[Any, Any] = {}
 
     def ancestor(sha: str) -> bool:
@@ -566,19 +584,22 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
 
     results: list[HunkResult] = []
     fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
+    absent: dict[int, tuple["Hunk", "FileDiff"]] = {}  # index in results -> a hunk of an added file absent at the fork ref
     for fd in files:
         for h in fd.hunks:
             t = trails.get(id(h)) if trails is not None else None
             tpath = where[id(h)]
-            look = _look(h, fd, at_fork, near.get(id(h))) if tpath not in same else None
+            look = _look(h, fd, at_fork, near.get(id(h)), whole(h, fd, tpath)) if tpath not in same else None
             if t is None:
+                if look is not None and look.absent_added:
+                    absent[len(results)] = (h, fd)
                 results.append(_without_upstream(h, look, base_sha is not None and trails is None))
                 continue
             if t.touched and t.absent and fd.status != "deleted":
                 if look is None and fd.path in fork_entries:  # the fork has the file upstream later moved and deleted
                     at_fork.update(_read_files(repo, fork_sha, [p for p in (fd.path, fd.old_path) if p is not None]))
                     near.update(_locations(repo, merge, fork_sha, [fd], at_fork))
-                    look = _look(h, fd, at_fork, near.get(id(h)))
+                    look = _look(h, fd, at_fork, near.get(id(h)), whole(h, fd, tpath))
                 results.append(_gone_upstream(h, fd, t, look, number, by(t, tpath), lambda: moved_to(t.touched[-1].sha, t.path or fd.path),
                                               fork_entries, base_entries, ancestor,
                                               lambda: bool(t.lost) and moved_out(t.touched[-1].sha, t.lost)))
@@ -600,6 +621,10 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                                        f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
                                        f"({c.subject[:60]}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
                                                                   if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
+                continue
+            copy = _kinds.left_behind(h, fd, fork_entries, base_entries) if tpath in same else None
+            if copy is not None:
+                results.append(_result(h, "missing", "content", detail=f"{tpath} is the upstream base's, but {copy}"))
                 continue
             if tpath in same:
                 if not t.touched:
@@ -633,13 +658,38 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 words = f"; upstream {c.commit[:12]} ({c.subject[:60]}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
             if look.state == "missing" or look.absent_added:
                 fork_trails[len(results)] = t
+                if look.absent_added:
+                    absent[len(results)] = (h, fd)
                 results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
             else:
                 results.append(_result(h, "unknown", "churn" if t.touched else "content",
                                        detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
     if fork_trails and base_sha and ancestor(base_sha):
         results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
+    if absent:
+        if not entry_sides:
+            entry_sides.update(_kinds.sides(repo, start, merge, files))
+        results = _moved_in_fork(repo, results, absent, merge, fork_sha, entry_sides)
     return results
+
+
+def _moved_in_fork(repo: GitRepo, results: list[HunkResult], absent: Mapping[int, tuple["Hunk", "FileDiff"]], merge: str,
+                   fork_sha: str, entry_sides: Mapping[int, "_kinds.Sides"]) -> list[HunkResult]:
+    """Hunks of a file the PR added that is absent at the fork ref: the fork may have moved it
+    (taking upstream's rename without its upstream base showing it, or its own). Git's rename
+    detection between the merge and the fork ref (one `diff -M`, only in this case) says where;
+    there the file's entry, then its lines, decide (`porttrack.converge.kinds.moved`)."""
+    moves = _kinds.renamed_in(repo, merge, fork_sha, sorted({fd.path for _, fd in absent.values()}))
+    if not moves:
+        return results
+    targets = sorted(set(moves.values()))
+    entries, files = repo.tree_entries(fork_sha, targets), _read_files(repo, fork_sha, targets)
+    out = list(results)
+    for i, (h, fd) in absent.items():
+        if fd.path in moves and results[i].state in ("missing", "unknown"):
+            state, detail = _kinds.moved(h, fd, entry_sides[id(fd)], moves[fd.path], entries, files)
+            out[i] = replace(out[i], state=state, detail=f"{out[i].detail}; {detail}")
+    return out
 
 
 def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[int, "_trail.Trail"], files: Sequence["FileDiff"],
@@ -720,9 +770,13 @@ def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | N
     return _result(h, "unknown", "churn", c, f"{look.detail}; {gone}deleted or moved {fd.path} since, and the fork ref still has the file")
 
 
-def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None) -> _Look:
+def _look(h: "Hunk", fd: "FileDiff", at_fork: Mapping[str, tuple[str, bytes]], near: tuple[int, int] | None = None,
+          whole: tuple[str, str] | None = None) -> _Look:
     """The hunk by the fork ref's content alone (`at_fork`: path -> (mode, bytes)), at its
-    location `near` (`_locations`)."""
+    location `near` (`_locations`); `whole`: what its tree entries already decided
+    (`porttrack.converge.kinds.judge`), which the lines are not asked to overrule."""
+    if whole is not None:
+        return _Look(*whole)
     entry = at_fork.get(fd.path)
     if fd.status == "deleted":
         return _Look("present", f"{fd.path} is gone at the fork ref") if entry is None else _Look("missing", f"{fd.path} still exists at the fork ref")

@@ -5,7 +5,10 @@ looking for the hunk's pre- and post-image in the file's bytes, anchored at the 
 of the file where the hunk is, as `git apply` anchors it; `change_undone` sees a revert whose
 surroundings changed since. The bytes decide, as they decide for `git apply`: trailing spaces and
 a CR are content (a hunk that only strips them is a change; the hunk ids, which ignore them, are
-for recognising a hunk, not for proving it is there).
+for recognising a hunk, not for proving it is there). So is the newline at the end of the file: an
+image that ends the file (`\\ No newline at end of file`, or a hunk with no context after its last
+change) matches only a file that ends as it does, so a hunk that only adds or removes the final
+newline is decided like any other (issue 30).
 
 Every check takes `near`, the hunk's own location in the file as the caller mapped it through
 the history (a 0-based line range): an image counts only where it overlaps that range, give or
@@ -83,18 +86,29 @@ def _image_present(h: Hunk, file_bytes: bytes, post: bool, near: "tuple[int, int
         want = blobs[1] if post else blobs[0]
         return _git_blob_id(file_bytes, len(want)).startswith(want)
     needle = _normalise(h.post_image() if post else h.pre_image())
-    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle, near))
+    return not needle or bool(_anchored(h, _file_lines(file_bytes), needle, near, post, file_bytes.endswith(b"\n")))
 
 
-def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes], near: "tuple[int, int] | None" = None) -> list[int]:
+def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes], near: "tuple[int, int] | None" = None,
+              post: bool | None = None, file_nl: bool | None = None) -> list[int]:
     """Start positions of `needle` in `hay` where hunk `h` may sit, by `git apply`'s own rule: a
     hunk whose old range starts at line 1 must match at the start of the file, and one with no
     context after its last change must match at the end (a diff with context stops short of it
     only at the end of the file). Without this, deleting a file's first or last line looks
-    applied wherever the remaining context occurs -- including in the untouched file."""
+    applied wherever the remaining context occurs -- including in the untouched file.
+    `post` (which image `needle` is) and `file_nl` (the file ends with a newline): an image that
+    ends the file matches only where the file ends as it does (`ends_with_newline`)."""
     found = _near(_find_all(hay, needle), len(needle), near)
+    nl = ends_with_newline(h, post) if post is not None and file_nl is not None else None
+    if nl is not None:
+        found = [p for p in found if p + len(needle) == len(hay) and nl == file_nl]
     if not h.old_len:  # an added file, or an insertion without context: no pre-image to anchor
         return found
+    at_start, at_end = h.old_start == 1, _trailing_context(h) == 0
+    return [p for p in found if (not at_start or p == 0) and (not at_end or p + len(needle) == len(hay))]
+
+
+def _trailing_context(h: Hunk) -> int:
     trailing = 0
     for marker, _ in reversed(h._lines()):
         if marker == b"\\":
@@ -102,8 +116,29 @@ def _anchored(h: Hunk, hay: list[bytes], needle: list[bytes], near: "tuple[int, 
         if marker != b" ":
             break
         trailing += 1
-    at_start, at_end = h.old_start == 1, trailing == 0
-    return [p for p in found if (not at_start or p == 0) and (not at_end or p + len(needle) == len(hay))]
+    return trailing
+
+
+def ends_with_newline(h: Hunk, post: bool) -> bool | None:
+    """For a text hunk's image (post- or pre-) that ends the file: does the file end with a
+    newline there? None: the image need not end the file. An image ends the file when its last
+    line is marked `\\ No newline at end of file` (the marker after a `-` line is the pre-image's,
+    after a `+` line the post-image's, after a context line both), when the hunk has no context
+    after its last change (a whole added or deleted file's image counts only when marked: a fork's
+    lines after an added file's are its own)."""
+    side = b"+" if post else b"-"
+    marked, prev = False, None
+    lines = h._lines()
+    for marker, _ in lines:
+        if marker == b"\\" and prev in (b" ", side):
+            marked = True
+        prev = marker
+    image = [m for m, _ in lines if m in (b" ", side)]
+    if not image:
+        return None
+    if marked or (h.old_len and h.new_len and _trailing_context(h) == 0):
+        return not marked
+    return None
 
 
 def post_image_present(hunk: Hunk, file_bytes: bytes, near: "tuple[int, int] | None" = None) -> bool:
@@ -176,19 +211,19 @@ def hunk_state(hunk: Hunk, file_bytes: bytes | None, near: "tuple[int, int] | No
         if post_image_present(hunk, file_bytes):
             return "applied"
         return "not-applied" if pre_image_present(hunk, file_bytes) else "ambiguous"
-    return _text_state(hunk, _file_lines(file_bytes), near)
+    return _text_state(hunk, _file_lines(file_bytes), near, file_bytes.endswith(b"\n"))
 
 
-def _text_state(hunk: Hunk, hay: list[bytes], near: "tuple[int, int] | None" = None) -> HunkState:
+def _text_state(hunk: Hunk, hay: list[bytes], near: "tuple[int, int] | None" = None, file_nl: bool | None = None) -> HunkState:
     pre, post = _normalise(hunk.pre_image()), _normalise(hunk.post_image())
     if not pre:  # a new file's hunk, or an insertion without context
-        if _near(_find_all(hay, post), len(post), near):
+        if _anchored(hunk, hay, post, near, True, file_nl):
             return "applied"
         return "ambiguous" if hunk.file_status == "added" else "not-applied"
-    pre_at = _anchored(hunk, hay, pre, near)
+    pre_at = _anchored(hunk, hay, pre, near, False, file_nl)
     if not post:  # a deletion without context: nothing to find once applied
         return "not-applied" if pre_at else "applied"
-    post_at = _anchored(hunk, hay, post, near)
+    post_at = _anchored(hunk, hay, post, near, True, file_nl)
     unexplained_pre = set(pre_at) - _inside(post_at, post, pre)
     unexplained_post = set(post_at) - _inside(pre_at, pre, post)
     if unexplained_post and not unexplained_pre:
