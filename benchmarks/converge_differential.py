@@ -1,6 +1,8 @@
 """Issue 11's differential run: porttrack's convergence verdicts against an independent oracle.
 
-    python benchmarks/converge_differential.py [--scenarios 500] [--seed 0] [--keep DIR] [--verbose]
+    python benchmarks/converge_differential.py [--scenarios 500] [--seed 0] [--keep DIR] [--verbose] [--rebase]
+
+`--rebase`: the rebase-merge scenarios of `testing.convergence_rebase` (issue 30) instead.
 
 Scenario i is built from seed `--seed + i` by `testing.convergence_scenarios` (real git
 repositories in a temporary folder, isolated from your git configuration): an upstream with a
@@ -33,18 +35,20 @@ from porttrack.gitrepo import GitRepo  # noqa: E402
 from testing.convergence_scenarios import (  # noqa: E402
     Check, Scenario, build_scenario, check_scenario, confusion_tables, oracle_states,
 )
+from testing.convergence_rebase import build_rebase_scenario  # noqa: E402
 from testing.gitfixtures import isolated_environ  # noqa: E402
 
 
 def ask_porttrack(s: Scenario) -> tuple[str, list[tuple[str, str]], dict[str, int]]:
-    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded", head_sha=s.head or None),
+    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded", head_sha=s.head or None,
+                                               base_sha=getattr(s, "base", "") or None),
                fork_ref=s.fork_ref, upstream_base=s.upstream_base)
     return v.verdict, [(h.path, h.state) for h in v.hunks], summary(v.hunks)
 
 
-def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool) -> Check:
+def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool, build=build_scenario) -> Check:
     t0 = time.perf_counter()
-    s = build_scenario(seed, where)
+    s = build(seed, where)
     t1 = time.perf_counter()
     states = oracle_states(s)
     t2 = time.perf_counter()
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the first scenario (default 0)")
     ap.add_argument("--keep", type=Path, help="build here and keep the repositories")
     ap.add_argument("--verbose", action="store_true", help="print every scenario's story and hunks")
+    ap.add_argument("--rebase", action="store_true", help="testing.convergence_rebase's rebase-merge scenarios")
     args = ap.parse_args(argv)
     if args.scenarios < 1:
         ap.error("--scenarios must be at least 1")
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         with isolated_environ(base / "home"):
             for seed in range(args.seed, args.seed + args.scenarios):
                 where = base / f"s{seed}"
-                checks.append(run_one(seed, where, timing, args.verbose))
+                checks.append(run_one(seed, where, timing, args.verbose, build_rebase_scenario if args.rebase else build_scenario))
                 if not args.keep:
                     shutil.rmtree(where, ignore_errors=True)
     finally:

@@ -145,6 +145,7 @@ class MergedPR:
     source: str  # "github" | "recorded"
     note: str | None = None
     head_sha: str | None = None  # the PR's head: tells a rebase merge from a squash (history.rebase_merged)
+    base_sha: str | None = None  # the PR's recorded base branch tip: a stacked PR's other PR (history.rebase_merged)
 
 
 @dataclass(frozen=True)
@@ -321,7 +322,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     kind = "merge" if len(parents) > 1 else "squash"
     if repo.shallow and parents and repo.commits([parents[0]])[parents[0]] is None:
         raise _shallow(repo, merge, fork_ref)  # the cut is right below the merge
-    rebased = _rebase_merged(repo, merge, pr.head_sha) if len(parents) == 1 else None
+    rebased = _rebase_merged(repo, merge, pr.head_sha, pr.base_sha) if len(parents) == 1 else None
     if rebased is not None:  # the change starts below the PR's replayed commits, not at the merge's parent
         kind, parents = "rebase", [rebased[0]]
     base_sha = known[upstream_base].sha if known[upstream_base] else None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from porttrack.common.errors import CannotEvaluate
 from porttrack.diff import hunks as hunks_mod
+from porttrack.diff import presence
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
@@ -142,32 +143,92 @@ def patch_id_of_change(repo: GitRepo, old: str, new: str) -> str | None:
     return out[0] if out else None
 
 
-def rebase_merged(repo: GitRepo, merge: str, head: str | None) -> tuple[str, tuple[str, ...]] | None:
+def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None = None) -> tuple[str, tuple[str, ...]] | None:
     """For a merge commit with one parent: was the PR merged by GitHub's "Rebase and merge"? That
     replays each PR commit onto the base, keeping its author (with the date) and message, and
     `merge_commit_sha` is the last copy -- so the merge against its parent is only the PR's last
-    commit, not its change. When `merge` has the PR head's author and message, the PR's own
-    commits (`head`, not in `merge`'s history) are matched, newest first, with `merge`'s
-    first-parent chain: (the commit the change starts from, the upstream copies oldest first).
-    None: not a rebase merge (a squash commit has its own message), or `head` is not local or not
-    a full hex SHA (it comes from the recorded state or GitHub: untrusted). A rebase merge whose
-    copies do not match the PR's commits cannot be read: CannotEvaluate."""
+    commit, not its change. The PR's own commits are those of `head` that upstream's `merge` does
+    not have, less its merges (a "Merge branch 'main'" is not replayed) and less what `base` (the
+    recorded base branch tip: a stacked PR's other PR) has. When `merge` is a copy of one of them
+    (same author and message), each copy on `merge`'s first-parent chain is found, newest first, by
+    author and message or by patch-id (`patch_ids`: a copy whose message was edited), until a
+    commit that is none: (the commit the change starts from, the upstream copies oldest first).
+
+    A PR commit with no copy there was dropped by the rebase as already applied: its change must be
+    in upstream's tree where the copies start (each of its hunks applied there), and the PR is
+    judged on the rest. None: not a rebase merge (a squash commit has its own message), one commit
+    to replay, or `head` not local or not a full hex SHA (it comes from the recorded state or
+    GitHub: untrusted). A PR commit that has no copy and whose change is not upstream: where the
+    change starts cannot be told (CannotEvaluate)."""
     if not isinstance(head, str) or not _FULL_SHA.fullmatch(head) or head == merge:
         return None
-    objects = repo.read_objects([merge, head])
-    if objects.get(merge) is None or objects.get(head) is None or _identity(objects[merge][1]) != _identity(objects[head][1]):
+    bases = [base] if isinstance(base, str) and _FULL_SHA.fullmatch(base) and base != head else []
+    objects = repo.read_objects([merge, head, *bases])
+    if objects.get(merge) is None or objects.get(head) is None:
         return None
-    own = repo.text("rev-list", "--no-merges", "--topo-order", head, "--not", merge).split()  # newest first
-    if len(own) < 2:
-        return None  # one commit: its copy against its parent is the whole change, as for a squash
+    bases = [b for b in bases if objects.get(b) is not None and objects[b][0] == "commit"]
+    own = repo.text("rev-list", "--no-merges", "--topo-order", head, "--not", merge, *bases).split()  # newest first
+    if not own:
+        return None
+    found = repo.read_objects(own)
+    if any(found.get(c) is None for c in own):
+        return None
+    by_identity = {_identity(found[c][1]): c for c in own}
+    if _identity(objects[merge][1]) not in by_identity or len(own) < 2:
+        return None  # a squash; or one commit, whose copy against its parent is the whole change
     chain = repo.text("rev-list", "--first-parent", f"--max-count={len(own) + 1}", merge).split()
-    found = repo.read_objects([*own, *chain])
-    if len(chain) <= len(own) or any(found.get(a) is None or found.get(b) is None or _identity(found[a][1]) != _identity(found[b][1])
-                                     for a, b in zip(own, chain)):
-        raise CannotEvaluate(f"merge commit {merge[:12]} carries the PR head's author and message, as a rebase merge does, but the "
-                             f"{len(own)} commits before it on upstream's branch are not copies of the PR's {len(own)} commits: "
-                             f"where its change starts cannot be told")
-    return chain[len(own)], tuple(reversed(chain[:len(own)]))
+    found.update(repo.read_objects(chain))
+    copies = _copies(chain, own, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None)
+    if len(copies) < len(own):  # some have no copy by author and message: ask patch-ids too
+        ids = patch_ids(repo, [*own, *chain])
+        by_pid = {ids[c]: c for c in reversed(own) if c in ids}
+        authors = {c: _identity(found[c][1])[0] for c in [*own, *chain] if found.get(c)}
+        copies = _copies(chain, own, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None,
+                         lambda c: m if (m := by_pid.get(ids.get(c, ""))) and authors.get(m) == authors.get(c) else None)
+    if len(copies) >= len(chain):
+        raise CannotEvaluate(f"merge commit {merge[:12]} and the {len(chain) - 1} commits before it on upstream's branch are all "
+                             f"copies of the PR's commits: where its change starts cannot be told")
+    start = chain[len(copies)]
+    dropped = [c for c in own if c not in set(copies.values())]
+    unapplied = _not_applied_at(repo, dropped, start)
+    if unapplied:
+        raise CannotEvaluate(f"merge commit {merge[:12]} is a copy of a PR commit, as a rebase merge makes, but "
+                             f"{len(unapplied)} of the PR's {len(own)} commits ({', '.join(c[:12] for c in unapplied[:3])}) have no "
+                             f"copy on upstream's branch before it (neither by author and message nor by patch-id) and their change "
+                             f"is not upstream's at {start[:12]} either: where its change starts cannot be told")
+    return start, tuple(reversed(chain[:len(copies)]))
+
+
+def _copies(chain: Sequence[str], own: Sequence[str], *matchers) -> dict[str, str]:
+    """upstream copy -> PR commit, for the run of `chain` (newest first) from its first commit
+    on whose every commit one of `matchers` names a PR commit not matched yet."""
+    copies: dict[str, str] = {}
+    for c in chain:
+        match = next((m for m in (f(c) for f in matchers) if m is not None and m not in copies.values()), None)
+        if match is None:
+            break
+        copies[c] = match
+    return copies
+
+
+def _not_applied_at(repo: GitRepo, commits: Sequence[str], at: str) -> list[str]:
+    """The commits among `commits` whose change (against their first parent) is not in `at`'s
+    tree: a hunk not applied there (`presence.hunk_state`), a mode not as the commit left it. Asked
+    only of PR commits a rebase merge dropped (rare): one diff per commit."""
+    out = []
+    for c in commits:
+        files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
+                                              "--no-commit-id", "--root", c).stdout)
+        entries = read_files(repo, at, [fd.path for fd in files])
+        for fd in files:
+            entry = entries.get(fd.path)
+            ok = all(presence.hunk_state(h, entry[1] if entry else None) == "applied" for h in fd.hunks if h.kind != "meta")
+            if fd.status != "deleted" and fd.new_mode is not None:
+                ok = ok and entry is not None and entry[0] == fd.new_mode
+            if not ok:
+                out.append(c)
+                break
+    return out
 
 
 def _identity(commit: bytes) -> tuple[bytes, bytes]:
