@@ -546,7 +546,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         """The commit that touched the lines (the last, or touch `k`)."""
         last = t.touched[k]
         if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
-            key = ("real", last.sha, path)
+            key = ("real", last.sha, path, t.spans[k])  # per span: two hunks one merge brought are two questions
             if key not in cache:
                 cache[key] = _trail.real_commit(repo, last, path, t.spans[k])
             sha, subject = cache[key]
