@@ -40,7 +40,9 @@ the PR head's author and message, `history.rebase_merged`) it starts below the r
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here; as after ancestry, every hunk is then decided as in step 3.
+   here; as after ancestry, every hunk is then decided as in step 3. For a squash merge whose fork
+   ref is a few commits from it, the merge base and those commits are read from the objects
+   (`history.fork_since`), and the patch-ids are computed in process (`history.patch_ids_of`).
 3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
    first-parent line), then the fork ref's content: a fork file that is the upstream base's
    (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the hunk is
