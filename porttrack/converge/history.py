@@ -363,10 +363,12 @@ def _not_applied_at(repo: GitRepo, commits: Sequence[str], at: str) -> list[str]
 
 
 def _identity(commit: bytes) -> tuple[bytes, bytes]:
-    """A commit's author line (name, email, date) and message: what a rebase keeps."""
+    """A commit's author line (name, email, date) and message: what a rebase keeps (the message
+    but for trailing white space: a message written on GitHub has no final newline, and a replay
+    may add one)."""
     header, _, message = commit.partition(b"\n\n")
     author = next((line for line in header.split(b"\n") if line.startswith(b"author ")), b"")
-    return author, message
+    return author, message.rstrip()
 
 
 def read_files(repo: GitRepo, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, bytes]]:
