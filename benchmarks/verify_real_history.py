@@ -66,6 +66,8 @@ def main() -> int:
                     help="a git directory of upstream vLLM (main = upstream main); read only")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the porttrack checkout to run (default: this one; e.g. main's, "
+                                                            "for the figures before)")
     args = ap.parse_args()
     if args.history is None or not Path(args.history).exists():
         raise SystemExit("give the vLLM history with --history or PORTTRACK_VLLM_HISTORY")
@@ -97,7 +99,8 @@ def main() -> int:
         print(f"commit-graph written in {time.perf_counter() - t0:.1f}s (as `porttrack init` does)")
         ws = make_workspace(root / "ws", {f"t{pr}": track([pr]) for pr in PRS}, fork=fork, token=None)
         record_merges(ws.root, merges, TITLES)
-        env = ws.env(PYTHONDONTWRITEBYTECODE=None)
+        env = {**ws.env(PYTHONDONTWRITEBYTECODE=None), "PYTHONPATH": str(args.code.resolve())}
+        world["code"] = "this checkout" if args.code.resolve() == ROOT else f"another checkout ({args.code})"
         counter = GitCounter(root / "gitcount")
         py = [sys.executable, "-m", "porttrack", "verify-converged"]
 
