@@ -193,7 +193,7 @@ def patch_ids_of(stream: bytes, algo: str = "sha1") -> list[tuple[str, str]]:
     """`git patch-id --stable` of `stream` (diffs, each after a line that starts with its commit's
     SHA, as `diff-tree --stdin` prints them): [(patch-id, commit)], as git prints them. A port of
     builtin/patch-id.c (git 2.39, its binary handling and hunk-header counts included), checked
-    bit for bit against git on 3,026 real vLLM commits (tests/test_patch_id.py): it spares a
+    bit for bit against git on 3,026 real vLLM commits (tests/test_converge_patch_id.py): it spares a
     `git patch-id` process per verify."""
     hexlen = hashlib.new(algo).digest_size * 2
     oid_at = re.compile(rb"[0-9a-fA-F]{%d}" % hexlen)
@@ -282,8 +282,8 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
     not have, less its merges (a "Merge branch 'main'" is not replayed) and less what `base` (the
     recorded base branch tip: a stacked PR's other PR) has. When `merge` is a copy of one of them
     (same author and message), each copy on `merge`'s first-parent chain is found, newest first, by
-    author and message or by patch-id (`patch_ids`: a copy whose message was edited), until a
-    commit that is none: (the commit the change starts from, the upstream copies oldest first).
+    author and message, or by author and patch-id (`patch_ids`: a copy whose message was edited;
+    the same change landed by someone else is no copy), until a commit that is none: (the commit the change starts from, the upstream copies oldest first).
 
     A PR commit with no copy there was dropped by the rebase as already applied: its change must be
     in upstream's tree where the copies start (each of its hunks applied there), and the PR is
@@ -309,16 +309,16 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
         return None  # a squash; or one commit, whose copy against its parent is the whole change
     chain = repo.text("rev-list", "--first-parent", f"--max-count={len(own) + 1}", merge).split()
     found.update(repo.read_objects(chain))
-    copies = _copies(chain, own, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None)
+    copies = _copies(chain, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None)
     if len(copies) < len(own):  # some have no copy by author and message: ask patch-ids too
         ids = patch_ids(repo, [*own, *chain])
         by_pid = {ids[c]: c for c in reversed(own) if c in ids}
         authors = {c: _identity(found[c][1])[0] for c in [*own, *chain] if found.get(c)}
-        copies = _copies(chain, own, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None,
+        copies = _copies(chain, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None,
                          lambda c: m if (m := by_pid.get(ids.get(c, ""))) and authors.get(m) == authors.get(c) else None)
     if len(copies) >= len(chain):
-        raise CannotEvaluate(f"merge commit {merge[:12]} and the {len(chain) - 1} commits before it on upstream's branch are all "
-                             f"copies of the PR's commits: where its change starts cannot be told")
+        raise CannotEvaluate(f"merge commit {merge[:12]} and every commit before it on upstream's branch ({len(chain)}) are copies of "
+                             f"the PR's commits: where its change starts cannot be told")
     start = chain[len(copies)]
     dropped = [c for c in own if c not in set(copies.values())]
     unapplied = _not_applied_at(repo, dropped, start)
@@ -330,7 +330,7 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
     return start, tuple(reversed(chain[:len(copies)]))
 
 
-def _copies(chain: Sequence[str], own: Sequence[str], *matchers) -> dict[str, str]:
+def _copies(chain: Sequence[str], *matchers) -> dict[str, str]:
     """upstream copy -> PR commit, for the run of `chain` (newest first) from its first commit
     on whose every commit one of `matchers` names a PR commit not matched yet."""
     copies: dict[str, str] = {}
