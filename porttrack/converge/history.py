@@ -298,6 +298,8 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
     if objects.get(merge) is None or objects.get(head) is None:
         return None
     bases = [b for b in bases if objects.get(b) is not None and objects[b][0] == "commit"]
+    if not _on_pr_line(repo, head, objects[head][1], _identity(objects[merge][1])):
+        return None  # a squash (its own message): no process asked
     own = repo.text("rev-list", "--no-merges", "--topo-order", head, "--not", merge, *bases).split()  # newest first
     if not own:
         return None
@@ -328,6 +330,25 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
                              f"copy on upstream's branch before it (neither by author and message nor by patch-id) and their change "
                              f"is not upstream's at {start[:12]} either: where its change starts cannot be told")
     return start, tuple(reversed(chain[:len(copies)]))
+
+
+def _on_pr_line(repo: GitRepo, head: str, commit: bytes, wanted: tuple[bytes, bytes], limit: int = 32) -> bool:
+    """Whether a commit with author and message `wanted` is among the first `limit` commits of the
+    PR's own line: `head` (raw `commit`) and its first parents, through the repository's reader.
+    A rebase merge's last copy is the newest PR commit it replayed, so it is there; a squash
+    commit's message is its own."""
+    for _ in range(limit):
+        header = commit.split(b"\n\n", 1)[0]
+        parents = [line[7:].decode() for line in header.split(b"\n") if line.startswith(b"parent ")]
+        if len(parents) < 2 and _identity(commit) == wanted:
+            return True
+        if not parents:
+            return False
+        nxt = repo.read_objects([parents[0]]).get(parents[0])
+        if nxt is None:
+            return False
+        commit = nxt[1]
+    return False
 
 
 def _copies(chain: Sequence[str], *matchers) -> dict[str, str]:
