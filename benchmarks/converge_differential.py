@@ -1,6 +1,9 @@
 """Issue 11's differential run: porttrack's convergence verdicts against an independent oracle.
 
-    python benchmarks/converge_differential.py [--scenarios 500] [--seed 0] [--kinds 0] [--keep DIR] [--verbose]
+    python benchmarks/converge_differential.py [--scenarios 500] [--seed 0] [--kinds 0] [--keep DIR] [--verbose] [--rebase]
+
+`--kinds N`: also N of issue 30's kind scenarios. `--rebase`: the rebase-merge scenarios of
+`testing.convergence_rebase` (issue 30) in place of the random ones.
 
 Scenario i is built from seed `--seed + i` by `testing.convergence_scenarios` (real git
 repositories in a temporary folder, isolated from your git configuration): an upstream with a
@@ -38,18 +41,20 @@ from porttrack.gitrepo import GitRepo  # noqa: E402
 from testing.convergence_scenarios import (  # noqa: E402
     KIND_NAMES, Check, Scenario, build_kind_scenario, build_scenario, check_scenario, confusion_tables, oracle_states,
 )
+from testing.convergence_rebase import build_rebase_scenario  # noqa: E402
 from testing.gitfixtures import isolated_environ  # noqa: E402
 
 
 def ask_porttrack(s: Scenario) -> tuple[str, list[tuple[str, str]], dict[str, int]]:
-    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded", head_sha=s.head or None),
+    v = decide(GitRepo.open(s.fork), MergedPR(s.pr, s.title, s.merge, None, "recorded", head_sha=s.head or None,
+                                               base_sha=getattr(s, "base", "") or None),
                fork_ref=s.fork_ref, upstream_base=s.upstream_base)
     return v.verdict, [(h.path, h.state) for h in v.hunks], summary(v.hunks)
 
 
-def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool, kinds: bool = False) -> Check:
+def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool, build=build_scenario) -> Check:
     t0 = time.perf_counter()
-    s = build_kind_scenario(seed, where) if kinds else build_scenario(seed, where)
+    s = build(seed, where)
     t1 = time.perf_counter()
     states = oracle_states(s)
     t2 = time.perf_counter()
@@ -78,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", type=int, default=0, help="also run this many of issue 30's kind scenarios (default 0)")
     ap.add_argument("--keep", type=Path, help="build here and keep the repositories")
     ap.add_argument("--verbose", action="store_true", help="print every scenario's story and hunks")
+    ap.add_argument("--rebase", action="store_true", help="testing.convergence_rebase's rebase-merge scenarios")
     args = ap.parse_args(argv)
     if args.scenarios < 0 or args.kinds < 0 or args.scenarios + args.kinds < 1:
         ap.error("--scenarios and --kinds must not be negative, and one of them at least 1")
@@ -88,11 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         with isolated_environ(base / "home"):
-            runs = [(seed, False) for seed in range(args.seed, args.seed + args.scenarios)]
-            runs += [(seed, True) for seed in range(args.seed, args.seed + args.kinds)]
-            for seed, kinds in runs:
-                where = base / f"{'k' if kinds else 's'}{seed}"
-                checks.append(run_one(seed, where, timing, args.verbose, kinds))
+            first = build_rebase_scenario if args.rebase else build_scenario
+            runs = [(seed, first) for seed in range(args.seed, args.seed + args.scenarios)]
+            runs += [(seed, build_kind_scenario) for seed in range(args.seed, args.seed + args.kinds)]
+            for seed, build in runs:
+                where = base / f"{'k' if build is build_kind_scenario else 's'}{seed}"
+                checks.append(run_one(seed, where, timing, args.verbose, build))
                 if not args.keep:
                     shutil.rmtree(where, ignore_errors=True)
     finally:

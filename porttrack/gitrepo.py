@@ -136,6 +136,43 @@ def open_fork(path: Path | None) -> "GitRepo":
     return GitRepo.open(path)
 
 
+def _plain_work_tree(path: Path) -> tuple[Path, Path, Path] | None:
+    """(top level, common git dir, git dir) of the work tree whose top level is `path`, read from the
+    file system as `git rev-parse` would find them -- only in the plain case: `path/.git` is the
+    repository's folder, or a linked worktree's `gitdir:` file; the folders are the user's own
+    (git's safe.directory check has nothing to say); the repository's config names no
+    `core.worktree`, no `core.bare` and no extension. Anything else: None, and git is asked."""
+    dot = path / ".git"
+    try:
+        uid = os.geteuid()
+        if path.stat().st_uid != uid or dot.lstat().st_uid != uid:
+            return None
+        if dot.is_dir() and not dot.is_symlink():
+            git_dir = dot
+        elif dot.is_file():
+            text = dot.read_text("utf-8").strip()
+            if not text.startswith("gitdir: ") or "\n" in text:
+                return None
+            git_dir = (path / text[len("gitdir: "):]).resolve()
+        else:
+            return None
+        common = git_dir
+        if (git_dir / "commondir").is_file():
+            common = (git_dir / (git_dir / "commondir").read_text("utf-8").strip()).resolve()
+        if not (git_dir / "HEAD").is_file() or not (common / "objects").is_dir() or common.stat().st_uid != uid:
+            return None
+        config = (common / "config").read_bytes()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if _UNUSUAL_CONFIG.search(config):
+        return None
+    return Path(os.path.realpath(path)), Path(os.path.realpath(common)), Path(os.path.realpath(git_dir))
+
+
+# what makes a repository's layout or reading differ from the plain case (`_plain_work_tree`)
+_UNUSUAL_CONFIG = re.compile(rb"(?im)worktree|^[ \t]*bare[ \t]*=(?![ \t]*false[ \t]*$)|^[ \t]*\[[ \t]*(extensions|include)")
+
+
 class GitRepo:
     """A work tree (the fork checkout, or a temporary worktree of it)."""
 
@@ -162,10 +199,14 @@ class GitRepo:
     @classmethod
     def open(cls, path: Path) -> "GitRepo":
         """The work tree at `path`, with a clear error for a missing folder, a non-repository or a
-        bare repository. One `git rev-parse` (GitPython's Repo costs ~0.15 s more per command)."""
+        bare repository. One `git rev-parse` (GitPython's Repo costs ~0.15 s more per command) --
+        none for the plain case (`_plain_work_tree`)."""
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"fork checkout {path}: no such folder; {NO_FORK_CHECKOUT}")
+        found = _plain_work_tree(path)
+        if found is not None:
+            return cls(*found)
         proc = cls(path).run("rev-parse", "--is-bare-repository", "--absolute-git-dir", "--path-format=absolute",
                              "--git-common-dir", "--show-toplevel", check=False)
         lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()

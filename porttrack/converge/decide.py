@@ -40,7 +40,9 @@ the PR head's author and message, `history.rebase_merged`) it starts below the r
    and of each PR commit for a true merge, against the fork commits since the merge base that touch
    the PR's paths (`git log <merge-base>..<fork> -- <paths>`), so the cost follows the fork's own
    commits on those files, not the length of history. A cherry-pick (new SHA, same change) is found
-   here; as after ancestry, every hunk is then decided as in step 3.
+   here; as after ancestry, every hunk is then decided as in step 3. For a squash merge whose fork
+   ref is a few commits from it, the merge base and those commits are read from the objects
+   (`history.fork_since`), and the patch-ids are computed in process (`history.patch_ids_of`).
 3. **content** -- upstream's newest form first (only when the upstream base has the merge on its
    first-parent line), then the fork ref's content: a fork file that is the upstream base's
    (same blob and mode) holds upstream's newest form of every hunk in it; otherwise the file's
@@ -121,6 +123,7 @@ from porttrack.diff import presence
 from porttrack.common.clock import utcnow
 from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge import kinds as _kinds
+from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge import trail as _trail
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
@@ -152,6 +155,7 @@ class MergedPR:
     source: str  # "github" | "recorded"
     note: str | None = None
     head_sha: str | None = None  # the PR's head: tells a rebase merge from a squash (history.rebase_merged)
+    base_sha: str | None = None  # the PR's recorded base branch tip: a stacked PR's other PR (history.rebase_merged)
 
 
 @dataclass(frozen=True)
@@ -328,7 +332,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     kind = "merge" if len(parents) > 1 else "squash"
     if repo.shallow and parents and repo.commits([parents[0]])[parents[0]] is None:
         raise _shallow(repo, merge, fork_ref)  # the cut is right below the merge
-    rebased = _rebase_merged(repo, merge, pr.head_sha) if len(parents) == 1 else None
+    rebased = _rebase_merged(repo, merge, pr.head_sha, pr.base_sha) if len(parents) == 1 else None
     if rebased is not None:  # the change starts below the PR's replayed commits, not at the merge's parent
         kind, parents = "rebase", [rebased[0]]
     base_sha = known[upstream_base].sha if known[upstream_base] else None
@@ -337,17 +341,23 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     else:  # a root commit: everything it has is its change
         files = hunks_mod.parse_diff(repo.run("diff-tree", "-p", "--root", "--binary", "--full-index", "-M", merge).stdout)
     start = parents[0] if parents else None  # the walk of upstream's later history starts here (trail.walk)
-    # A fork ref at its upstream base (just rebased, or upstream main itself): the churn walk, needed
-    # anyway, also proves the merge is in it (on its first-parent line): no merge-base to ask.
-    walked = bool(base_sha) and fork_sha == base_sha and start is not None
-    early = _trail.follow_upstream(repo, files, start, merge, str(base_sha)) if walked else None
-    walked = walked and early is not None
-    merge_base = merge if walked else repo.merge_base(merge, fork_sha)
+    paths = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p is not None})
+    # The churn walk of the upstream base, needed whenever the base has the merge, comes first: when
+    # it shows the merge (on the base's first-parent line) no `merge-base --is-ancestor` is asked, and
+    # a fork ref at its upstream base (just rebased, or upstream main itself) has the merge too.
+    early = _trail.follow_upstream(repo, files, start, merge, str(base_sha)) if base_sha and start is not None else _NOT_YET
+    on_line = early is not _NOT_YET and early is not None
+    walked = on_line and fork_sha == base_sha
+    # A squash merge's fork close to it: merge base and the fork's commits read from the objects
+    # (`history.fork_since`), no `merge-base` nor `log` process.
+    since = None if walked or kind != "squash" or len(parents) != 1 or repo.shallow else \
+        _fork_since(repo, merge, parents[0], fork_sha, paths)
+    merge_base = merge if walked else since[0] if since else repo.merge_base(merge, fork_sha)
     in_fork = merge_base == merge
     if not in_fork and repo.shallow:  # a "yes" found in the history there is true; a "no" may be the cut
         raise _shallow(repo, merge, fork_ref)
     # Only needed when the fork ref lacks the merge (null in the JSON: not checked).
-    in_base = None if in_fork else (repo.is_ancestor(merge, base_sha) if base_sha else False)
+    in_base = None if in_fork else (on_line or (repo.is_ancestor(merge, base_sha) if base_sha else False))
     reasons: list[str] = []
     where = f"{fork_ref} ({fork_sha[:12]})"
     base_where = f"{upstream_base} ({base_sha[:12]})" if base_sha else repr(upstream_base)
@@ -366,7 +376,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     if in_fork:
         reasons.append(f"merge commit {merge[:12]} is an ancestor of {where}")
         results = _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha, "ancestry",
-                             f"merge commit {merge[:12]} is an ancestor", early if walked else _NOT_YET)
+                             f"merge commit {merge[:12]} is an ancestor", early)
         churned = sorted({h.path for h in results if h.state == "present-after-churn"})
         if churned:
             reasons.append(f"changed since the merge, so no longer at the fork ref as merged: {', '.join(churned)}")
@@ -380,9 +390,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     else:
         reasons.append(f"upstream base {base_where} does not exist in the fork checkout")
 
-    paths = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p is not None})
     pr_commits = list(rebased[1]) if rebased else None
-    patch_id, decided = _patch_id_step(repo, merge, parents, merge_base, fork_sha, paths, pr_commits)
+    patch_id, decided = _patch_id_step(repo, merge, parents, merge_base, fork_sha, paths, pr_commits, since[1] if since else None)
     if patch_id is not None and decided:
         m = patch_id.matched[0]
         if m.matches == "change":
@@ -390,12 +399,12 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
         return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
-                                             "patch-id", f"same patch-id as {m.commit[:12]}"), patch_id)
+                                             "patch-id", f"same patch-id as {m.commit[:12]}", early if in_base else None), patch_id)
     if patch_id is not None:
         since = f"since {merge_base[:12]}" if merge_base else ""
         reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
 
-    results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None)
+    results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None, early if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
     return finish("content", results, patch_id)
 
@@ -453,14 +462,19 @@ def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: s
 # -- patch-id
 
 def _patch_id_step(repo: GitRepo, merge: str, parents: list[str], merge_base: str | None,
-                   fork_sha: str, paths: list[str], pr_commits: list[str] | None = None) -> tuple[PatchIdResult | None, bool]:
+                   fork_sha: str, paths: list[str], pr_commits: list[str] | None = None,
+                   candidates: Sequence[tuple[str, str]] | None = None) -> tuple[PatchIdResult | None, bool]:
     """Patch-ids of fork commits since the merge base that touch the PR's paths, against the
     merged change (and, for a true merge or a rebase merge, each PR commit). Decides when the
-    whole change matched or every PR commit did."""
+    whole change matched or every PR commit did. `candidates`: those fork commits, newest first,
+    with their subjects, when already known (`history.fork_since`)."""
     if merge_base is None or not parents or not paths:
         return None, False
-    log = repo.text("log", "--no-merges", "--format=%H %s", f"{merge_base}..{fork_sha}", "--", *paths, env=_LITERAL)
-    subjects = dict(line.partition(" ")[::2] for line in log.split("\n") if line)  # not splitlines: a subject may hold U+2028
+    if candidates is not None:
+        subjects = dict(candidates)
+    else:
+        log = repo.text("log", "--no-merges", "--format=%H %s", f"{merge_base}..{fork_sha}", "--", *paths, env=_LITERAL)
+        subjects = dict(line.partition(" ")[::2] for line in log.split("\n") if line)  # not splitlines: a subject may hold U+2028
     if pr_commits is None:  # a rebase merge's are its upstream copies, given
         pr_commits = repo.text("rev-list", "--no-merges", f"{parents[0]}..{parents[1]}").split() if len(parents) > 1 else []
     # every patch-id in one diff-tree and one patch-id: the merged change (the merge against its
@@ -563,7 +577,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         """The commit that touched the lines (the last, or touch `k`)."""
         last = t.touched[k]
         if len(last.parents) > 1:  # a merge on the first-parent line: name the commit it brought
-            key = ("real", last.sha, path)
+            key = ("real", last.sha, path, t.spans[k])  # per span: two hunks one merge brought are two questions
             if key not in cache:
                 cache[key] = _trail.real_commit(repo, last, path, t.spans[k])
             sha, subject = cache[key]

@@ -186,7 +186,7 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
         sha = _checked_sha(known.merge_commit_sha, ws.upstream_state_file.name)
         return MergedPR(number, known.title, sha, known.merged_at, "recorded",
                         f"merges are final: the merge commit as recorded at {known.observed_at} ({recorded.source}); GitHub not asked",
-                        known.head_sha)
+                        known.head_sha, known.base_sha)
     try:
         pull, _ = github().get_pull(number)
     except (UpstreamUnreachable, GitHubAuthError) as exc:  # its exit code (5 or 3), with what was recorded
@@ -194,7 +194,7 @@ def resolve_merged_pr(ws: Workspace, config: Config, number: int, github: Callab
     if pull.state != "merged" or not pull.merge_commit_sha:
         raise PreconditionError(_not_merged(number, pull.state, pull.closed_at, "on GitHub"))
     return MergedPR(number, pull.title, _checked_sha(pull.merge_commit_sha, "GitHub"), pull.merged_at, "github",
-                    head_sha=pull.head_sha)
+                    head_sha=pull.head_sha, base_sha=pull.base_sha)
 
 
 def _last_seen(ws: Workspace, number: int, known: Any) -> str:
