@@ -23,7 +23,7 @@ from typing import Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
-from porttrack.diff.hunks import FileDiff, build_patch, parse_diff
+from porttrack.diff.hunks import FileDiff, _quote, build_patch, parse_diff
 from porttrack.gitrepo import ScratchIndex, ThreeWay
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
@@ -88,9 +88,25 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
     plus two per round, not four per group."""
     if first.ok:
         return {n: ("clean", "") for n in candidates}
+    alone = copies_of(probe, files, groups, candidates)
+    if alone is None:
+        return _probe_together(probe, files, groups, candidates)
+    verdicts, rest, plain, reports = alone
+    if rest and plain:
+        verdicts.update(_probe_together(probe, files, groups, rest, (plain, reports)))
+    elif rest:
+        verdicts.update(_probe_together(probe, files, groups, rest))
+    return verdicts
+
+
+def _probe_together(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+                    asked: tuple[dict[str, bool], list] | None = None) -> dict[int, tuple[str, str]]:
+    """`probe_groups` of `candidates` on the probe's index itself: checked together, per hunk
+    (`asked`: that check, already made)."""
     owner = {h.id: fd for fd in files for h in fd.hunks}
     verdicts: dict[int, tuple[str, str]] = {}
-    plain, reports = _asked(probe, files, set().union(*(groups[n] for n in candidates)))
+    plain, reports = asked or _asked(probe, files, set().union(*(groups[n] for n in candidates)))
+    first = AllAtOnce(b"", False, "", False)
     if not plain:
         return probe_one_by_one(probe, files, groups, candidates, first)
     suspect = [n for n in candidates if not all(plain.get(hid, False) for hid in groups[n])]
@@ -165,6 +181,12 @@ def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], revers
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
         return {}, []
+    out = _read_asked(files, patch, reports, reverse)
+    return (out, reports) if out else ({}, [])
+
+
+def _read_asked(files: Sequence[FileDiff], patch: bytes, reports: list, reverse: bool = False) -> dict[str, bool]:
+    """Per hunk of `patch`: did it go in, by git's report per file ({} when it cannot be read so)."""
     out: dict[str, bool] = {}
     # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
     # new side, whose numbers `build_patch` recomputes when hunks before it are left out
@@ -172,14 +194,14 @@ def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], revers
         names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
         found = [r for name, r in reports if name in names]
         if len(found) != 1:
-            return {}, []
+            return {}
         errors, failed_at = found[0]
         hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
         whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
         for h in fd.hunks:
             at = h.new_start if reverse else h.old_start
             out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
-    return out, reports
+    return out
 
 
 _CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
@@ -322,3 +344,210 @@ def patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> bytes
 def _plain(probe: ScratchIndex, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
     proc = probe.apply(patch, "--check", *(["--reverse"] if reverse else []), *(["-v"] if verbose else []))
     return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+
+
+# -- each group alone, in one process: copies of its files under paths of their own -----------------
+
+COPIES = "copies"  # the scratch index file `copies_of` writes: copies of the files the groups touch
+_COPY_ROOT = ".porttrack-probe"
+_HEAD_AT = re.compile(rb"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
+_INDEX_LINE = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$", re.M)
+
+
+def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int]
+              ) -> tuple[dict[int, tuple[str, str]], list[int], dict[str, bool], list] | None:
+    """Each candidate group probed alone, as `probe_one_by_one` probes it (plain, else reverse:
+    *present*, else 3-way), at most two `git apply` for all of them: an index file of copies
+    (`COPIES`, written here, no process) holds, for group n, the probe index's entry of each file
+    it touches under `.porttrack-probe/f<n>/PATH` and `.porttrack-probe/r<n>/PATH`; one `git apply
+    --check --reject -v` of every group's hunks at its f-copy and their reverse (made here, as
+    `--reverse` makes it) at its r-copy says which groups go in, and which are present; one real
+    `--3way` of the rest at their f-copies says which merge and which conflict (git merges each
+    file's patch on its own, so the copies cannot meet). Only groups whose files are modified text
+    files that the index holds are copied, and none under a `.gitattributes` (a merge driver chosen
+    by path could read the copy differently); the rest (`rest`) are checked at their own paths in
+    the same process, together, and returned with that check (`plain`, `reports`) for
+    `_probe_together`. None: nothing copied (the caller probes as before)."""
+    repo = probe.repo
+    hash_len = len(repo.rev_parse("HEAD") or "0" * 40) // 2
+    entries = index_entries(probe.path("index").read_bytes(), hash_len)
+    if entries is None or any(p.startswith(_COPY_ROOT + "/") for p in entries):
+        return None
+    if (repo.git_dir / "info" / "attributes").exists() or (repo.common_dir / "info" / "attributes").exists():
+        return None
+    attributed = _merge_attributes(repo, {p: sha for p, (_mode, sha) in entries.items() if p.rpartition("/")[2] == ".gitattributes"})
+    parts = {n: [(fd, [h for h in fd.hunks if h.id in groups[n]]) for fd in files] for n in candidates}
+    parts = {n: [(fd, hs) for fd, hs in ps if hs] for n, ps in parts.items()}
+
+    def copyable(fd: FileDiff, hs: list) -> bool:  # (a file the index lacks: no copy, the group conflicts there)
+        return (fd.status == "modified" and not fd.is_binary and fd.old_path == fd.new_path
+                and (fd.path not in entries or entries[fd.path][0] >> 12 in (0o10, 0o12)) and all(h.kind == "text" for h in hs)
+                and _INDEX_LINE.search(fd.header) is not None
+                and not any(d == "" or fd.path.startswith(d + "/") for d in attributed))
+
+    alone = [n for n in candidates if parts[n] and all(copyable(fd, hs) for fd, hs in parts[n])]
+    if not alone:
+        return None
+    rest = [n for n in candidates if n not in alone]
+    real = patch_of(files, set().union(*(groups[n] for n in rest))) if rest else b""
+    index: dict[str, tuple[int, str]] = {}
+    for fd in files:
+        if any(h.id in groups[n] for n in rest for h in fd.hunks):
+            index.update({p: entries[p] for p in (fd.old_path, fd.new_path) if p and p in entries})
+    forward: list[bytes] = []
+    backward: list[bytes] = []
+    at: dict[str, tuple[int, FileDiff, list[tuple[str, int]]]] = {}  # copy -> (group, file, (hunk, line git names it by))
+    for n in alone:
+        for fd, hs in parts[n]:
+            if fd.path not in entries:
+                continue
+            entry = build_patch([(fd, hs)])
+            cut = entry.index(b"\n@@ ") + 1
+            body = entry[cut:]
+            old, new = _INDEX_LINE.search(fd.header).group(1, 2)  # type: ignore[union-attr]
+            starts = [(int(m.group(1)), int(m.group(2))) for m in _HEAD_AT.finditer(body)]
+            for side, chunks, ids in (("f", forward, old + b".." + new), ("r", backward, new + b".." + old)):
+                copy = f"{_COPY_ROOT}/{side}{n}/{fd.path}"
+                index[copy] = entries[fd.path]
+                chunks.append(_header(copy, ids) + (body if side == "f" else _reversed(body)))
+                at[copy] = (n, fd, [(h.id, s[0] if side == "f" else s[1]) for h, s in zip(hs, starts)])
+    _write_index(probe.path(COPIES), index, hash_len)
+    proc = probe.apply(real + b"".join(forward) + b"".join(backward), "--check", "--reject", "-v", index=COPIES)
+    reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
+    if reports is None:
+        return None
+    plain = _read_asked(files, real, reports) if rest else {}
+    passed: dict[str, bool | None] = {}  # copy -> every hunk went in (None: git's report could not be read)
+    for copy, (n, fd, hunks_at) in at.items():
+        found = [r for name, r in reports if name == copy]
+        if len(found) != 1:
+            passed[copy] = None
+            continue
+        errors, failed_at = found[0]
+        hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
+        whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        passed[copy] = not whole and not any(line in failed_at for _hid, line in hunks_at)
+    verdicts: dict[int, tuple[str, str]] = {}
+    merge: list[int] = []
+    for n in alone:
+        fwd = [passed[f"{_COPY_ROOT}/f{n}/{fd.path}"] if fd.path in entries else False for fd, _hs in parts[n]]
+        rev = [passed[f"{_COPY_ROOT}/r{n}/{fd.path}"] if fd.path in entries else False for fd, _hs in parts[n]]
+        if None in fwd or None in rev:
+            verdicts[n] = _probe_one(probe, files, groups[n])
+        elif any(fd.path not in entries for fd, _hs in parts[n]):
+            # git refuses the whole 3-way apply of a file it does not have: the group conflicts at the
+            # files its plain check names (those missing, those where a hunk failed), in order
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(fd.path for (fd, _hs), ok in zip(parts[n], fwd) if not ok)))
+        elif all(fwd):
+            verdicts[n] = ("clean", "")
+        elif all(rev):
+            verdicts[n] = ("present", ", ".join(fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)))
+        else:
+            merge.append(n)
+    if merge:
+        patch = b"".join(_header(f"{_COPY_ROOT}/f{n}/{fd.path}", b"..".join(_INDEX_LINE.search(fd.header).group(1, 2)))  # type: ignore[union-attr]
+                         + build_patch([(fd, hs)])[build_patch([(fd, hs)]).index(b"\n@@ ") + 1:]
+                         for n in merge for fd, hs in parts[n])
+        probe.copy(COPIES, COPIES + "3")
+        proc = probe.apply(patch, "--3way", index=COPIES + "3")
+        stderr = proc.stderr.decode("utf-8", "surrogateescape")
+        unmerged = set(_WITH_CONFLICTS.findall(stderr))
+        refused = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
+        for n in merge:
+            copies = {f"{_COPY_ROOT}/f{n}/{fd.path}": fd.path for fd, _hs in parts[n]}
+            if (proc.returncode != 0 and not unmerged) or copies.keys() & refused:
+                verdicts[n] = _probe_one(probe, files, groups[n])  # git refused it: asked alone, as before
+                continue
+            conflicted = sorted(path for copy, path in copies.items() if copy in unmerged)
+            verdicts[n] = ("conflict", ", ".join(conflicted)) if conflicted else ("3-way", "")
+    return verdicts, rest, plain, reports
+
+
+_MERGE_ATTRIBUTES = {"merge", "conflict-marker-size", "binary", "text", "eol", "crlf", "ident", "filter", "diff",
+                     "working-tree-encoding", "whitespace"}
+
+
+def _merge_attributes(repo, files: dict[str, str]) -> list[str]:
+    """The folders of the `.gitattributes` files (path -> blob id) that set an attribute a merge or
+    an apply could read (a merge driver, a marker size, text/eol conversion, a macro): a copy of a
+    file under one is not read as the file would be."""
+    got = repo.objects(sorted(set(files.values()))) if files else {}
+    out = []
+    for path, sha in files.items():
+        obj = got.get(sha)
+        text = obj[2].decode("utf-8", "replace") if obj is not None else "[attr]"
+        for line in text.splitlines():
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if words[0].startswith("[attr]") or any(w.lstrip("-!").split("=")[0] in _MERGE_ATTRIBUTES for w in words[1:]):
+                out.append(path.rpartition("/")[0])
+                break
+    return out
+
+
+def _header(path: str, ids: bytes) -> bytes:
+    a, b = _quote("a/", path), _quote("b/", path)
+    return b"diff --git " + a + b" " + b + b"\nindex " + ids + b"\n--- " + a + b"\n+++ " + b + b"\n"
+
+
+def _reversed(body: bytes) -> bytes:
+    """Hunks as `git apply --reverse` reads them: old and new swapped, `-` and `+` swapped."""
+    out = []
+    for line in body.split(b"\n"):
+        if line[:1] == b"+":
+            line = b"-" + line[1:]
+        elif line[:1] == b"-":
+            line = b"+" + line[1:]
+        elif line[:3] == b"@@ ":
+            m = re.match(rb"@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@", line)
+            assert m is not None
+            line = b"@@ -" + m.group(2) + b" +" + m.group(1) + b" @@" + line[m.end():]
+        out.append(line)
+    return b"\n".join(out)
+
+
+def index_entries(data: bytes, hash_len: int) -> dict[str, tuple[int, str]] | None:
+    """path -> (mode, object id) of each stage-0 entry of a git index file (versions 2 and 3, not
+    split); None for anything else."""
+    import struct
+
+    if len(data) < 12 or data[:4] != b"DIRC":
+        return None
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3):
+        return None
+    out: dict[str, tuple[int, str]] = {}
+    at = 12
+    try:
+        for _ in range(count):
+            mode = struct.unpack(">I", data[at + 24:at + 28])[0]
+            sha = data[at + 40:at + 40 + hash_len].hex()
+            flags = struct.unpack(">H", data[at + 40 + hash_len:at + 42 + hash_len])[0]
+            start = at + 42 + hash_len + (2 if flags & 0x4000 else 0)
+            end = data.index(b"\0", start)
+            if (flags >> 12) & 3 == 0:
+                out[data[start:end].decode("utf-8", "surrogateescape")] = (mode, sha)
+            at += (end - at + 1 + 7) // 8 * 8
+    except (struct.error, ValueError):
+        return None
+    if data[at:at + 4] == b"link":  # a split index: the entries are elsewhere
+        return None
+    return out
+
+
+def _write_index(path, entries: dict[str, tuple[int, str]], hash_len: int) -> None:
+    """A version-2 index file of `entries` (path -> (mode, object id)), stat data zero: enough for
+    `git apply --cached`, which reads the blobs by id."""
+    import hashlib
+    import struct
+
+    out = [b"DIRC", struct.pack(">II", 2, len(entries))]
+    for name in sorted(entries, key=lambda p: p.encode("utf-8", "surrogateescape")):
+        mode, sha = entries[name]
+        raw = name.encode("utf-8", "surrogateescape")
+        entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(sha) + struct.pack(">H", min(len(raw), 0xFFF)) + raw
+        out.append(entry + b"\0" * (8 - len(entry) % 8))
+    data = b"".join(out)
+    digest = hashlib.sha1(data) if hash_len == 20 else hashlib.sha256(data)
+    path.write_bytes(data + digest.digest())
