@@ -98,7 +98,7 @@ def check_taken(probe: ScratchIndex, diff: bytes, *, applied: str | None = None,
 
 
 def checked_files(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None,
-                  pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None
+                  pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None, paths: Sequence[str] | None = None
                   ) -> tuple[SourceCheck, dict[str, bytes | None]]:
     """`check_sources` of `diff` applied on `probe`'s index (the fork tip, plus the patches a
     stacked PR sits on), in a copy of it: the index itself is left as it was. `applied`: an index
@@ -107,13 +107,15 @@ def checked_files(probe: ScratchIndex, diff: bytes, *, applied: str | None = Non
     so the files before are read from it by the repository's open reader, no process of their own.
     `pr_files`: the PR's whole diff: the modules its tree has (an import of one the taken hunks
     leave out is broken) and its files left out (their imports of the patched modules are judged).
+    `paths`: the paths `diff` touches, when the caller knows them (else `diff` is parsed for them).
     Returns the verdict and the patched files (path -> content; b"" for a file not read)."""
     into = applied or "checked"
     if applied is None:
         probe.copy("index", into)
         if probe.apply(diff, index=into).returncode != 0 and not probe.threeway(diff, into=into).clean:
             return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),)), {}
-    paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
+    if paths is None:
+        paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
     python = [p for p in paths if is_python(p)]
     left_out = sorted({p for fd in pr_files for p in (fd.old_path, fd.new_path) if p and is_python(p)} - set(paths))
     wanted = python + left_out
@@ -227,7 +229,8 @@ def take_what_passes(
             return b"", None, None
         diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
         taken = apply_taken(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
-        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache)
+        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache,
+                                       paths=_paths_of(files, taken_ids))
         if checked.ok:
             if first_failure is not None:
                 out = sum(1 for r in reasons.values() if r.kind == SOURCE_CHECK)
@@ -256,6 +259,21 @@ def take_what_passes(
                     reasons[other] = Reason(DEPENDS, hid)
     raise CheckFailed(f"the source check still fails after leaving out what it named {MAX_CHECK_ROUNDS} times "
                       f"({checked.text}); nothing was written")
+
+
+def _paths_of(files: Sequence[FileDiff], ids: set[str]) -> list[str]:
+    """The paths `build_patch` of hunks `ids` touches, sorted (a rename whose meta hunk is left out
+    becomes an edit of its old path)."""
+    out: set[str] = set()
+    for fd in files:
+        if not any(h.id in ids for h in fd.hunks):
+            continue
+        meta = fd.meta_hunk
+        if fd.status == "renamed" and meta is not None and meta.id not in ids:
+            out.add(fd.old_path)  # type: ignore[arg-type]
+        else:
+            out.update(p for p in (fd.old_path, fd.new_path) if p)
+    return sorted(out)
 
 
 def _listed(ids: set[str], path_of: Mapping[str, str], shown: int = 8) -> str:

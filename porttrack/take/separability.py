@@ -181,25 +181,41 @@ def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], revers
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
         return {}, []
-    out = _read_asked(files, patch, reports, reverse)
+    out = _read_asked(files, ids, reports, reverse)
     return (out, reports) if out else ({}, [])
 
 
-def _read_asked(files: Sequence[FileDiff], patch: bytes, reports: list, reverse: bool = False) -> dict[str, bool]:
-    """Per hunk of `patch`: did it go in, by git's report per file ({} when it cannot be read so)."""
+def _read_asked(files: Sequence[FileDiff], ids: set[str], reports: list, reverse: bool = False) -> dict[str, bool]:
+    """Per hunk of `ids` (`patch_of(files, ids)` was checked): did it go in, by git's report per
+    file ({} when it cannot be read so)."""
+    said: dict[str, list] = {}
+    for name, r in reports:
+        said.setdefault(name, []).append(r)
     out: dict[str, bool] = {}
     # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
-    # new side, whose numbers `build_patch` recomputes when hunks before it are left out
-    for fd in parse_diff(patch):
-        names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
-        found = [r for name, r in reports if name in names]
+    # new side, whose numbers `build_patch` recomputes when hunks before it are left out (as here)
+    for fd in files:
+        chosen = [h for h in fd.hunks if h.id in ids]
+        if not chosen:
+            continue
+        meta = fd.meta_hunk
+        old, new = fd.old_path, fd.new_path
+        if fd.status == "renamed" and meta is not None and meta.id not in ids:
+            new = old  # `build_patch` made it an edit of the old path
+        names = dict.fromkeys([new if new is not None else old, f"{old} => {new}"])
+        found = [r for name in names for r in said.get(name, [])]  # type: ignore[index]
         if len(found) != 1:
             return {}
         errors, failed_at = found[0]
         hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
         whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        shift = 0  # net lines added by the text hunks left out before this one
         for h in fd.hunks:
-            at = h.new_start if reverse else h.old_start
+            if h.id not in ids:
+                if h.kind == "text":
+                    shift += h.new_len - h.old_len
+                continue
+            at = (h.new_start - shift) if reverse else h.old_start
             out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
     return out
 
@@ -376,8 +392,13 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
     if (repo.git_dir / "info" / "attributes").exists() or (repo.common_dir / "info" / "attributes").exists():
         return None
     attributed = _merge_attributes(repo, {p: sha for p, (_mode, sha) in entries.items() if p.rpartition("/")[2] == ".gitattributes"})
-    parts = {n: [(fd, [h for h in fd.hunks if h.id in groups[n]]) for fd in files] for n in candidates}
-    parts = {n: [(fd, hs) for fd, hs in ps if hs] for n, ps in parts.items()}
+    group_of = {hid: n for n in candidates for hid in groups[n]}
+    held: dict[int, dict[int, list]] = {n: {} for n in candidates}  # group -> file's position -> its hunks there
+    for k, fd in enumerate(files):
+        for h in fd.hunks:
+            if h.id in group_of:
+                held[group_of[h.id]].setdefault(k, []).append(h)
+    parts = {n: [(files[k], hs) for k, hs in sorted(held[n].items())] for n in candidates}
 
     def copyable(fd: FileDiff, hs: list) -> bool:  # (a file the index lacks: no copy, the group conflicts there)
         return (fd.status == "modified" and not fd.is_binary and fd.old_path == fd.new_path
@@ -391,8 +412,9 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
     rest = [n for n in candidates if n not in alone]
     real = patch_of(files, set().union(*(groups[n] for n in rest))) if rest else b""
     index: dict[str, tuple[int, str]] = {}
+    resting = set(rest)
     for fd in files:
-        if any(h.id in groups[n] for n in rest for h in fd.hunks):
+        if any(group_of.get(h.id) in resting for h in fd.hunks):
             index.update({p: entries[p] for p in (fd.old_path, fd.new_path) if p and p in entries})
     forward: list[bytes] = []
     backward: list[bytes] = []
@@ -416,10 +438,13 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
         return None
-    plain = _read_asked(files, real, reports) if rest else {}
+    plain = _read_asked(files, set().union(*(groups[n] for n in rest)), reports) if rest else {}
     passed: dict[str, bool | None] = {}  # copy -> every hunk went in (None: git's report could not be read)
+    said: dict[str, list] = {}
+    for name, r in reports:
+        said.setdefault(name, []).append(r)
     for copy, (n, fd, hunks_at) in at.items():
-        found = [r for name, r in reports if name == copy]
+        found = said.get(copy, [])
         if len(found) != 1:
             passed[copy] = None
             continue
@@ -441,7 +466,7 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         elif all(fwd):
             verdicts[n] = ("clean", "")
         elif all(rev):
-            verdicts[n] = ("present", ", ".join(fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)))
+            verdicts[n] = ("present", ", ".join(fd.path for fd, _hs in parts[n]))
         else:
             merge.append(n)
     if merge:
