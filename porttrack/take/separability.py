@@ -49,9 +49,13 @@ class AllAtOnce:
         return self.ok and self.patch == diff
 
 
-def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[int]:
+def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes], paths: Sequence[str] = ()) -> list[int]:
     """The fork tip in the scratch index, then the queued patches this PR is stacked on, as `apply`
-    would put them (plainly, else by 3-way); returns the positions of those that did not apply."""
+    would put them (plainly, else by 3-way); returns the positions of those that did not apply.
+    `paths`: every path the PR's diff names; with nothing stacked below, the index holds only the
+    tip's entries at those paths (`only_paths`), no `read-tree` of the whole tree."""
+    if not below and paths and only_paths(probe, tip, paths):
+        return []
     probe.read_tree(tip)
     failed = []
     for n, patch in enumerate(below):
@@ -62,6 +66,29 @@ def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[in
         else:
             failed.append(n)
     return failed
+
+
+MAX_PATHS = 2000  # a diff naming more paths than this reads the whole tree (and is diffed without a pathspec)
+
+
+def only_paths(probe: ScratchIndex, tip: str, paths: Sequence[str]) -> bool:
+    """The scratch index holds the tip's entries at `paths` and nothing else (written here, no
+    process): `git apply --cached` reads only the entries of the paths it patches (and, for a new
+    one, the entry there), so it answers there as over the whole tree, except where a folder and a
+    file meet: a path under a file or symlink of the tip (git refuses it: beyond a symlink, or a
+    file in the way), or a path where the tip has a folder. Then False, and nothing is written (the
+    caller reads the whole tree). A caller that diffs this index names `paths` as its pathspec."""
+    if len(paths) >= MAX_PATHS:
+        return False
+    above = {p[:n] for p in paths for n, ch in enumerate(p) if ch == "/"}
+    entries = probe.repo.tree_entries(tip, [*paths, *above])
+    if any(entries[p][0] in ("40000", "040000") for p in paths if p in entries):
+        return False
+    if any(entries[d][0] not in ("40000", "040000") for d in above if d in entries):
+        return False
+    hash_len = len(next(iter(entries.values()))[1]) // 2 if entries else len(probe.repo.rev_parse("HEAD") or "0" * 40) // 2
+    _write_index(probe.path("index"), {p: (int(entries[p][0], 8), entries[p][1]) for p in paths if p in entries}, hash_len)
+    return True
 
 
 def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
