@@ -101,7 +101,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import MAX_PATHS, apply_all, patch_of, probe_base, probe_groups
+from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -416,10 +416,14 @@ def plan_pr(
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
         with repo.scratch_index("import") as probe:
             named = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p})
-            for n in probe_base(probe, fork_tip, below, named):
+            only = not below and only_paths(probe, fork_tip, named)  # the index holds the tip's entries at `named` alone
+            for n in [] if only else probe_base(probe, fork_tip, below):
                 notes.append(f"{depends_on[n]} (which this PR is stacked on) does not apply to the fork tip; probed without it")
             first = apply_all(probe, patch_of(files, set().union(*(groups[n] for n in candidates))))
-            verdicts = probe_groups(probe, files, groups, candidates, first)
+            merged: list[tuple[bytes, str]] = []
+            verdicts = probe_groups(probe, files, groups, candidates, first, merged if only else None)
+            if merged:
+                first = replace(first, merged=merged[0])
             for n, (how, where) in verdicts.items():
                 for hid in groups[n]:
                     applies[hid] = how
@@ -437,7 +441,7 @@ def plan_pr(
                 # the trial build would put this same diff on this same tree the same way: its tree is here
                 # (the pathspec: the probe's index may hold only the PR's paths, `separability.only_paths`)
                 fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
-                                     "--full-index", "-M", fork_tip, *(["--", *named] if len(named) < MAX_PATHS else []),
+                                     "--full-index", "-M", fork_tip, *(["--", *named] if only else []),
                                      env={**probe.env(taken.index), "GIT_LITERAL_PATHSPECS": "1"}).stdout
                 built = (taken.how, fork_diff)
     else:

@@ -43,19 +43,17 @@ class AllAtOnce:
     ok: bool
     stat: str  # its stdout: `git apply --stat` of `patch` ("" when it failed)
     moved: bool  # some hunk went in at an offset (`-v`), so `apply` would not call it clean
+    merged: tuple[bytes, str] | None = None  # (a diff, the index file where `--3way` put it cleanly on "index"'s entries)
 
     def holds(self, diff: bytes) -> bool:
         """TAKEN is the probe's index with exactly `diff` applied, plainly."""
         return self.ok and self.patch == diff
 
 
-def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes], paths: Sequence[str] = ()) -> list[int]:
+def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[int]:
     """The fork tip in the scratch index, then the queued patches this PR is stacked on, as `apply`
     would put them (plainly, else by 3-way); returns the positions of those that did not apply.
-    `paths`: every path the PR's diff names; with nothing stacked below, the index holds only the
-    tip's entries at those paths (`only_paths`), no `read-tree` of the whole tree."""
-    if not below and paths and only_paths(probe, tip, paths):
-        return []
+    (With nothing stacked, `only_paths` may stand in for it.)"""
     probe.read_tree(tip)
     failed = []
     for n, patch in enumerate(below):
@@ -102,7 +100,7 @@ def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
 
 
 def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
-                 first: AllAtOnce) -> dict[int, tuple[str, str]]:
+                 first: AllAtOnce, merged: list[tuple[bytes, str]] | None = None) -> dict[int, tuple[str, str]]:
     """(clean | 3-way | present | conflict, file) per candidate group. `first`: all of them applied
     at once (`apply_all`); when that went in, every group is clean. Otherwise git is asked per
     batch, not per group: one `git apply --check --reject -v` of every candidate says which hunks
@@ -115,7 +113,7 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
     plus two per round, not four per group."""
     if first.ok:
         return {n: ("clean", "") for n in candidates}
-    alone = copies_of(probe, files, groups, candidates)
+    alone = copies_of(probe, files, groups, candidates, merged)
     if alone is None:
         return _probe_together(probe, files, groups, candidates)
     verdicts, rest, plain, reports = alone
@@ -317,6 +315,7 @@ def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[
 
 
 _WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$", re.M)
+_CLEANLY = re.compile(r"^Applied patch to '(.*)' cleanly\.$", re.M)
 
 
 def threeway(probe: ScratchIndex, patch: bytes, *flags: str, into: str = "index3") -> ThreeWay:
@@ -352,6 +351,8 @@ def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: A
     groups apply one at a time but not together, ConflictError."""
     if first.holds(diff):
         return Taken(TAKEN, "offset" if first.moved else "clean")
+    if needs_threeway and first.merged is not None and first.merged[0] == diff:
+        return Taken(first.merged[1], "3-way")  # merged beside the groups' own probes (`copies_of`)
     if not needs_threeway:
         probe.copy("index", into)
         proc = probe.apply(diff, "-v", index=into)
@@ -397,7 +398,8 @@ _HEAD_AT = re.compile(rb"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
 _INDEX_LINE = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$", re.M)
 
 
-def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int]
+def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+              merged: list[tuple[bytes, str]] | None = None
               ) -> tuple[dict[int, tuple[str, str]], list[int], dict[str, bool], list] | None:
     """Each candidate group probed alone, as `probe_one_by_one` probes it (plain, else reverse:
     *present*, else 3-way), at most two `git apply` for all of them: an index file of copies
@@ -410,7 +412,13 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
     files that the index holds are copied, and none under a `.gitattributes` (a merge driver chosen
     by path could read the copy differently); the rest (`rest`) are checked at their own paths in
     the same process, together, and returned with that check (`plain`, `reports`) for
-    `_probe_together`. None: nothing copied (the caller probes as before)."""
+    `_probe_together`. None: nothing copied (the caller probes as before).
+
+    `merged` (a list, given when the probe's index holds only the PR's paths, so that an index file
+    of copies can stand in for it): when every group is decided here, the same `--3way` also puts
+    the diff of every group that is clean or merges (the diff `apply_taken` would merge next) on
+    the entries of the probe's index at their own paths; when all of it merges cleanly, (that
+    diff, the index file) is appended, for `apply_taken`."""
     repo = probe.repo
     hash_len = len(repo.rev_parse("HEAD") or "0" * 40) // 2
     entries = index_entries(probe.path("index").read_bytes(), hash_len)
@@ -497,7 +505,12 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         else:
             merge.append(n)
     if merge:
-        patch = b"".join(_header(f"{_COPY_ROOT}/f{n}/{fd.path}", b"..".join(_INDEX_LINE.search(fd.header).group(1, 2)))  # type: ignore[union-attr]
+        speculate = merged is not None and not rest and not any(v[0] not in ("clean", "3-way") for v in verdicts.values())
+        together = patch_of(files, set().union(*(groups[n] for n in [*verdicts, *merge]))) if speculate else b""
+        if speculate:  # the probe's own entries beside the copies: the index file is the probe's, plus copies
+            index.update(entries)
+            _write_index(probe.path(COPIES), index, hash_len)
+        patch = together + b"".join(_header(f"{_COPY_ROOT}/f{n}/{fd.path}", b"..".join(_INDEX_LINE.search(fd.header).group(1, 2)))  # type: ignore[union-attr]
                          + build_patch([(fd, hs)])[build_patch([(fd, hs)]).index(b"\n@@ ") + 1:]
                          for n in merge for fd, hs in parts[n])
         probe.copy(COPIES, COPIES + "3")
@@ -505,13 +518,20 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         stderr = proc.stderr.decode("utf-8", "surrogateescape")
         unmerged = set(_WITH_CONFLICTS.findall(stderr))
         refused = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
+        merged_clean = set(_CLEANLY.findall(stderr))
         for n in merge:
             copies = {f"{_COPY_ROOT}/f{n}/{fd.path}": fd.path for fd, _hs in parts[n]}
-            if (proc.returncode != 0 and not unmerged) or copies.keys() & refused:
+            if together:  # the together part may fail the apply on its own: each copy by what git said of it
+                asked_alone = bool(copies.keys() & refused) or not copies.keys() <= (merged_clean | unmerged)
+            else:
+                asked_alone = (proc.returncode != 0 and not unmerged) or bool(copies.keys() & refused)
+            if asked_alone:
                 verdicts[n] = _probe_one(probe, files, groups[n])  # git refused it: asked alone, as before
                 continue
             conflicted = sorted(path for copy, path in copies.items() if copy in unmerged)
             verdicts[n] = ("conflict", ", ".join(conflicted)) if conflicted else ("3-way", "")
+        if together and proc.returncode == 0 and not unmerged and all(v[0] in ("clean", "3-way") for v in verdicts.values()):
+            merged.append((together, COPIES + "3"))  # type: ignore[union-attr]
     return verdicts, rest, plain, reports
 
 
