@@ -505,14 +505,16 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         else:
             merge.append(n)
     if merge:
-        speculate = merged is not None and not rest and not any(v[0] not in ("clean", "3-way") for v in verdicts.values())
-        together = patch_of(files, set().union(*(groups[n] for n in [*verdicts, *merge]))) if speculate else b""
-        if speculate:  # the probe's own entries beside the copies: the index file is the probe's, plus copies
-            index.update(entries)
+        # Beside the groups' copies, when every candidate is decided here: for each file the taken
+        # groups touch, a copy per outcome of its merging groups (`_variants`), so that the 3-way of
+        # the whole taken diff (what `apply_taken` asks next) is read off this same apply.
+        variants = _variants(files, parts, verdicts, merge, entries) if merged is not None and not rest else None
+        for copy, _key, _fd, _hs in variants or ():
+            index[copy] = entries[_fd.path]
+        if variants:
             _write_index(probe.path(COPIES), index, hash_len)
-        patch = together + b"".join(_header(f"{_COPY_ROOT}/f{n}/{fd.path}", b"..".join(_INDEX_LINE.search(fd.header).group(1, 2)))  # type: ignore[union-attr]
-                         + build_patch([(fd, hs)])[build_patch([(fd, hs)]).index(b"\n@@ ") + 1:]
-                         for n in merge for fd, hs in parts[n])
+        patch = b"".join(_copy_entry(f"{_COPY_ROOT}/f{n}/{fd.path}", fd, hs) for n in merge for fd, hs in parts[n])
+        patch += b"".join(_copy_entry(copy, fd, hs) for copy, _key, fd, hs in variants or ())
         probe.copy(COPIES, COPIES + "3")
         proc = probe.apply(patch, "--3way", index=COPIES + "3")
         stderr = proc.stderr.decode("utf-8", "surrogateescape")
@@ -521,7 +523,7 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         merged_clean = set(_CLEANLY.findall(stderr))
         for n in merge:
             copies = {f"{_COPY_ROOT}/f{n}/{fd.path}": fd.path for fd, _hs in parts[n]}
-            if together:  # the together part may fail the apply on its own: each copy by what git said of it
+            if variants:  # a variant may fail the apply on its own: each copy by what git said of it
                 asked_alone = bool(copies.keys() & refused) or not copies.keys() <= (merged_clean | unmerged)
             else:
                 asked_alone = (proc.returncode != 0 and not unmerged) or bool(copies.keys() & refused)
@@ -530,8 +532,8 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
                 continue
             conflicted = sorted(path for copy, path in copies.items() if copy in unmerged)
             verdicts[n] = ("conflict", ", ".join(conflicted)) if conflicted else ("3-way", "")
-        if together and proc.returncode == 0 and not unmerged and all(v[0] in ("clean", "3-way") for v in verdicts.values()):
-            merged.append((together, COPIES + "3"))  # type: ignore[union-attr]
+        if variants:
+            _read_variants(probe, files, groups, verdicts, merge, variants, entries, hash_len, merged_clean, merged)  # type: ignore[arg-type]
     return verdicts, rest, plain, reports
 
 
@@ -556,6 +558,70 @@ def _merge_attributes(repo, files: dict[str, str]) -> list[str]:
                 out.append(path.rpartition("/")[0])
                 break
     return out
+
+
+def _copy_entry(copy: str, fd: FileDiff, hs: Sequence) -> bytes:
+    """`fd`'s entry of hunks `hs` (`build_patch`), at path `copy`."""
+    entry = build_patch([(fd, hs)])
+    return _header(copy, b"..".join(_INDEX_LINE.search(fd.header).group(1, 2))) + entry[entry.index(b"\n@@ ") + 1:]  # type: ignore[union-attr]
+
+
+MAX_VARIANTS = 32  # copies of one file, one per outcome of the merging groups on it (5 groups)
+MAX_ALL_VARIANTS = 128  # copies of all files together (each a small 3-way merge, in one process)
+
+
+def _variants(files: Sequence[FileDiff], parts: dict, verdicts: dict[int, tuple[str, str]], merge: list[int],
+              entries: dict[str, tuple[int, str]]) -> list[tuple[str, frozenset[int], FileDiff, list]] | None:
+    """(copy, the merging groups it holds, file, hunks) for each file a clean or merging group
+    touches and each subset of the merging groups on it: the clean groups' hunks plus the subset's.
+    None when a file has more than MAX_VARIANTS such subsets, all files more than MAX_ALL_VARIANTS,
+    or a file has a mode change (a copy has none)."""
+    taken = [n for n, v in verdicts.items() if v[0] == "clean"] + merge
+    on: dict[int, tuple[FileDiff, dict[int, list]]] = {}
+    for n in taken:
+        for fd, hs in parts[n]:
+            on.setdefault(id(fd), (fd, {}))[1][n] = hs
+    out = []
+    for fd, held in on.values():
+        if fd.meta_hunk is not None or fd.path not in entries:
+            return None
+        merging = sorted(n for n in held if n in merge)
+        if 2 ** len(merging) > MAX_VARIANTS:
+            return None
+        for mask in range(2 ** len(merging)):
+            subset = frozenset(n for k, n in enumerate(merging) if mask >> k & 1)
+            chosen = {h.id for n, hs in held.items() if n not in merge or n in subset for h in hs}
+            hs = [h for h in fd.hunks if h.id in chosen]
+            if hs:
+                out.append((f"{_COPY_ROOT}/t{mask}/{fd.path}", subset, fd, hs))
+    return out if len(out) <= MAX_ALL_VARIANTS else None
+
+
+def _read_variants(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]],
+                   verdicts: dict[int, tuple[str, str]], merge: list[int], variants: list, entries: dict[str, tuple[int, str]], hash_len: int,
+                   merged_clean: set[str], merged: list[tuple[bytes, str]]) -> None:
+    """The taken diff (the clean and 3-way groups) and an index file of it merged (the probe's
+    entries, each file as its variant of the groups that merged made it), appended to `merged`;
+    nothing when a variant needed did not merge cleanly."""
+    if any(verdicts[n][0] not in ("3-way", "conflict") for n in merge):
+        return  # a group git refused here was asked alone: its copies say nothing
+    taken = {n for n, v in verdicts.items() if v[0] in ("clean", "3-way")}
+    if not any(verdicts[n][0] == "3-way" for n in merge):
+        return  # nothing merges: `apply_taken` applies plainly, and says how
+    result = index_entries(probe.path(COPIES + "3").read_bytes(), hash_len)
+    if result is None:
+        return
+    ids = set().union(*(groups[n] for n in taken))
+    index = dict(entries)
+    for copy, subset, fd, hs in variants:
+        merges_here = frozenset(n for n in merge if verdicts[n][0] == "3-way" and any(h.id in groups[n] for h in fd.hunks))
+        if subset != merges_here:
+            continue  # (the taken hunks of a file: its clean groups' and those of its groups that merged)
+        if copy not in merged_clean or copy not in result:
+            return
+        index[fd.path] = result[copy]
+    _write_index(probe.path("merged"), index, hash_len)
+    merged.append((patch_of(files, ids), "merged"))
 
 
 def _header(path: str, ids: bytes) -> bytes:
