@@ -36,8 +36,11 @@ What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
    *not separable: conflicts with fork at FILE* (`porttrack.take.separability`). All candidate
    groups are applied at once, for real, into a copy of the probe's index: when that goes in, the
    one `git apply` is also the together check, the patched files `checks.check_taken` reads and the
-   mail's diffstat; when it fails, the groups of files git did not name are confirmed with one
-   more check and only the named files' groups are probed one by one.
+   mail's diffstat; when it fails, each group is probed alone on copies of its files in one index
+   file (`separability.copies_of`): one `git apply --check --reject` of every group and its
+   reverse, one `--3way` of those that need it, which also merges the taken diff when it can.
+   With nothing stacked below, the probe's index holds only the tip's entries at the PR's paths
+   (`separability.only_paths`: no `read-tree` of the whole tree).
 
 The patch is one `git format-patch` mail (`porttrack.take.mail`) with provenance trailers.
 

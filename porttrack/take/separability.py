@@ -11,8 +11,9 @@ atomic (it writes nothing: every file is checked before the index is written), s
 apply answers what `--check` would; when it succeeds it is also the together check
 (`check_together`), the patched index `checks.check_taken` reads, and, with `--stat --apply`, the
 diffstat the mail carries (the same `stat_patch_list` of the same parsed patch as `git apply --stat`
-alone). When it fails, the groups are probed as below: the groups of the files git did not name
-are confirmed with one more check and only the named files' groups are probed one by one.
+alone). When it fails, each group is probed alone, as `probe_one_by_one` would, but on copies of
+its files under paths of their own in one index file (`copies_of`): two `git apply` for all groups,
+whatever their number (the groups `copies_of` cannot copy are probed together, `_probe_together`).
 """
 
 from __future__ import annotations
