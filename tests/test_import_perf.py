@@ -173,7 +173,7 @@ def test_a_folder_meeting_a_file_reads_the_whole_tree(tmp_path):
         assert [line.split("\t")[1] for line in listed.splitlines()] == ["pkg/mod.py"]
         assert not only_paths(probe, tip, ["top.txt/inside.py"])  # under a file of the tip
         assert not only_paths(probe, tip, ["pkg/sub"])  # a folder at the tip
-        entries = separability.index_entries(probe.path("index").read_bytes(), 20)
+        entries = separability.read_index_file(probe.path("index").read_bytes(), 20)
         assert entries is not None and list(entries) == ["pkg/mod.py"]  # left as the first call wrote it
 
 

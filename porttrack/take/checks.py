@@ -23,7 +23,7 @@ from porttrack.diff.pycheck import (
     name_uses,
 )
 from porttrack.diff.pymodules import DIRECTORY, Project, cross_module_uses
-from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.gitrepo import GitRepo, ScratchIndex, read_index_file
 from porttrack.take.separability import AllAtOnce, Taken, apply_taken
 from porttrack.workspace.queue import DEPENDS, SOURCE_CHECK, Reason
 
@@ -146,34 +146,11 @@ def read_index(probe: ScratchIndex, paths: Sequence[str], index: str) -> list[by
 
 
 def _index_entries(data: bytes, hash_len: int) -> dict[str, str] | None:
-    """path -> blob id of each stage-0 entry of a git index file (versions 2, 3); None otherwise."""
-    import struct
-
-    if len(data) < 12 or data[:4] != b"DIRC":
+    """path -> blob id of each stage-0 regular file or symlink of a git index file (versions 2, 3); None otherwise."""
+    entries = read_index_file(data, hash_len)
+    if entries is None:
         return None
-    version, count = struct.unpack(">II", data[4:12])
-    if version not in (2, 3):
-        return None
-    out: dict[str, str] = {}
-    at = 12
-    try:
-        for _ in range(count):
-            mode = struct.unpack(">I", data[at + 24:at + 28])[0]
-            sha = data[at + 40:at + 40 + hash_len].hex()
-            flags = struct.unpack(">H", data[at + 40 + hash_len:at + 42 + hash_len])[0]
-            start = at + 42 + hash_len + (2 if flags & 0x4000 else 0)
-            end = data.index(b"\0", start)
-            name = data[start:end].decode("utf-8", "surrogateescape")
-            if (flags >> 12) & 3 == 0 and mode >> 12 in (0o10, 0o12):  # a regular file or symlink, stage 0
-                out[name] = sha
-            length = end - at + 1
-            at += (length + 7) // 8 * 8 if version < 4 else length
-    except (struct.error, ValueError):
-        return None
-    rest = data[at:]
-    if b"link" == rest[:4]:  # a split index: the entries are elsewhere
-        return None
-    return out
+    return {p: sha for p, (mode, sha) in entries.items() if mode >> 12 in (0o10, 0o12)}
 
 
 def _reader(probe: ScratchIndex, tip: str | None):

@@ -24,8 +24,8 @@ from typing import Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
-from porttrack.diff.hunks import FileDiff, _quote, build_patch, parse_diff
-from porttrack.gitrepo import ScratchIndex, ThreeWay
+from porttrack.diff.hunks import FileDiff, _quote, build_patch
+from porttrack.gitrepo import ScratchIndex, ThreeWay, read_index_file, write_index_file
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
 
@@ -86,7 +86,7 @@ def only_paths(probe: ScratchIndex, tip: str, paths: Sequence[str]) -> bool:
     if any(entries[d][0] not in ("40000", "040000") for d in above if d in entries):
         return False
     hash_len = len(next(iter(entries.values()))[1]) // 2 if entries else len(probe.repo.rev_parse("HEAD") or "0" * 40) // 2
-    _write_index(probe.path("index"), {p: (int(entries[p][0], 8), entries[p][1]) for p in paths if p in entries}, hash_len)
+    write_index_file(probe.path("index"), {p: (int(entries[p][0], 8), entries[p][1]) for p in paths if p in entries}, hash_len)
     return True
 
 
@@ -422,7 +422,7 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
     diff, the index file) is appended, for `apply_taken`."""
     repo = probe.repo
     hash_len = len(repo.rev_parse("HEAD") or "0" * 40) // 2
-    entries = index_entries(probe.path("index").read_bytes(), hash_len)
+    entries = read_index_file(probe.path("index").read_bytes(), hash_len)
     if entries is None or any(p.startswith(_COPY_ROOT + "/") for p in entries):
         return None
     if (repo.git_dir / "info" / "attributes").exists() or (repo.common_dir / "info" / "attributes").exists():
@@ -469,7 +469,7 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
                 index[copy] = entries[fd.path]
                 chunks.append(_header(copy, ids) + (body if side == "f" else _reversed(body)))
                 at[copy] = (n, fd, [(h.id, s[0] if side == "f" else s[1]) for h, s in zip(hs, starts)])
-    _write_index(probe.path(COPIES), index, hash_len)
+    write_index_file(probe.path(COPIES), index, hash_len)
     proc = probe.apply(real + b"".join(forward) + b"".join(backward), "--check", "--reject", "-v", index=COPIES)
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
@@ -513,7 +513,7 @@ def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[f
         for copy, _key, _fd, _hs in variants or ():
             index[copy] = entries[_fd.path]
         if variants:
-            _write_index(probe.path(COPIES), index, hash_len)
+            write_index_file(probe.path(COPIES), index, hash_len)
         patch = b"".join(_copy_entry(f"{_COPY_ROOT}/f{n}/{fd.path}", fd, hs) for n in merge for fd, hs in parts[n])
         patch += b"".join(_copy_entry(copy, fd, hs) for copy, _key, fd, hs in variants or ())
         probe.copy(COPIES, COPIES + "3")
@@ -609,7 +609,7 @@ def _read_variants(probe: ScratchIndex, files: Sequence[FileDiff], groups: Seque
     taken = {n for n, v in verdicts.items() if v[0] in ("clean", "3-way")}
     if not any(verdicts[n][0] == "3-way" for n in merge):
         return  # nothing merges: `apply_taken` applies plainly, and says how
-    result = index_entries(probe.path(COPIES + "3").read_bytes(), hash_len)
+    result = read_index_file(probe.path(COPIES + "3").read_bytes(), hash_len)
     if result is None:
         return
     ids = set().union(*(groups[n] for n in taken))
@@ -621,7 +621,7 @@ def _read_variants(probe: ScratchIndex, files: Sequence[FileDiff], groups: Seque
         if copy not in merged_clean or copy not in result:
             return
         index[fd.path] = result[copy]
-    _write_index(probe.path("merged"), index, hash_len)
+    write_index_file(probe.path("merged"), index, hash_len)
     merged.append((patch_of(files, ids), "merged"))
 
 
@@ -644,49 +644,3 @@ def _reversed(body: bytes) -> bytes:
             line = b"@@ -" + m.group(2) + b" +" + m.group(1) + b" @@" + line[m.end():]
         out.append(line)
     return b"\n".join(out)
-
-
-def index_entries(data: bytes, hash_len: int) -> dict[str, tuple[int, str]] | None:
-    """path -> (mode, object id) of each stage-0 entry of a git index file (versions 2 and 3, not
-    split); None for anything else."""
-    import struct
-
-    if len(data) < 12 or data[:4] != b"DIRC":
-        return None
-    version, count = struct.unpack(">II", data[4:12])
-    if version not in (2, 3):
-        return None
-    out: dict[str, tuple[int, str]] = {}
-    at = 12
-    try:
-        for _ in range(count):
-            mode = struct.unpack(">I", data[at + 24:at + 28])[0]
-            sha = data[at + 40:at + 40 + hash_len].hex()
-            flags = struct.unpack(">H", data[at + 40 + hash_len:at + 42 + hash_len])[0]
-            start = at + 42 + hash_len + (2 if flags & 0x4000 else 0)
-            end = data.index(b"\0", start)
-            if (flags >> 12) & 3 == 0:
-                out[data[start:end].decode("utf-8", "surrogateescape")] = (mode, sha)
-            at += (end - at + 1 + 7) // 8 * 8
-    except (struct.error, ValueError):
-        return None
-    if data[at:at + 4] == b"link":  # a split index: the entries are elsewhere
-        return None
-    return out
-
-
-def _write_index(path, entries: dict[str, tuple[int, str]], hash_len: int) -> None:
-    """A version-2 index file of `entries` (path -> (mode, object id)), stat data zero: enough for
-    `git apply --cached`, which reads the blobs by id."""
-    import hashlib
-    import struct
-
-    out = [b"DIRC", struct.pack(">II", 2, len(entries))]
-    for name in sorted(entries, key=lambda p: p.encode("utf-8", "surrogateescape")):
-        mode, sha = entries[name]
-        raw = name.encode("utf-8", "surrogateescape")
-        entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(sha) + struct.pack(">H", min(len(raw), 0xFFF)) + raw
-        out.append(entry + b"\0" * (8 - len(entry) % 8))
-    data = b"".join(out)
-    digest = hashlib.sha1(data) if hash_len == 20 else hashlib.sha256(data)
-    path.write_bytes(data + digest.digest())
