@@ -399,8 +399,9 @@ def plan_pr(
     elif unstable:
         for hid, rev in unstable.items():
             reasons.setdefault(hid, Reason(UNSTABLE, rev[:12]))
+    order = {h.id: k for k, h in enumerate(hunks)}
     for group in groups:  # a group travels whole
-        out = [h.id for h in hunks if h.id in group and h.id in reasons]
+        out = sorted((hid for hid in group if hid in reasons), key=order.__getitem__)
         for hid in group:
             if out and hid not in reasons:
                 reasons[hid] = Reason(DEPENDS, out[0])
