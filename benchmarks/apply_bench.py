@@ -21,7 +21,10 @@ costs done by hand in a scratch index (`read-tree`, `apply --cached [--3way]`, `
 builds, creates the ref and records the run. Figures: median [min–max] of --repeat runs.
 Target (issue 3): apply under 2 s; issue 25: closer to the plumbing floor.
 
-    python benchmarks/apply_bench.py [--commits 20000] [--files 5000] [--repeat 5]
+    python benchmarks/apply_bench.py [--commits 20000] [--files 5000] [--repeat 5] [--json FILE]
+
+World: generated history (testing.gitfixtures.generate_history), not vLLM's; --json writes the
+figures (seconds per run, medians, ratios, git processes) with that said.
 """
 
 from __future__ import annotations
@@ -185,7 +188,10 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=20000)
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
+    rows: dict[str, dict] = {}
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="porttrack-apply-bench-") as tmp, isolated_environ(Path(tmp) / "home"):
         fork, ws, bases = setup(Path(tmp), args.commits, args.files)
         print(f"repository: {args.commits} commits, {args.files + PR_FILES} files; queue: 1 patch, "
@@ -203,8 +209,16 @@ def main() -> int:
                   f"{spread(r['floor']):<22} {ratio:>8.1f}x  {describe(r['git'])}", flush=True)
             if label == "clean":
                 worst = statistics.median(r["cli"])
+            rows[label] = {**r, "cli_median": statistics.median(r["cli"]), "core_median": statistics.median(r["core"]),
+                           "floor_median": statistics.median(r["floor"]), "cli_ratio_to_floor": round(ratio, 2)}
         print("floor: read-tree, apply --cached [--3way], write-tree, commit-tree, update-ref in a scratch index (5 git processes)")
         print(f"target: apply --staging under 2 s -> {'met' if worst < 2 else 'MISSED'} ({worst:.3f} s, CLI median, clean base)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"world": f"generated history ({args.commits} commits, {args.files} files), not vLLM",
+                                         "machine": {"cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load],
+                                                     "load_at_end": [round(x, 2) for x in os.getloadavg()]},
+                                         "repeat": args.repeat, "rows": rows}, indent=2) + "\n")
     return 0
 
 

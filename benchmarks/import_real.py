@@ -23,6 +23,10 @@ queue emptied before each run), --runs times after a warm-up; the git processes 
 are counted (testing/gitcount.py). The plumbing floor is what git alone needs for the question:
 merge-base, diff, read-tree of the fork base and `apply --cached --check` of the PR's diff in a
 scratch index. It prints figures (and writes them as JSON with --json); it is not a test.
+
+Beside wall time, CPU time (user + system of the command and the git processes it waited for,
+from `getrusage(RUSAGE_CHILDREN)`), medians of the same runs: on a shared, loaded machine the wall
+figures of both the command and the floor swing with the load; the CPU figures much less.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,6 +59,11 @@ SQUASHES = {
 FORK_BASE_DATE = "2026-07-01T00:00:00Z"
 MANY_HUNKS = 952
 MANY = 1  # the PR number of the "many" case
+
+
+def cpu_children() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def spread(xs: list[float]) -> dict:
@@ -113,20 +123,21 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
     ws, fork = case["ws"], case["fork"]
     argv = [sys.executable, "-m", "porttrack", "import", str(pr), "--offline", "--json"]
     env = ws.env(PYTHONDONTWRITEBYTECODE=None)
-    walls = []
+    walls, cpus = [], []
     out = None
     for k in range(runs + 2):
         shutil.rmtree(ws.root / "patches", ignore_errors=True)
         counted = k == runs + 1
         counter.reset()
         run_env = {**env, **counter.env(env)} if counted else env
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_children()
         proc = subprocess.run(argv, env=run_env, cwd=ws.root, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, cpu_children() - c0
         if proc.returncode not in (0, 1):
             raise SystemExit(f"import {pr}: exit {proc.returncode}: {proc.stderr[-800:]}")
         if 0 < k <= runs:
             walls.append(wall)
+            cpus.append(cpu)
         if counted:
             git_calls = counter.summary()
         out = proc
@@ -143,12 +154,13 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
         subprocess.run(["git", "read-tree", case["base"]], cwd=fork, env=fenv, check=True, capture_output=True)
         subprocess.run(["git", "apply", "--cached", "--check", "-"], cwd=fork, env=fenv, input=diff, capture_output=True)
 
-    floors = []
+    floors, floor_cpus = [], []
     for k in range(runs + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_children()
         floor()
         if k:
             floors.append(time.perf_counter() - t0)
+            floor_cpus.append(cpu_children() - c0)
     scratch.unlink(missing_ok=True)
     reasons: dict[str, int] = {}
     for h in plan.get("hunks", []):
@@ -157,6 +169,8 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
     result = {
         "exit": out.returncode, "wall_s": spread(walls), "floor_s": spread(floors),
         "ratio_to_floor": round(statistics.median(walls) / statistics.median(floors), 2),
+        "cpu_s": spread(cpus), "floor_cpu_s": spread(floor_cpus),
+        "cpu_ratio_to_floor": round(statistics.median(cpus) / statistics.median(floor_cpus), 2),
         "git": git_calls, "pr_hunks": case["pr_hunks"], "fork_base": case["base"], "fork_behind_pr_base": case["fork_behind"],
         "taken": plan.get("taken"), "left_out_by_reason": reasons,
         "source_check": None if not plan.get("source_check") else {"ok": plan["source_check"]["ok"],
@@ -166,7 +180,8 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
     }
     print(f"  import {pr if pr != MANY else 'many'}: {result['pr_hunks']} hunks, {result['taken']} taken, left out {reasons}; "
           f"{spread(walls)['median']:.3f} s [{spread(walls)['min']:.3f}..{spread(walls)['max']:.3f}], floor "
-          f"{spread(floors)['median']:.3f} s ({result['ratio_to_floor']}x); {describe(git_calls)}; source check "
+          f"{spread(floors)['median']:.3f} s ({result['ratio_to_floor']}x); CPU {spread(cpus)['median']:.3f} s, floor "
+          f"{spread(floor_cpus)['median']:.3f} s ({result['cpu_ratio_to_floor']}x); {describe(git_calls)}; source check "
           f"{'ok' if result['source_check'] and result['source_check']['ok'] else result['source_check']}", flush=True)
     return result
 
@@ -185,7 +200,8 @@ def main() -> int:
     history = {"repository": source.name if source.name != "repo" else source.parent.name, "commits_on_main": commits,
                "main": tip[0], "main_date": tip[1], "kind": "full vLLM history" if commits > 5000 else "the vLLM slice (real commits, 30 paths)"}
     print(f"history: {history['kind']}: {commits} commits on main, tip {tip[0][:12]} ({tip[1]})")
-    print(f"machine: {os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}; runs {args.runs}")
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in load)}; runs {args.runs}")
     results: dict[str, dict] = {}
     if args.keep:
         args.keep.mkdir(parents=True)
@@ -226,7 +242,9 @@ def main() -> int:
                 results[name]["upstream_commits_in_the_pr"] = case["commits_taken"]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"history": history, "machine": {"cpus": os.cpu_count()}, "runs": args.runs,
+        args.json.write_text(json.dumps({"history": history, "machine": {"cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load],
+                                                                     "load_at_end": [round(x, 2) for x in os.getloadavg()]},
+                                         "runs": args.runs,
                                          "fork_base_date": FORK_BASE_DATE, "results": results}, indent=2) + "\n")
     return 0
 

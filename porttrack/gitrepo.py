@@ -821,3 +821,52 @@ class ScratchIndex:
         self.copy(source, into)
         proc = self.apply(patch, "--3way", *flags, index=into)
         return ThreeWay(proc.returncode, proc.stderr.decode("utf-8", "surrogateescape"), self.unmerged(into))
+
+
+# -- index files written and read without a process (porttrack.take.separability) --------------------
+
+
+def read_index_file(data: bytes, hash_len: int) -> dict[str, tuple[int, str]] | None:
+    """path -> (mode, object id) of each stage-0 entry of a git index file (versions 2 and 3, not
+    split); None for anything else."""
+    import struct
+
+    if len(data) < 12 or data[:4] != b"DIRC":
+        return None
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3):
+        return None
+    out: dict[str, tuple[int, str]] = {}
+    at = 12
+    try:
+        for _ in range(count):
+            mode = struct.unpack(">I", data[at + 24:at + 28])[0]
+            sha = data[at + 40:at + 40 + hash_len].hex()
+            flags = struct.unpack(">H", data[at + 40 + hash_len:at + 42 + hash_len])[0]
+            start = at + 42 + hash_len + (2 if flags & 0x4000 else 0)
+            end = data.index(b"\0", start)
+            if (flags >> 12) & 3 == 0:
+                out[data[start:end].decode("utf-8", "surrogateescape")] = (mode, sha)
+            at += (end - at + 1 + 7) // 8 * 8
+    except (struct.error, ValueError):
+        return None
+    if data[at:at + 4] == b"link":  # a split index: the entries are elsewhere
+        return None
+    return out
+
+
+def write_index_file(path: Path, entries: dict[str, tuple[int, str]], hash_len: int) -> None:
+    """A version-2 index file of `entries` (path -> (mode, object id)), stat data zero: enough for
+    `git apply --cached`, which reads the blobs by id."""
+    import hashlib
+    import struct
+
+    out = [b"DIRC", struct.pack(">II", 2, len(entries))]
+    for name in sorted(entries, key=lambda p: p.encode("utf-8", "surrogateescape")):
+        mode, sha = entries[name]
+        raw = name.encode("utf-8", "surrogateescape")
+        entry = struct.pack(">10I", 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(sha) + struct.pack(">H", min(len(raw), 0xFFF)) + raw
+        out.append(entry + b"\0" * (8 - len(entry) % 8))
+    data = b"".join(out)
+    digest = hashlib.sha1(data) if hash_len == 20 else hashlib.sha256(data)
+    path.write_bytes(data + digest.digest())

@@ -132,15 +132,22 @@ class Hunk:
     kind: HunkKind = "text"
     file_status: Status = "modified"
 
-    def _lines(self) -> list[tuple[bytes, bytes]]:
-        """(marker, content) for each body line after the ``@@`` line; content has no LF."""
+    def _lines(self) -> tuple[tuple[bytes, bytes], ...]:
+        """(marker, content) for each body line after the ``@@`` line; content has no LF (split
+        once per hunk: kept beside the fields, outside equality and repr)."""
+        cached = self.__dict__.get("_split")
+        if cached is not None:
+            return cached
         if self.kind != "text":
-            return []
-        lines = self.body.split(b"\n")[1:]
-        if lines and lines[-1] == b"":
-            lines.pop()
-        # A bare empty line is a context line whose leading space was stripped by some tool.
-        return [(line[:1] or b" ", line[1:]) for line in lines]
+            cached = ()
+        else:
+            lines = self.body.split(b"\n")[1:]
+            if lines and lines[-1] == b"":
+                lines.pop()
+            # A bare empty line is a context line whose leading space was stripped by some tool.
+            cached = tuple((line[:1] or b" ", line[1:]) for line in lines)
+        object.__setattr__(self, "_split", cached)
+        return cached
 
     def removed_lines(self) -> list[bytes]:
         return [c for m, c in self._lines() if m == b"-"]

@@ -420,9 +420,15 @@ class FactsCache:
         self.memory: dict[str, FileFacts] = {}
         self._stored: dict[str, int] = {}  # blob id -> how many parts its file on disk holds
         self.hits = self.misses = 0
+        self._ids: dict[int, tuple[bytes, str]] = {}  # id(source) -> (source, its blob id): hashed once
 
     def get(self, source: bytes, path: str) -> FileFacts:
-        key = blob_id(source)
+        known = self._ids.get(id(source))
+        if known is not None and known[0] is source:
+            key = known[1]
+        else:
+            key = blob_id(source)
+            self._ids[id(source)] = (source, key)
         facts = self.memory.get(key)
         if facts is not None:
             facts.path = path

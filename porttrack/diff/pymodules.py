@@ -105,6 +105,7 @@ class Project:
         self._known: dict[str, bytes | None] = {}
         self.expected = expected
         self.importers = dict(importers or {})
+        self._folders: dict[int, tuple[Mapping[str, bytes | None], set[str]]] = {}
 
     def _fetch(self, paths: list[str]) -> None:
         wanted = [p for p in dict.fromkeys(paths) if p not in self._known]
@@ -168,7 +169,11 @@ class Project:
         return side[path] if path in side else self._known.get(path)
 
     def _is_dir(self, folder: str, side: Mapping[str, bytes | None]) -> bool:
-        if any(p.startswith(folder + "/") and c is not None for p, c in side.items()):
+        held = self._folders.get(id(side))
+        if held is None or held[0] is not side:  # the folders above each file of `side`, once per side
+            folders = {p[:at] for p, c in side.items() if c is not None for at in _slashes(p)}
+            held = self._folders[id(side)] = (side, folders)
+        if folder in held[1]:
             return True
         if self._known.get(folder) != DIRECTORY:
             return False
@@ -212,6 +217,10 @@ class Project:
                 continue
             out[(imp.module, imp.name)] = (imp.line, f"cannot import name '{imp.name}' from {imp.module} ({where})", where)
         return out
+
+
+def _slashes(path: str) -> list[int]:
+    return [n for n, ch in enumerate(path) if ch == "/"]
 
 
 def _candidates(imp: ImportOf) -> list[str]:

@@ -23,7 +23,7 @@ from porttrack.diff.pycheck import (
     name_uses,
 )
 from porttrack.diff.pymodules import DIRECTORY, Project, cross_module_uses
-from porttrack.gitrepo import GitRepo, ScratchIndex
+from porttrack.gitrepo import GitRepo, ScratchIndex, read_index_file
 from porttrack.take.separability import AllAtOnce, Taken, apply_taken
 from porttrack.workspace.queue import DEPENDS, SOURCE_CHECK, Reason
 
@@ -98,7 +98,7 @@ def check_taken(probe: ScratchIndex, diff: bytes, *, applied: str | None = None,
 
 
 def checked_files(probe: ScratchIndex, diff: bytes, *, applied: str | None = None, tip: str | None = None,
-                  pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None
+                  pr_files: Sequence[FileDiff] = (), cache: FactsCache | None = None, paths: Sequence[str] | None = None
                   ) -> tuple[SourceCheck, dict[str, bytes | None]]:
     """`check_sources` of `diff` applied on `probe`'s index (the fork tip, plus the patches a
     stacked PR sits on), in a copy of it: the index itself is left as it was. `applied`: an index
@@ -107,13 +107,15 @@ def checked_files(probe: ScratchIndex, diff: bytes, *, applied: str | None = Non
     so the files before are read from it by the repository's open reader, no process of their own.
     `pr_files`: the PR's whole diff: the modules its tree has (an import of one the taken hunks
     leave out is broken) and its files left out (their imports of the patched modules are judged).
+    `paths`: the paths `diff` touches, when the caller knows them (else `diff` is parsed for them).
     Returns the verdict and the patched files (path -> content; b"" for a file not read)."""
     into = applied or "checked"
     if applied is None:
         probe.copy("index", into)
         if probe.apply(diff, index=into).returncode != 0 and not probe.threeway(diff, into=into).clean:
             return SourceCheck(checker_label(), (), (Finding("not-checked", "*", "the taken hunks did not apply for the check"),)), {}
-    paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
+    if paths is None:
+        paths = sorted({p for fd in parse_diff(diff) for p in (fd.old_path, fd.new_path) if p})
     python = [p for p in paths if is_python(p)]
     left_out = sorted({p for fd in pr_files for p in (fd.old_path, fd.new_path) if p and is_python(p)} - set(paths))
     wanted = python + left_out
@@ -144,34 +146,11 @@ def read_index(probe: ScratchIndex, paths: Sequence[str], index: str) -> list[by
 
 
 def _index_entries(data: bytes, hash_len: int) -> dict[str, str] | None:
-    """path -> blob id of each stage-0 entry of a git index file (versions 2, 3); None otherwise."""
-    import struct
-
-    if len(data) < 12 or data[:4] != b"DIRC":
+    """path -> blob id of each stage-0 regular file or symlink of a git index file (versions 2, 3); None otherwise."""
+    entries = read_index_file(data, hash_len)
+    if entries is None:
         return None
-    version, count = struct.unpack(">II", data[4:12])
-    if version not in (2, 3):
-        return None
-    out: dict[str, str] = {}
-    at = 12
-    try:
-        for _ in range(count):
-            mode = struct.unpack(">I", data[at + 24:at + 28])[0]
-            sha = data[at + 40:at + 40 + hash_len].hex()
-            flags = struct.unpack(">H", data[at + 40 + hash_len:at + 42 + hash_len])[0]
-            start = at + 42 + hash_len + (2 if flags & 0x4000 else 0)
-            end = data.index(b"\0", start)
-            name = data[start:end].decode("utf-8", "surrogateescape")
-            if (flags >> 12) & 3 == 0 and mode >> 12 in (0o10, 0o12):  # a regular file or symlink, stage 0
-                out[name] = sha
-            length = end - at + 1
-            at += (length + 7) // 8 * 8 if version < 4 else length
-    except (struct.error, ValueError):
-        return None
-    rest = data[at:]
-    if b"link" == rest[:4]:  # a split index: the entries are elsewhere
-        return None
-    return out
+    return {p: sha for p, (mode, sha) in entries.items() if mode >> 12 in (0o10, 0o12)}
 
 
 def _reader(probe: ScratchIndex, tip: str | None):
@@ -227,7 +206,8 @@ def take_what_passes(
             return b"", None, None
         diff = build_patch([(fd, [h for h in fd.hunks if h.id in taken_ids]) for fd in files])
         taken = apply_taken(probe, diff, any(applies.get(h) == "3-way" for h in taken_ids), first)
-        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache)
+        checked, after = checked_files(probe, diff, applied=taken.index, tip=tip, pr_files=files, cache=cache,
+                                       paths=_paths_of(files, taken_ids))
         if checked.ok:
             if first_failure is not None:
                 out = sum(1 for r in reasons.values() if r.kind == SOURCE_CHECK)
@@ -256,6 +236,21 @@ def take_what_passes(
                     reasons[other] = Reason(DEPENDS, hid)
     raise CheckFailed(f"the source check still fails after leaving out what it named {MAX_CHECK_ROUNDS} times "
                       f"({checked.text}); nothing was written")
+
+
+def _paths_of(files: Sequence[FileDiff], ids: set[str]) -> list[str]:
+    """The paths `build_patch` of hunks `ids` touches, sorted (a rename whose meta hunk is left out
+    becomes an edit of its old path)."""
+    out: set[str] = set()
+    for fd in files:
+        if not any(h.id in ids for h in fd.hunks):
+            continue
+        meta = fd.meta_hunk
+        if fd.status == "renamed" and meta is not None and meta.id not in ids:
+            out.add(fd.old_path)  # type: ignore[arg-type]
+        else:
+            out.update(p for p in (fd.old_path, fd.new_path) if p)
+    return sorted(out)
 
 
 def _listed(ids: set[str], path_of: Mapping[str, str], shown: int = 8) -> str:

@@ -36,8 +36,11 @@ What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
    *not separable: conflicts with fork at FILE* (`porttrack.take.separability`). All candidate
    groups are applied at once, for real, into a copy of the probe's index: when that goes in, the
    one `git apply` is also the together check, the patched files `checks.check_taken` reads and the
-   mail's diffstat; when it fails, the groups of files git did not name are confirmed with one
-   more check and only the named files' groups are probed one by one.
+   mail's diffstat; when it fails, each group is probed alone on copies of its files in one index
+   file (`separability.copies_of`): one `git apply --check --reject` of every group and its
+   reverse, one `--3way` of those that need it, which also merges the taken diff when it can.
+   With nothing stacked below, the probe's index holds only the tip's entries at the PR's paths
+   (`separability.only_paths`: no `read-tree` of the whole tree).
 
 The patch is one `git format-patch` mail (`porttrack.take.mail`) with provenance trailers.
 
@@ -101,7 +104,7 @@ from porttrack.workspace.queue import (
     reason_counts,
 )
 from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import apply_all, patch_of, probe_base, probe_groups
+from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
@@ -396,8 +399,9 @@ def plan_pr(
     elif unstable:
         for hid, rev in unstable.items():
             reasons.setdefault(hid, Reason(UNSTABLE, rev[:12]))
+    order = {h.id: k for k, h in enumerate(hunks)}
     for group in groups:  # a group travels whole
-        out = [h.id for h in hunks if h.id in group and h.id in reasons]
+        out = sorted((hid for hid in group if hid in reasons), key=order.__getitem__)
         for hid in group:
             if out and hid not in reasons:
                 reasons[hid] = Reason(DEPENDS, out[0])
@@ -415,10 +419,15 @@ def plan_pr(
         # A stacked PR is probed on top of the queued patches it depends on: they travel with it.
         below = [queue_mod.read_patch(ws, queue.get(name)) for name in depends_on]
         with repo.scratch_index("import") as probe:
-            for n in probe_base(probe, fork_tip, below):
+            named = sorted({p for fd in files for p in (fd.old_path, fd.new_path) if p})
+            only = not below and only_paths(probe, fork_tip, named)  # the index holds the tip's entries at `named` alone
+            for n in [] if only else probe_base(probe, fork_tip, below):
                 notes.append(f"{depends_on[n]} (which this PR is stacked on) does not apply to the fork tip; probed without it")
             first = apply_all(probe, patch_of(files, set().union(*(groups[n] for n in candidates))))
-            verdicts = probe_groups(probe, files, groups, candidates, first)
+            merged: list[tuple[bytes, str]] = []
+            verdicts = probe_groups(probe, files, groups, candidates, first, merged if only else None)
+            if merged:
+                first = replace(first, merged=merged[0])
             for n, (how, where) in verdicts.items():
                 for hid in groups[n]:
                     applies[hid] = how
@@ -434,8 +443,10 @@ def plan_pr(
             if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
                     and repo.rev_parse(config.fork.build_from()) == fork_tip:
                 # the trial build would put this same diff on this same tree the same way: its tree is here
+                # (the pathspec: the probe's index may hold only the PR's paths, `separability.only_paths`)
                 fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
-                                     "--full-index", "-M", fork_tip, env=probe.env(taken.index)).stdout
+                                     "--full-index", "-M", fork_tip, *(["--", *named] if only else []),
+                                     env={**probe.env(taken.index), "GIT_LITERAL_PATHSPECS": "1"}).stdout
                 built = (taken.how, fork_diff)
     else:
         taken_ids, diff, exact_on_tip, checked, stat = set(), b"", False, None, None
@@ -615,11 +626,12 @@ def _in_fork_context(
 
 def _regenerated(plan: ImportPlan, pr: RecordedPR, repo: GitRepo, base: str, base_ref: str, below: Sequence[Patch], how: str,
                  fork_diff: bytes) -> tuple[bytes, Regenerated, tuple[str, ...]]:
-    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parse_diff(fork_diff) for h in fd.hunks)
+    parsed = parse_diff(fork_diff)
+    hunks = tuple(HunkRef(h.id, h.path, h.kind) for fd in parsed for h in fd.hunks)
     regenerated = Regenerated(how, base, tuple(p.name for p in below), hunks)
     note = (f"upstream's diff goes onto {base_ref} plus the queue only by {how}: the patch file carries "
             f"the fork's context (regenerated), the manifest keeps upstream's hunk ids")
-    return format_mail(plan.provenance(), pr, repo, fork_diff, regenerated), regenerated, (note,)
+    return format_mail(plan.provenance(), pr, repo, fork_diff, regenerated, files=parsed), regenerated, (note,)
 
 
 # --------------------------------------------------------------------------------------------

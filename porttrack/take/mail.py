@@ -18,6 +18,7 @@ from email.utils import format_datetime
 from typing import Sequence
 
 from porttrack import __version__
+from porttrack.diff.hunks import FileDiff
 from porttrack.gitrepo import GitRepo
 from porttrack.workspace.queue import Regenerated, Revision
 from porttrack.workspace.state import RecordedPR
@@ -37,9 +38,10 @@ class Provenance:
 
 
 def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, regenerated: Regenerated | None = None,
-                stat: str | None = None) -> bytes:
+                stat: str | None = None, files: Sequence[FileDiff] | None = None) -> bytes:
     """One `git format-patch` mail: headers from the PR, provenance trailers, diffstat, diff.
-    `stat`: `git apply --stat` of `diff` when the caller has it already (None: asked of git)."""
+    `stat`: `git apply --stat` of `diff` when the caller has it already; else made from `files`
+    (`diff` parsed, `apply_stat`) when given, else asked of git."""
     rev = facts.revision
     sha = rev.through or rev.head
     login = re.sub(r"[^A-Za-z0-9-]", "", pr.author or "")[:39] or "unknown"
@@ -58,6 +60,8 @@ def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, r
     if regenerated is not None:
         body.append(f"The diff is the fork's: upstream's went onto {regenerated.base[:12]} by {regenerated.how}, "
                     "so its context was regenerated; Porttrack-Hunks lists upstream's hunk ids.")
+    if stat is None and files is not None:
+        stat = apply_stat(files)
     if stat is None:
         stat = repo.run("apply", "--stat", "-", input=diff).stdout.decode("utf-8", "replace") if diff else ""
     head = (
@@ -71,6 +75,52 @@ def format_mail(facts: Provenance, pr: RecordedPR, repo: GitRepo, diff: bytes, r
         "\n" + "\n".join(body) + "\n\n" + "\n".join(trailers) + "\n---\n" + stat + "\n"
     )
     return head.encode("utf-8") + diff + f"-- \nporttrack {__version__}\n\n".encode()
+
+
+_PLAIN_NAME = re.compile(r"[\x20-\x21\x23-\x5b\x5d-\x7e]*\Z")  # printable ASCII but `"` and `\`: git prints it as it is
+
+
+def apply_stat(files: Sequence[FileDiff]) -> str | None:
+    """What `git apply --stat` prints for the diff `files` was parsed from (apply.c's
+    `stat_patch_list`: a line per file, names shortened past 50 columns, the bar scaled to 70
+    columns, then diff.c's summary in the C locale); None when a name would be C-quoted (git is
+    asked then)."""
+    rows = []
+    for fd in files:
+        names = [n for n in (fd.old_path, fd.new_path) if n is not None]
+        if not all(_PLAIN_NAME.match(n) for n in names):
+            return None
+        added = sum(len(h.added_lines()) for h in fd.text_hunks)
+        deleted = sum(len(h.removed_lines()) for h in fd.text_hunks)
+        rows.append((fd.new_path if fd.new_path is not None else fd.old_path, names, fd.is_binary, added, deleted))
+    max_len = max((len(n) for _name, names, *_ in rows for n in names), default=0)
+    max_change = max((a + d for *_, a, d in rows), default=0)
+    out = []
+    for name, _names, binary, add, dele in rows:
+        width = min(max_len, 50)
+        if len(name) > width:
+            start = len(name) + 3 - width
+            cut = name.find("/", start)
+            name = "..." + name[cut if cut >= 0 else start:]
+        if binary:
+            out.append(f" {name:<{width}} |  Bin\n")
+            continue
+        bar = 70 - width if width + max_change > 70 else max_change
+        plus, minus = add, dele
+        if max_change > 0:
+            total = ((add + dele) * bar + max_change // 2) // max_change
+            plus = (add * bar + max_change // 2) // max_change
+            minus = total - plus
+        out.append(f" {name:<{width}} |{add + dele:5d} {'+' * min(plus, 70)}{'-' * min(minus, 70)}\n")
+    files_n, adds, dels = len(rows), sum(r[3] for r in rows), sum(r[4] for r in rows)
+    if not files_n:
+        return " 0 files changed\n"
+    summary = f" {files_n} file{'' if files_n == 1 else 's'} changed"
+    if adds or dels == 0:
+        summary += f", {adds} insertion{'' if adds == 1 else 's'}(+)"
+    if dels or adds == 0:
+        summary += f", {dels} deletion{'' if dels == 1 else 's'}(-)"
+    return "".join(out) + summary + "\n"
 
 
 def _fold(ids: Sequence[str], width: int = 72) -> str:

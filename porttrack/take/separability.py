@@ -11,8 +11,9 @@ atomic (it writes nothing: every file is checked before the index is written), s
 apply answers what `--check` would; when it succeeds it is also the together check
 (`check_together`), the patched index `checks.check_taken` reads, and, with `--stat --apply`, the
 diffstat the mail carries (the same `stat_patch_list` of the same parsed patch as `git apply --stat`
-alone). When it fails, the groups are probed as below: the groups of the files git did not name
-are confirmed with one more check and only the named files' groups are probed one by one.
+alone). When it fails, each group is probed alone, as `probe_one_by_one` would, but on copies of
+its files under paths of their own in one index file (`copies_of`): two `git apply` for all groups,
+whatever their number (the groups `copies_of` cannot copy are probed together, `_probe_together`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
-from porttrack.diff.hunks import FileDiff, build_patch, parse_diff
-from porttrack.gitrepo import ScratchIndex, ThreeWay
+from porttrack.diff.hunks import FileDiff, _quote, build_patch
+from porttrack.gitrepo import ScratchIndex, ThreeWay, read_index_file, write_index_file
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
 
@@ -43,6 +44,7 @@ class AllAtOnce:
     ok: bool
     stat: str  # its stdout: `git apply --stat` of `patch` ("" when it failed)
     moved: bool  # some hunk went in at an offset (`-v`), so `apply` would not call it clean
+    merged: tuple[bytes, str] | None = None  # (a diff, the index file where `--3way` put it cleanly on "index"'s entries)
 
     def holds(self, diff: bytes) -> bool:
         """TAKEN is the probe's index with exactly `diff` applied, plainly."""
@@ -51,7 +53,8 @@ class AllAtOnce:
 
 def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[int]:
     """The fork tip in the scratch index, then the queued patches this PR is stacked on, as `apply`
-    would put them (plainly, else by 3-way); returns the positions of those that did not apply."""
+    would put them (plainly, else by 3-way); returns the positions of those that did not apply.
+    (With nothing stacked, `only_paths` may stand in for it.)"""
     probe.read_tree(tip)
     failed = []
     for n, patch in enumerate(below):
@@ -62,6 +65,29 @@ def probe_base(probe: ScratchIndex, tip: str, below: Sequence[bytes]) -> list[in
         else:
             failed.append(n)
     return failed
+
+
+MAX_PATHS = 2000  # a diff naming more paths than this reads the whole tree (and is diffed without a pathspec)
+
+
+def only_paths(probe: ScratchIndex, tip: str, paths: Sequence[str]) -> bool:
+    """The scratch index holds the tip's entries at `paths` and nothing else (written here, no
+    process): `git apply --cached` reads only the entries of the paths it patches (and, for a new
+    one, the entry there), so it answers there as over the whole tree, except where a folder and a
+    file meet: a path under a file or symlink of the tip (git refuses it: beyond a symlink, or a
+    file in the way), or a path where the tip has a folder. Then False, and nothing is written (the
+    caller reads the whole tree). A caller that diffs this index names `paths` as its pathspec."""
+    if len(paths) >= MAX_PATHS:
+        return False
+    above = {p[:n] for p in paths for n, ch in enumerate(p) if ch == "/"}
+    entries = probe.repo.tree_entries(tip, [*paths, *above])
+    if any(entries[p][0] in ("40000", "040000") for p in paths if p in entries):
+        return False
+    if any(entries[d][0] not in ("40000", "040000") for d in above if d in entries):
+        return False
+    hash_len = len(next(iter(entries.values()))[1]) // 2 if entries else len(probe.repo.rev_parse("HEAD") or "0" * 40) // 2
+    write_index_file(probe.path("index"), {p: (int(entries[p][0], 8), entries[p][1]) for p in paths if p in entries}, hash_len)
+    return True
 
 
 def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
@@ -75,7 +101,7 @@ def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
 
 
 def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
-                 first: AllAtOnce) -> dict[int, tuple[str, str]]:
+                 first: AllAtOnce, merged: list[tuple[bytes, str]] | None = None) -> dict[int, tuple[str, str]]:
     """(clean | 3-way | present | conflict, file) per candidate group. `first`: all of them applied
     at once (`apply_all`); when that went in, every group is clean. Otherwise git is asked per
     batch, not per group: one `git apply --check --reject -v` of every candidate says which hunks
@@ -88,9 +114,25 @@ def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequenc
     plus two per round, not four per group."""
     if first.ok:
         return {n: ("clean", "") for n in candidates}
+    alone = copies_of(probe, files, groups, candidates, merged)
+    if alone is None:
+        return _probe_together(probe, files, groups, candidates)
+    verdicts, rest, plain, reports = alone
+    if rest and plain:
+        verdicts.update(_probe_together(probe, files, groups, rest, (plain, reports)))
+    elif rest:
+        verdicts.update(_probe_together(probe, files, groups, rest))
+    return verdicts
+
+
+def _probe_together(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+                    asked: tuple[dict[str, bool], list] | None = None) -> dict[int, tuple[str, str]]:
+    """`probe_groups` of `candidates` on the probe's index itself: checked together, per hunk
+    (`asked`: that check, already made)."""
     owner = {h.id: fd for fd in files for h in fd.hunks}
     verdicts: dict[int, tuple[str, str]] = {}
-    plain, reports = _asked(probe, files, set().union(*(groups[n] for n in candidates)))
+    plain, reports = asked or _asked(probe, files, set().union(*(groups[n] for n in candidates)))
+    first = AllAtOnce(b"", False, "", False)
     if not plain:
         return probe_one_by_one(probe, files, groups, candidates, first)
     suspect = [n for n in candidates if not all(plain.get(hid, False) for hid in groups[n])]
@@ -165,21 +207,43 @@ def _asked(probe: ScratchIndex, files: Sequence[FileDiff], ids: set[str], revers
     reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
     if reports is None:
         return {}, []
+    out = _read_asked(files, ids, reports, reverse)
+    return (out, reports) if out else ({}, [])
+
+
+def _read_asked(files: Sequence[FileDiff], ids: set[str], reports: list, reverse: bool = False) -> dict[str, bool]:
+    """Per hunk of `ids` (`patch_of(files, ids)` was checked): did it go in, by git's report per
+    file ({} when it cannot be read so)."""
+    said: dict[str, list] = {}
+    for name, r in reports:
+        said.setdefault(name, []).append(r)
     out: dict[str, bool] = {}
     # git names a failed hunk by its first line in the patch as given: the old side, or reversed the
-    # new side, whose numbers `build_patch` recomputes when hunks before it are left out
-    for fd in parse_diff(patch):
-        names = {fd.path, f"{fd.old_path} => {fd.new_path}"}
-        found = [r for name, r in reports if name in names]
+    # new side, whose numbers `build_patch` recomputes when hunks before it are left out (as here)
+    for fd in files:
+        chosen = [h for h in fd.hunks if h.id in ids]
+        if not chosen:
+            continue
+        meta = fd.meta_hunk
+        old, new = fd.old_path, fd.new_path
+        if fd.status == "renamed" and meta is not None and meta.id not in ids:
+            new = old  # `build_patch` made it an edit of the old path
+        names = dict.fromkeys([new if new is not None else old, f"{old} => {new}"])
+        found = [r for name in names for r in said.get(name, [])]  # type: ignore[index]
         if len(found) != 1:
-            return {}, []
+            return {}
         errors, failed_at = found[0]
         hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
         whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        shift = 0  # net lines added by the text hunks left out before this one
         for h in fd.hunks:
-            at = h.new_start if reverse else h.old_start
+            if h.id not in ids:
+                if h.kind == "text":
+                    shift += h.new_len - h.old_len
+                continue
+            at = (h.new_start - shift) if reverse else h.old_start
             out[h.id] = not (whole or (h.kind == "text" and at in failed_at))
-    return out, reports
+    return out
 
 
 _CHECKING = re.compile(r"^Checking patch (.*)\.\.\.$")
@@ -252,6 +316,7 @@ def _probe_one(probe: ScratchIndex, files: Sequence[FileDiff], group: frozenset[
 
 
 _WITH_CONFLICTS = re.compile(r"^Applied patch to '(.*)' with conflicts\.$", re.M)
+_CLEANLY = re.compile(r"^Applied patch to '(.*)' cleanly\.$", re.M)
 
 
 def threeway(probe: ScratchIndex, patch: bytes, *flags: str, into: str = "index3") -> ThreeWay:
@@ -287,6 +352,8 @@ def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: A
     groups apply one at a time but not together, ConflictError."""
     if first.holds(diff):
         return Taken(TAKEN, "offset" if first.moved else "clean")
+    if needs_threeway and first.merged is not None and first.merged[0] == diff:
+        return Taken(first.merged[1], "3-way")  # merged beside the groups' own probes (`copies_of`)
     if not needs_threeway:
         probe.copy("index", into)
         proc = probe.apply(diff, "-v", index=into)
@@ -322,3 +389,258 @@ def patch_of(files: Sequence[FileDiff], ids: set[str] | frozenset[str]) -> bytes
 def _plain(probe: ScratchIndex, patch: bytes, reverse: bool = False, verbose: bool = False) -> tuple[bool, str]:
     proc = probe.apply(patch, "--check", *(["--reverse"] if reverse else []), *(["-v"] if verbose else []))
     return proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+
+
+# -- each group alone, in one process: copies of its files under paths of their own -----------------
+
+COPIES = "copies"  # the scratch index file `copies_of` writes: copies of the files the groups touch
+_COPY_ROOT = ".porttrack-probe"
+_HEAD_AT = re.compile(rb"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
+_INDEX_LINE = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$", re.M)
+
+
+def copies_of(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
+              merged: list[tuple[bytes, str]] | None = None
+              ) -> tuple[dict[int, tuple[str, str]], list[int], dict[str, bool], list] | None:
+    """Each candidate group probed alone, as `probe_one_by_one` probes it (plain, else reverse:
+    *present*, else 3-way), at most two `git apply` for all of them: an index file of copies
+    (`COPIES`, written here, no process) holds, for group n, the probe index's entry of each file
+    it touches under `.porttrack-probe/f<n>/PATH` and `.porttrack-probe/r<n>/PATH`; one `git apply
+    --check --reject -v` of every group's hunks at its f-copy and their reverse (made here, as
+    `--reverse` makes it) at its r-copy says which groups go in, and which are present; one real
+    `--3way` of the rest at their f-copies says which merge and which conflict (git merges each
+    file's patch on its own, so the copies cannot meet). Only groups whose files are modified text
+    files that the index holds are copied, and none under a `.gitattributes` (a merge driver chosen
+    by path could read the copy differently); the rest (`rest`) are checked at their own paths in
+    the same process, together, and returned with that check (`plain`, `reports`) for
+    `_probe_together`. None: nothing copied (the caller probes as before).
+
+    `merged` (a list, given when the probe's index holds only the PR's paths, so that an index file
+    of copies can stand in for it): when every group is decided here, the same `--3way` also puts
+    the diff of every group that is clean or merges (the diff `apply_taken` would merge next) on
+    the entries of the probe's index at their own paths; when all of it merges cleanly, (that
+    diff, the index file) is appended, for `apply_taken`."""
+    repo = probe.repo
+    hash_len = len(repo.rev_parse("HEAD") or "0" * 40) // 2
+    entries = read_index_file(probe.path("index").read_bytes(), hash_len)
+    if entries is None or any(p.startswith(_COPY_ROOT + "/") for p in entries):
+        return None
+    if (repo.git_dir / "info" / "attributes").exists() or (repo.common_dir / "info" / "attributes").exists():
+        return None
+    attributed = _merge_attributes(repo, {p: sha for p, (_mode, sha) in entries.items() if p.rpartition("/")[2] == ".gitattributes"})
+    group_of = {hid: n for n in candidates for hid in groups[n]}
+    held: dict[int, dict[int, list]] = {n: {} for n in candidates}  # group -> file's position -> its hunks there
+    for k, fd in enumerate(files):
+        for h in fd.hunks:
+            if h.id in group_of:
+                held[group_of[h.id]].setdefault(k, []).append(h)
+    parts = {n: [(files[k], hs) for k, hs in sorted(held[n].items())] for n in candidates}
+
+    def copyable(fd: FileDiff, hs: list) -> bool:  # (a file the index lacks: no copy, the group conflicts there)
+        return (fd.status == "modified" and not fd.is_binary and fd.old_path == fd.new_path
+                and (fd.path not in entries or entries[fd.path][0] >> 12 in (0o10, 0o12)) and all(h.kind == "text" for h in hs)
+                and _INDEX_LINE.search(fd.header) is not None
+                and not any(d == "" or fd.path.startswith(d + "/") for d in attributed))
+
+    alone = [n for n in candidates if parts[n] and all(copyable(fd, hs) for fd, hs in parts[n])]
+    if not alone:
+        return None
+    rest = [n for n in candidates if n not in alone]
+    real = patch_of(files, set().union(*(groups[n] for n in rest))) if rest else b""
+    index: dict[str, tuple[int, str]] = {}
+    resting = set(rest)
+    for fd in files:
+        if any(group_of.get(h.id) in resting for h in fd.hunks):
+            index.update({p: entries[p] for p in (fd.old_path, fd.new_path) if p and p in entries})
+    forward: list[bytes] = []
+    backward: list[bytes] = []
+    at: dict[str, tuple[int, FileDiff, list[tuple[str, int]]]] = {}  # copy -> (group, file, (hunk, line git names it by))
+    for n in alone:
+        for fd, hs in parts[n]:
+            if fd.path not in entries:
+                continue
+            entry = build_patch([(fd, hs)])
+            cut = entry.index(b"\n@@ ") + 1
+            body = entry[cut:]
+            old, new = _INDEX_LINE.search(fd.header).group(1, 2)  # type: ignore[union-attr]
+            starts = [(int(m.group(1)), int(m.group(2))) for m in _HEAD_AT.finditer(body)]
+            for side, chunks, ids in (("f", forward, old + b".." + new), ("r", backward, new + b".." + old)):
+                copy = f"{_COPY_ROOT}/{side}{n}/{fd.path}"
+                index[copy] = entries[fd.path]
+                chunks.append(_header(copy, ids) + (body if side == "f" else _reversed(body)))
+                at[copy] = (n, fd, [(h.id, s[0] if side == "f" else s[1]) for h, s in zip(hs, starts)])
+    write_index_file(probe.path(COPIES), index, hash_len)
+    proc = probe.apply(real + b"".join(forward) + b"".join(backward), "--check", "--reject", "-v", index=COPIES)
+    reports = _reports(proc.stderr.decode("utf-8", "surrogateescape"))
+    if reports is None:
+        return None
+    plain = _read_asked(files, set().union(*(groups[n] for n in rest)), reports) if rest else {}
+    passed: dict[str, bool | None] = {}  # copy -> every hunk went in (None: git's report could not be read)
+    said: dict[str, list] = {}
+    for name, r in reports:
+        said.setdefault(name, []).append(r)
+    for copy, (n, fd, hunks_at) in at.items():
+        found = said.get(copy, [])
+        if len(found) != 1:
+            passed[copy] = None
+            continue
+        errors, failed_at = found[0]
+        hunk_level = [e for e in errors if _PATCH_FAILED.match(e) or e.endswith(": patch does not apply")]
+        whole = bool(errors) and (len(hunk_level) != len(errors) or not failed_at)
+        passed[copy] = not whole and not any(line in failed_at for _hid, line in hunks_at)
+    verdicts: dict[int, tuple[str, str]] = {}
+    merge: list[int] = []
+    for n in alone:
+        fwd = [passed[f"{_COPY_ROOT}/f{n}/{fd.path}"] if fd.path in entries else False for fd, _hs in parts[n]]
+        rev = [passed[f"{_COPY_ROOT}/r{n}/{fd.path}"] if fd.path in entries else False for fd, _hs in parts[n]]
+        if None in fwd or None in rev:
+            verdicts[n] = _probe_one(probe, files, groups[n])
+        elif any(fd.path not in entries for fd, _hs in parts[n]):
+            # git refuses the whole 3-way apply of a file it does not have: the group conflicts at the
+            # files its plain check names (those missing, those where a hunk failed), in order
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(fd.path for (fd, _hs), ok in zip(parts[n], fwd) if not ok)))
+        elif all(fwd):
+            verdicts[n] = ("clean", "")
+        elif all(rev):
+            verdicts[n] = ("present", ", ".join(fd.path for fd, _hs in parts[n]))
+        else:
+            merge.append(n)
+    if merge:
+        # Beside the groups' copies, when every candidate is decided here: for each file the taken
+        # groups touch, a copy per outcome of its merging groups (`_variants`), so that the 3-way of
+        # the whole taken diff (what `apply_taken` asks next) is read off this same apply.
+        variants = _variants(files, parts, verdicts, merge, entries) if merged is not None and not rest else None
+        for copy, _key, _fd, _hs in variants or ():
+            index[copy] = entries[_fd.path]
+        if variants:
+            write_index_file(probe.path(COPIES), index, hash_len)
+        patch = b"".join(_copy_entry(f"{_COPY_ROOT}/f{n}/{fd.path}", fd, hs) for n in merge for fd, hs in parts[n])
+        patch += b"".join(_copy_entry(copy, fd, hs) for copy, _key, fd, hs in variants or ())
+        probe.copy(COPIES, COPIES + "3")
+        proc = probe.apply(patch, "--3way", index=COPIES + "3")
+        stderr = proc.stderr.decode("utf-8", "surrogateescape")
+        unmerged = set(_WITH_CONFLICTS.findall(stderr))
+        refused = {m.group("a") or m.group("b") for m in map(_FAILED_AT.match, stderr.splitlines()) if m}
+        merged_clean = set(_CLEANLY.findall(stderr))
+        for n in merge:
+            copies = {f"{_COPY_ROOT}/f{n}/{fd.path}": fd.path for fd, _hs in parts[n]}
+            if variants:  # a variant may fail the apply on its own: each copy by what git said of it
+                asked_alone = bool(copies.keys() & refused) or not copies.keys() <= (merged_clean | unmerged)
+            else:
+                asked_alone = (proc.returncode != 0 and not unmerged) or bool(copies.keys() & refused)
+            if asked_alone:
+                verdicts[n] = _probe_one(probe, files, groups[n])  # git refused it: asked alone, as before
+                continue
+            conflicted = sorted(path for copy, path in copies.items() if copy in unmerged)
+            verdicts[n] = ("conflict", ", ".join(conflicted)) if conflicted else ("3-way", "")
+        if variants:
+            _read_variants(probe, files, groups, verdicts, merge, variants, entries, hash_len, merged_clean, merged)  # type: ignore[arg-type]
+    return verdicts, rest, plain, reports
+
+
+_MERGE_ATTRIBUTES = {"merge", "conflict-marker-size", "binary", "text", "eol", "crlf", "ident", "filter", "diff",
+                     "working-tree-encoding", "whitespace"}
+
+
+def _merge_attributes(repo, files: dict[str, str]) -> list[str]:
+    """The folders of the `.gitattributes` files (path -> blob id) that set an attribute a merge or
+    an apply could read (a merge driver, a marker size, text/eol conversion, a macro): a copy of a
+    file under one is not read as the file would be."""
+    got = repo.objects(sorted(set(files.values()))) if files else {}
+    out = []
+    for path, sha in files.items():
+        obj = got.get(sha)
+        text = obj[2].decode("utf-8", "replace") if obj is not None else "[attr]"
+        for line in text.splitlines():
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if words[0].startswith("[attr]") or any(w.lstrip("-!").split("=")[0] in _MERGE_ATTRIBUTES for w in words[1:]):
+                out.append(path.rpartition("/")[0])
+                break
+    return out
+
+
+def _copy_entry(copy: str, fd: FileDiff, hs: Sequence) -> bytes:
+    """`fd`'s entry of hunks `hs` (`build_patch`), at path `copy`."""
+    entry = build_patch([(fd, hs)])
+    return _header(copy, b"..".join(_INDEX_LINE.search(fd.header).group(1, 2))) + entry[entry.index(b"\n@@ ") + 1:]  # type: ignore[union-attr]
+
+
+MAX_VARIANTS = 32  # copies of one file, one per outcome of the merging groups on it (5 groups)
+MAX_ALL_VARIANTS = 128  # copies of all files together (each a small 3-way merge, in one process)
+
+
+def _variants(files: Sequence[FileDiff], parts: dict, verdicts: dict[int, tuple[str, str]], merge: list[int],
+              entries: dict[str, tuple[int, str]]) -> list[tuple[str, frozenset[int], FileDiff, list]] | None:
+    """(copy, the merging groups it holds, file, hunks) for each file a clean or merging group
+    touches and each subset of the merging groups on it: the clean groups' hunks plus the subset's.
+    None when a file has more than MAX_VARIANTS such subsets, all files more than MAX_ALL_VARIANTS,
+    or a file has a mode change (a copy has none)."""
+    taken = [n for n, v in verdicts.items() if v[0] == "clean"] + merge
+    on: dict[int, tuple[FileDiff, dict[int, list]]] = {}
+    for n in taken:
+        for fd, hs in parts[n]:
+            on.setdefault(id(fd), (fd, {}))[1][n] = hs
+    out = []
+    for fd, held in on.values():
+        if fd.meta_hunk is not None or fd.path not in entries:
+            return None
+        merging = sorted(n for n in held if n in merge)
+        if 2 ** len(merging) > MAX_VARIANTS:
+            return None
+        for mask in range(2 ** len(merging)):
+            subset = frozenset(n for k, n in enumerate(merging) if mask >> k & 1)
+            chosen = {h.id for n, hs in held.items() if n not in merge or n in subset for h in hs}
+            hs = [h for h in fd.hunks if h.id in chosen]
+            if hs:
+                out.append((f"{_COPY_ROOT}/t{mask}/{fd.path}", subset, fd, hs))
+    return out if len(out) <= MAX_ALL_VARIANTS else None
+
+
+def _read_variants(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]],
+                   verdicts: dict[int, tuple[str, str]], merge: list[int], variants: list, entries: dict[str, tuple[int, str]], hash_len: int,
+                   merged_clean: set[str], merged: list[tuple[bytes, str]]) -> None:
+    """The taken diff (the clean and 3-way groups) and an index file of it merged (the probe's
+    entries, each file as its variant of the groups that merged made it), appended to `merged`;
+    nothing when a variant needed did not merge cleanly."""
+    if any(verdicts[n][0] not in ("3-way", "conflict") for n in merge):
+        return  # a group git refused here was asked alone: its copies say nothing
+    taken = {n for n, v in verdicts.items() if v[0] in ("clean", "3-way")}
+    if not any(verdicts[n][0] == "3-way" for n in merge):
+        return  # nothing merges: `apply_taken` applies plainly, and says how
+    result = read_index_file(probe.path(COPIES + "3").read_bytes(), hash_len)
+    if result is None:
+        return
+    ids = set().union(*(groups[n] for n in taken))
+    index = dict(entries)
+    for copy, subset, fd, hs in variants:
+        merges_here = frozenset(n for n in merge if verdicts[n][0] == "3-way" and any(h.id in groups[n] for h in fd.hunks))
+        if subset != merges_here:
+            continue  # (the taken hunks of a file: its clean groups' and those of its groups that merged)
+        if copy not in merged_clean or copy not in result:
+            return
+        index[fd.path] = result[copy]
+    write_index_file(probe.path("merged"), index, hash_len)
+    merged.append((patch_of(files, ids), "merged"))
+
+
+def _header(path: str, ids: bytes) -> bytes:
+    a, b = _quote("a/", path), _quote("b/", path)
+    return b"diff --git " + a + b" " + b + b"\nindex " + ids + b"\n--- " + a + b"\n+++ " + b + b"\n"
+
+
+def _reversed(body: bytes) -> bytes:
+    """Hunks as `git apply --reverse` reads them: old and new swapped, `-` and `+` swapped."""
+    out = []
+    for line in body.split(b"\n"):
+        if line[:1] == b"+":
+            line = b"-" + line[1:]
+        elif line[:1] == b"-":
+            line = b"+" + line[1:]
+        elif line[:3] == b"@@ ":
+            m = re.match(rb"@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@", line)
+            assert m is not None
+            line = b"@@ -" + m.group(2) + b" +" + m.group(1) + b" @@" + line[m.end():]
+        out.append(line)
+    return b"\n".join(out)
