@@ -2,8 +2,8 @@
 command that fixes a broken one.
 
 Checks, in order; a check whose input is broken is reported as not run rather than guessed:
-workspace (tracks.yaml found and valid) · fork checkout · `upstream` remote points at
-`upstream.repo` · the upstream base ref exists · the commit-graph (a warning when it is missing,
+workspace (tracks.yaml found and valid) · fork checkout · `upstream` remote points at `upstream.repo` · the
+fork branch (`fork.branch` read as every command reads it, `gitrepo.qualify_branch`, and which ref) · the upstream base ref exists · the commit-graph (a warning when it is missing,
 has no changed-path Bloom filters, or lacks the fork branch's or the upstream base's tip) · token (where from, scopes, rate limit left; or
 unauthenticated mode, which is fine for reading a public upstream) · GitHub reachable · quilt (only
 a warning: the queue is also applied with `git am` and `porttrack apply`) · runner labels for each
@@ -64,8 +64,8 @@ def diagnose(workspace: Callable[[], Workspace], config: Callable[[], Any], gith
     return findings
 
 
-_LATER = ("fork checkout", "upstream remote", "upstream base", "commit-graph", "token", "github", "quilt", "runner labels")
-_NEEDS_FORK = ("upstream remote", "upstream base", "commit-graph")
+_LATER = ("fork checkout", "upstream remote", "fork branch", "upstream base", "commit-graph", "token", "github", "quilt", "runner labels")
+_NEEDS_FORK = ("upstream remote", "fork branch", "upstream base", "commit-graph")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -121,8 +121,21 @@ def _fork_checks(conf: Any) -> list[Finding]:
         else:
             found.append(Finding("upstream remote", "fail", f"{remote} -> {shown}, not {conf.upstream.repo}",
                                  f"git -C {repo.path} remote set-url {remote} {want}"))
+    branch = gitrepo.qualify_branch(repo, conf.fork.branch)
+    if branch is None:
+        found.append(Finding("fork branch", "fail", f"fork.branch {conf.fork.branch!r} is not a branch of {repo.path}"
+                             f" (looked for refs/heads/{conf.fork.branch}, refs/remotes/{conf.fork.branch}, "
+                             f"refs/remotes/{gitrepo.FORK_REMOTE}/{conf.fork.branch}; a tag is not the branch)",
+                             f"git -C {repo.path} fetch {gitrepo.FORK_REMOTE} {conf.fork.branch}:refs/remotes/{gitrepo.FORK_REMOTE}/{conf.fork.branch}"
+                             f"   (or set fork.branch in {TRACKS_FILE})"))
+    elif branch == f"refs/heads/{conf.fork.branch}":
+        found.append(Finding("fork branch", "ok", f"fork.branch {conf.fork.branch} -> {branch}"))
+    else:  # it works (every command reads this same ref), but nothing local moves it
+        found.append(Finding("fork branch", "warn", f"fork.branch {conf.fork.branch} -> {gitrepo.branch_words(branch, conf.fork.branch)}",
+                             f"git -C {repo.path} branch --track {conf.fork.branch} {branch.removeprefix('refs/remotes/')}"
+                             if branch.startswith(f"refs/remotes/{gitrepo.FORK_REMOTE}/") and "/" not in conf.fork.branch else ""))
     base = conf.fork.upstream_base
-    tips = repo.resolve([base, f"refs/heads/{conf.fork.branch}"])
+    tips = repo.resolve([base, *([branch] if branch else [])])
     if tips[base] is not None:
         found.append(Finding("upstream base", "ok", f"{base} exists"))
     else:

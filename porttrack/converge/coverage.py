@@ -29,7 +29,7 @@ from typing import Any, Sequence
 from porttrack.workspace import state as state_mod
 from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
@@ -170,10 +170,11 @@ def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int
                 fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None) -> Coverage:
     """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diff`)."""
     branch = config.fork.branch
-    tip = repo.rev_parse(f"refs/heads/{branch}") or repo.rev_parse(branch)
+    ref = qualify_branch(repo, branch)
+    tip = repo.rev_parse(ref) if ref else None
     partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
     if tip is None:
-        return _with(partial, problem=f"the fork branch {branch!r} does not exist")
+        return _with(partial, problem=missing_branch(repo, branch))
     missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
     partial = _with(partial, fork_commits_missing=missing)
     try:
