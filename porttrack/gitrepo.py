@@ -361,8 +361,15 @@ class GitRepo:
         raise GitError(["merge-base", "--is-ancestor", ancestor, descendant], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor, None when there is none (git's exit 1). Any other failure (128:
+        an object the store cannot give, a partial clone that cannot fetch) is raised: taken for
+        "no common ancestor" it made a merge look absent from the fork, without a word."""
         proc = self.run("merge-base", a, b, check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        if proc.returncode == 0:
+            return proc.stdout.decode().strip() or None
+        if proc.returncode == 1 and not proc.stderr.strip():
+            return None
+        raise GitError(["merge-base", a, b], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def count(self, rev_range: str) -> int:
         return int(self.text("rev-list", "--count", rev_range) or 0)
@@ -376,8 +383,15 @@ class GitRepo:
         return proc.stdout.decode().strip() or None
 
     def remote_url(self, remote: str) -> str | None:
+        """The remote's URL, None when there is no such remote (git's exit 2); any other failure
+        (128: not a repository, a checkout git refuses as another user's) is raised, not taken for
+        "no remote"."""
         proc = self.run("remote", "get-url", remote, check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        if proc.returncode == 0:
+            return proc.stdout.decode().strip() or None
+        if proc.returncode == 2:
+            return None
+        raise GitError(["remote", "get-url", remote], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def diff(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
         """The full-fidelity diff a patch is made from: renames, binary payloads, full index lines."""
