@@ -39,6 +39,16 @@ from testing.workspace import make_workspace, track  # noqa: E402
 from testing.world import World  # noqa: E402
 
 
+def cpu_of_children() -> float:
+    """User + system CPU seconds of every finished child so far (and the git processes they waited
+    for): on a loaded machine the difference across one run says its work, where wall time also
+    says the queue for the CPUs."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, subprocess.CompletedProcess]:
     """Wall seconds, peak RSS in MB (wait4), and the finished process."""
     started = time.perf_counter()
@@ -104,6 +114,10 @@ def main() -> int:
     ap.add_argument("--open", type=int, default=400)
     ap.add_argument("--moved", type=int, default=10)
     ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--still", type=int, default=1, help="runs where nothing moved (their median is shown too)")
+    ap.add_argument("--baseline", action="store_true", help="interleave each nothing-moved run with one whose kept coverage "
+                    "(.porttrack/coverage/) was removed first: the cost before coverage was kept, in the same run")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON (e.g. benchmarks/results/collision_scale.json)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="porttrack-collide-"))
     saved = dict(os.environ)
@@ -119,12 +133,19 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "porttrack", "--help"], env=env, cwd=ws.root, capture_output=True)
             cmd = [sys.executable, "-m", "porttrack", "-v", "status", "--json"]
             rows = []
-            for label in ("first", "still", "moved"):
+            cpus: dict[str, float] = {}
+            labels = ["first", *(["still"] if args.still == 1 else [f"still{i + 1}" for i in range(args.still)]), "moved"]
+            if args.baseline:
+                labels = ["first", *(x for i in range(args.still) for x in (f"still{i + 1}", f"recompute{i + 1}")), "moved"]
+            for label in labels:
+                if label.startswith("recompute"):
+                    shutil.rmtree(ws.root / ".porttrack" / "coverage", ignore_errors=True)
                 if label == "moved":
                     bump = {n: files for n, files in list(prs.items())[: args.moved]}
                     openprs.seed(w, {n: {p: c.replace("open", "moved") if c else c for p, c in f.items()} for n, f in bump.items()},
                                  w.upstream.tip())
                 prof = os.environ.get("COLLISION_SCALE_PROFILE")
+                cpu0 = cpu_of_children()
                 wall, rss, proc = run([sys.executable, "-m", "cProfile", "-o", f"{prof}.{label}", *cmd[1:]] if prof else cmd, env, ws.root)
                 if proc.returncode != 0:
                     raise SystemExit(f"status failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -138,12 +159,35 @@ def main() -> int:
                 for line in gits:
                     verb = line.split()[2]
                     kinds[verb] = kinds.get(verb, 0) + 1
+                cpus[label] = cpu_of_children() - cpu0
                 rows.append((label, wall, rss, found["compared_open_prs"], found["open_prs"], found["compared_through_git"],
                              len(found["collisions"]), len(gits), kinds))
-            print(f"{'run':>6} {'wall s':>7} {'peak MB':>8} {'compared':>10} {'by git':>7} {'collisions':>10} {'git procs':>9}  by verb")
+            print(f"{'run':>10} {'wall s':>7} {'cpu s':>6} {'peak MB':>8} {'compared':>10} {'by git':>7} {'collisions':>10} {'git procs':>9}  by verb")
             for label, wall, rss, compared, total, by_git, found, procs, kinds in rows:
-                print(f"{label:>6} {wall:7.2f} {rss:8.0f} {f'{compared}/{total}':>10} {by_git:>7} {found:>10} {procs:>9}  "
+                print(f"{label:>10} {wall:7.2f} {cpus[label]:6.2f} {rss:8.0f} {f'{compared}/{total}':>10} {by_git:>7} {found:>10} {procs:>9}  "
                       + " ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+            still = sorted(row[1] for row in rows if row[0].startswith("still"))
+            still_cpu = sorted(cpus[row[0]] for row in rows if row[0].startswith("still"))
+            print(f"nothing moved: median {still[len(still) // 2]:.2f} s [{still[0]:.2f}..{still[-1]:.2f}] of {len(still)} runs "
+                  f"(goal <= 1.0 s), cpu {still_cpu[len(still_cpu) // 2]:.2f} s; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            again = sorted(row[1] for row in rows if row[0].startswith("recompute"))
+            again_cpu = sorted(cpus[row[0]] for row in rows if row[0].startswith("recompute"))
+            if again:
+                print(f"nothing moved, coverage recomputed (before it was kept): median {again[len(again) // 2]:.2f} s "
+                      f"[{again[0]:.2f}..{again[-1]:.2f}], cpu {again_cpu[len(again_cpu) // 2]:.2f} s; ratio kept/recomputed: "
+                      f"wall {still[len(still) // 2] / again[len(again) // 2]:.2f}, "
+                      f"cpu {still_cpu[len(still_cpu) // 2] / again_cpu[len(again_cpu) // 2]:.2f}")
+            if args.json:
+                import json
+
+                Path(args.json).write_text(json.dumps({
+                    "world": "generated (testing/openprs.py), GitHub emulator on loopback", "args": vars(args),
+                    "load": os.getloadavg(), "still_median_s": still[len(still) // 2],
+                    "recomputed_median_s": again[len(again) // 2] if again else None,
+                    "still_cpu_median_s": still_cpu[len(still_cpu) // 2],
+                    "recomputed_cpu_median_s": again_cpu[len(again_cpu) // 2] if again_cpu else None,
+                    "rows": [{"run": r[0], "wall_s": round(r[1], 3), "cpu_s": round(cpus[r[0]], 3), "peak_mb": round(r[2]), "compared": r[3], "open": r[4],
+                              "through_git": r[5], "collisions": r[6], "git_processes": r[7], "by_verb": r[8]} for r in rows]}, indent=1) + "\n")
     finally:
         os.environ.clear()
         os.environ.update(saved)

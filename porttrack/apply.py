@@ -49,7 +49,7 @@ from porttrack.workspace import queue as queue_mod
 from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
 from porttrack.common.errors import ConfigError, ConflictError, GitError, InputError, PreconditionError, UnsafeInput
-from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex
+from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex, fork_branch_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets
 from porttrack.workspace.queue import Patch
@@ -179,7 +179,7 @@ def apply(
     branch = fork.staging_branch if target == "staging" else fork.default_build_branch
     ref = f"refs/heads/{branch}"
     with sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
-        base_ref = fork.build_from()
+        base_ref = build_base(repo, config)
         found = repo.commits([base_ref, ref])  # one process for both, with the base's tree and date
         base, old = found[base_ref], (found[ref].sha if found[ref] is not None else None)
         base_sha = base.sha if base is not None else None
@@ -228,6 +228,13 @@ def apply(
                 checkpoint("apply:moved")
             _record(ws, result)
         return result
+
+
+def build_base(repo: GitRepo, config: Config) -> str:
+    """Where builds start: `fork.build_base` as given (e.g. `upstream/main`), else the fork branch
+    read as every command reads it (`gitrepo.qualify_branch`: `refs/heads/X`, else the
+    remote-tracking `refs/remotes/origin/X` of a fresh clone; never a tag; none: refused)."""
+    return config.fork.build_base or fork_branch_ref(repo, config.fork.branch)
 
 
 def _inputs(target: str, base_sha: str, patches: Sequence[Patch]) -> str:

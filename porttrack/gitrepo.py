@@ -34,7 +34,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from porttrack.common import gitconfig, trace
 from porttrack.common.commitgraph import CommitGraph, read_commit_graph
-from porttrack.common.errors import ConfigError, GitError
+from porttrack.common.errors import ConfigError, GitError, PreconditionError
 from porttrack.workspace.files import sweep_dead_scratch
 
 REF_NS = "refs/porttrack"
@@ -102,6 +102,47 @@ def seen_ref(number: int, sha: str) -> str:
 
 def upstream_ref(branch: str) -> str:
     return f"{REF_NS}/upstream/{branch}"
+
+
+FORK_REMOTE = "origin"  # the fork's own remote in its checkout (what `porttrack init` clones from)
+
+
+def qualify_branch(repo: "GitRepo", branch: str) -> str | None:
+    """The one reading of the fork branch `branch` (`fork.branch`) every command shares, fully
+    qualified so git never picks another object of that name (git's own order takes a tag `X`
+    over the branch `X`): `refs/heads/B`; else `refs/remotes/B` (B given as `origin/X`); else
+    `refs/remotes/origin/B` (a fresh clone of a fork whose branch is not its default has X only
+    as `origin/X`); else None. A tag of that name is never the branch. One batch of the reader."""
+    if branch.startswith("-"):
+        return None
+    if branch.startswith("refs/"):
+        return branch if repo.resolve([branch])[branch] else None
+    names = [f"refs/heads/{branch}", f"refs/remotes/{branch}", f"refs/remotes/{FORK_REMOTE}/{branch}"]
+    found = repo.resolve(names)
+    return next((name for name in names if found[name]), None)
+
+
+def fork_branch_ref(repo: "GitRepo", branch: str) -> str:
+    """`qualify_branch`, or a PreconditionError that names what was looked for and the fix."""
+    ref = qualify_branch(repo, branch)
+    if ref is None:
+        raise PreconditionError(missing_branch(repo, branch))
+    return ref
+
+
+def missing_branch(repo: "GitRepo", branch: str) -> str:
+    return (f"fork.branch {branch!r} is not a branch of the fork checkout {repo.path}: neither refs/heads/{branch}, "
+            f"refs/remotes/{branch} nor refs/remotes/{FORK_REMOTE}/{branch} exists (a tag of that name is not the branch); "
+            f"`git -C {repo.path} fetch {FORK_REMOTE} {branch}:refs/remotes/{FORK_REMOTE}/{branch}`, "
+            f"or set fork.branch in tracks.yaml to the fork's branch")
+
+
+def branch_words(ref: str, branch: str) -> str:
+    """How a command says which ref `fork.branch` resolved to, e.g. `refs/remotes/origin/X`
+    (no local branch X: the remote-tracking branch, as last fetched)."""
+    if ref != f"refs/remotes/{FORK_REMOTE}/{branch}":
+        return ref
+    return f"{ref} (no local branch {branch}: the remote-tracking branch, as last fetched)"
 
 
 @dataclass(frozen=True)
@@ -361,8 +402,15 @@ class GitRepo:
         raise GitError(["merge-base", "--is-ancestor", ancestor, descendant], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor, None when there is none (git's exit 1). Any other failure (128:
+        an object the store cannot give, a partial clone that cannot fetch) is raised: taken for
+        "no common ancestor" it made a merge look absent from the fork, without a word."""
         proc = self.run("merge-base", a, b, check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        if proc.returncode == 0:
+            return proc.stdout.decode().strip() or None
+        if proc.returncode == 1 and not proc.stderr.strip():
+            return None
+        raise GitError(["merge-base", a, b], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def count(self, rev_range: str) -> int:
         return int(self.text("rev-list", "--count", rev_range) or 0)
@@ -376,8 +424,15 @@ class GitRepo:
         return proc.stdout.decode().strip() or None
 
     def remote_url(self, remote: str) -> str | None:
+        """The remote's URL, None when there is no such remote (git's exit 2); any other failure
+        (128: not a repository, a checkout git refuses as another user's) is raised, not taken for
+        "no remote"."""
         proc = self.run("remote", "get-url", remote, check=False)
-        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+        if proc.returncode == 0:
+            return proc.stdout.decode().strip() or None
+        if proc.returncode == 2:
+            return None
+        raise GitError(["remote", "get-url", remote], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def diff(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
         """The full-fidelity diff a patch is made from: renames, binary payloads, full index lines."""

@@ -590,7 +590,7 @@ def test_default_build_base_is_the_fork_branch_with_its_own_commits(aw):
         aw.queue(pr)
     out = aw.cli("apply", "--staging")
     assert out.returncode == 0, out.stderr
-    assert "porttrack/staging: main" in out.stdout
+    assert "porttrack/staging: refs/heads/main" in out.stdout  # fork.branch, fully qualified (issue 32, item 10)
     assert git(aw.fork, "merge-base", "--is-ancestor", own, STAGING) == ""
     assert len(subjects(aw.fork, f"{own}..{STAGING}")) == 3
 

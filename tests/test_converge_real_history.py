@@ -232,7 +232,7 @@ def test_fork_branch_origin_x_is_the_remote_tracking_branch_never_head(tmp_path,
     ws = workspace(tmp_path / "missing", fork, branch="nosuch")
     out = ws.run_in_process("verify-converged", "48407", "--json", "--dry-run", env=ws.env())
     assert out.returncode != 0 and not out.stdout
-    assert "fork.branch 'nosuch' is neither a local branch" in out.stderr
+    assert "fork.branch 'nosuch' is not a branch of the fork checkout" in out.stderr
 
 
 def test_a_tag_named_like_the_fork_branch_never_stands_in_for_it(tmp_path, fork):

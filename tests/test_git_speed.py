@@ -61,6 +61,7 @@ def test_status_offline_with_a_fork_starts_at_most_six_git_processes(tmp_path, w
     the answer is the same either way."""
     ws = _busy_workspace(tmp_path, world)
     shutil.rmtree(ws.root / ".porttrack" / "prdiff", ignore_errors=True)
+    shutil.rmtree(ws.root / ".porttrack" / "coverage", ignore_errors=True)  # the answers kept over the diffs, too
     cold, cold_count, _ = _counted(ws, tmp_path, "status", "--offline", "--json")
     assert cold.returncode == 0, cold.stderr
     assert sorted(p.name for p in (ws.root / ".porttrack" / "prdiff").iterdir()), "the cold run kept the PRs' diffs"
@@ -78,8 +79,9 @@ def test_a_kept_diff_is_used_only_under_its_own_shas(tmp_path, world):
     """A cache file whose key names other SHAs (the PR moved, upstream moved) or that cannot be
     read is computed again: the answer equals a run with no cache at all."""
     ws = _busy_workspace(tmp_path, world)
-    cache = ws.root / ".porttrack" / "prdiff"
+    cache, kept = ws.root / ".porttrack" / "prdiff", ws.root / ".porttrack" / "coverage"
     shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(kept, ignore_errors=True)  # the coverage kept over the diffs would answer without reading them
     fresh = ws.run("status", "--offline", "--json")
     assert fresh.returncode == 0, fresh.stderr
     files = sorted(cache.iterdir())
@@ -90,6 +92,7 @@ def test_a_kept_diff_is_used_only_under_its_own_shas(tmp_path, world):
             f.write_text(f.read_text()[:20])
         else:
             f.write_text(json.dumps({**data, "key": data["key"] + "0", "diff": ""}))
+    shutil.rmtree(kept, ignore_errors=True)
     again = ws.run("status", "--offline", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(fresh.stdout)

@@ -96,3 +96,42 @@ def test_the_first_live_status_gathers_coverage_after_its_fetch(tmp_path, world)
     notes = [n for t in json.loads(out.stdout)["tracks"] for p in t["prs"] for n in p["notes"]]
     assert not [n for n in notes if "not in the fork checkout" in n], notes
     assert any("1/1" in n for n in notes), notes
+
+
+def test_coverage_is_kept_while_nothing_it_reads_moved(tmp_path, world, monkeypatch):
+    """Issue 32, item 4 (a run where nothing moved): every `status` recomputed every tracked PR's
+    coverage (the fork's history walked, each PR's hunks looked for at the tip). It is kept under
+    .porttrack/coverage/ keyed by what it reads: the same answer with no walk while nothing moved;
+    a new fork commit, a new PR head, or another listed commit computes it again."""
+    from porttrack.converge import coverage as coverage_mod
+    from porttrack.tracks.file import load_config
+    from porttrack.workspace.files import Workspace
+
+    world.open_pr(307, {"x.py": numbered("x", 3)}, "Ported by cherry-pick")
+    world.open_pr(308, {"y.py": numbered("y", 3)}, "Not ported yet")
+    _fetch(world, 307, 308)
+    git(world.fork, "cherry-pick", "-x", world.head(307))
+    ws = make_workspace(tmp_path / "ws", {"t": track([307, 308])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    workspace = Workspace(ws.root)
+    config = load_config(ws.tracks_file)
+    walks: list[int] = []
+    real = coverage_mod.fork_history
+    monkeypatch.setattr(coverage_mod, "fork_history", lambda *a, **k: walks.append(1) or real(*a, **k))
+
+    def run():
+        from porttrack.gitrepo import GitRepo
+        return {c.pr: c.to_json() for c in coverage_mod.track_coverage(workspace, config, GitRepo.open(world.fork))}
+
+    first = run()
+    assert sorted(first) == [307] and first[307]["present"] == 1 and len(walks) == 1
+    assert (workspace.cache_dir / coverage_mod.KEPT_FILE).is_file()
+    assert run() == first and len(walks) == 1, "nothing moved: kept, no walk"
+
+    git(world.fork, "cherry-pick", "-x", world.head(308))  # the fork moved: computed again
+    moved = run()
+    assert len(walks) == 2 and sorted(moved) == [307, 308] and moved[308]["present"] == 1
+    world.append(308, {"y2.py": numbered("y2", 2)})  # the PR moved
+    _fetch(world, 308)
+    again = run()
+    assert len(walks) == 3 and (again[308]["present"], again[308]["total"]) == (1, 2)
+    assert run() == again and len(walks) == 3

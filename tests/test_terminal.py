@@ -198,3 +198,22 @@ def test_report_weekly_is_paged_on_a_terminal_taller_output(tmp_path, world) -> 
     assert b"# porttrack weekly status" not in received, "shown by the pager, not printed past it"
     piped = ws.run("report", "weekly", "--offline", "--dry-run")
     assert piped.returncode == 0 and piped.stdout.startswith("<!-- porttrack:weekly:")
+
+
+def test_verify_converged_is_paged_on_a_terminal_taller_output(tmp_path, world) -> None:
+    """Issue 32, item 12: `verify-converged` (70 lines on a real PR) was not paged; it goes through
+    the same pager as `report weekly` on a terminal shorter than it; piped, it is printed."""
+    world.open_pr(46849, {f"vllm/spec/m{i}.py": f"m{i} = True\n" for i in range(8)}, "Eight modules")
+    world.squash_merge(46849)
+    world.rebase_fork()
+    ws = make_workspace(tmp_path / "ws", {"t": track([46849])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
+    got = tmp_path / "paged.txt"
+    environ = ws.env(**{"COLUMNS": "100", "TERM": "xterm", "NO_COLOR": None, "CI": None,
+                        "PORTTRACK_PAGER": f"cat > {got}"})
+    received, err, status = run_on_pty([sys.executable, "-m", "porttrack", "verify-converged", "46849"],
+                                       stream="stdout", env=environ, cwd=ws.root, timeout=60, columns=100, lines=8)
+    assert status == 0, err
+    assert got.is_file() and "verdict: converged" in got.read_text(), "the pager was given the verdict"
+    assert b"verdict: converged" not in received, "shown by the pager, not printed past it"
+    piped = ws.run("verify-converged", "46849")
+    assert piped.returncode == 0 and "verdict: converged" in piped.stdout

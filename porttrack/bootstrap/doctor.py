@@ -3,7 +3,9 @@ command that fixes a broken one.
 
 Checks, in order; a check whose input is broken is reported as not run rather than guessed:
 workspace (tracks.yaml found and valid) · fork checkout · `upstream` remote points at
-`upstream.repo` · the upstream base ref exists · the commit-graph (a warning when it is missing,
+`upstream.repo` (a git failure said as one, never "no remote") · the fork branch (`fork.branch`
+read as every command reads it, `gitrepo.qualify_branch`, and which ref that is: a warning for a
+remote-tracking one) · the upstream base ref exists · the commit-graph (a warning when it is missing,
 has no changed-path Bloom filters, or lacks the fork branch's or the upstream base's tip) · token (where from, scopes, rate limit left; or
 unauthenticated mode, which is fine for reading a public upstream) · GitHub reachable · quilt (only
 a warning: the queue is also applied with `git am` and `porttrack apply`) · runner labels for each
@@ -64,8 +66,8 @@ def diagnose(workspace: Callable[[], Workspace], config: Callable[[], Any], gith
     return findings
 
 
-_LATER = ("fork checkout", "upstream remote", "upstream base", "commit-graph", "token", "github", "quilt", "runner labels")
-_NEEDS_FORK = ("upstream remote", "upstream base", "commit-graph")
+_LATER = ("fork checkout", "upstream remote", "fork branch", "upstream base", "commit-graph", "token", "github", "quilt", "runner labels")
+_NEEDS_FORK = ("upstream remote", "fork branch", "upstream base", "commit-graph")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -107,22 +109,22 @@ def _fork_checks(conf: Any) -> list[Finding]:
                          f"git -C {repo.path} fetch --unshallow REMOTE   (the upstream remote and the fork's own)")]
     else:
         found = [Finding("fork checkout", "ok", f"{repo.path}")]
-    remote = conf.upstream.remote
-    url = repo.run("remote", "get-url", remote, check=False)
-    # a mirror: the one tracks.yaml names; its password (https://user:PASSWORD@host) is never printed
-    want = without_userinfo(conf.upstream.url or f"https://github.com/{conf.upstream.repo}.git")
-    if url.returncode != 0:
-        found.append(Finding("upstream remote", "fail", f"no remote {remote!r} in {repo.path}",
-                             f"git -C {repo.path} remote add {remote} {want}"))
-    else:
-        shown = _without_userinfo(url.stdout.decode("utf-8", "replace").strip())
-        if _names_repo(shown, conf.upstream.repo) or (conf.upstream.url and shown == _without_userinfo(conf.upstream.url)):
-            found.append(Finding("upstream remote", "ok", f"{remote} -> {shown}"))
-        else:
-            found.append(Finding("upstream remote", "fail", f"{remote} -> {shown}, not {conf.upstream.repo}",
-                                 f"git -C {repo.path} remote set-url {remote} {want}"))
-    base = conf.fork.upstream_base
-    tips = repo.resolve([base, f"refs/heads/{conf.fork.branch}"])
+    found.append(_upstream_remote(repo, conf))
+    fork_ref = gitrepo.qualify_branch(repo, conf.fork.branch)
+    if fork_ref is None:
+        found.append(Finding("fork branch", "fail", f"fork.branch {conf.fork.branch!r} is not a branch of {repo.path}"
+                             f" (looked for refs/heads/{conf.fork.branch}, refs/remotes/{conf.fork.branch}, "
+                             f"refs/remotes/{gitrepo.FORK_REMOTE}/{conf.fork.branch}; a tag is not the branch)",
+                             f"git -C {repo.path} fetch {gitrepo.FORK_REMOTE} {conf.fork.branch}:refs/remotes/{gitrepo.FORK_REMOTE}/{conf.fork.branch}"
+                             f"   (or set fork.branch in {TRACKS_FILE})"))
+    elif fork_ref == f"refs/heads/{conf.fork.branch}":
+        found.append(Finding("fork branch", "ok", f"fork.branch {conf.fork.branch} -> {fork_ref}"))
+    else:  # it works (every command reads this same ref), but nothing local moves it
+        found.append(Finding("fork branch", "warn", f"fork.branch {conf.fork.branch} -> {gitrepo.branch_words(fork_ref, conf.fork.branch)}",
+                             f"git -C {repo.path} branch --track {conf.fork.branch} {fork_ref.removeprefix('refs/remotes/')}"
+                             if fork_ref.startswith(f"refs/remotes/{gitrepo.FORK_REMOTE}/") and "/" not in conf.fork.branch else ""))
+    remote, base = conf.upstream.remote, conf.fork.upstream_base
+    tips = repo.resolve([base, *([fork_ref] if fork_ref else [])])
     if tips[base] is not None:
         found.append(Finding("upstream base", "ok", f"{base} exists"))
     else:
@@ -130,6 +132,23 @@ def _fork_checks(conf: Any) -> list[Finding]:
         found.append(Finding("upstream base", "fail", f"{base} does not exist in the fork checkout",
                              f"git -C {repo.path} fetch {remote} {branch}"))
     return found + [_commit_graph(repo, [sha for sha in tips.values() if sha])]
+
+
+def _upstream_remote(repo: gitrepo.GitRepo, conf: Any) -> Finding:
+    remote = conf.upstream.remote
+    # a mirror: the one tracks.yaml names; its password (https://user:PASSWORD@host) is never printed
+    want = without_userinfo(conf.upstream_url() or f"https://github.com/{conf.upstream.repo}.git")
+    try:
+        url = repo.remote_url(remote)
+    except PorttrackError as exc:  # git itself failed (exit 128): said, never taken for "no remote"
+        return Finding("upstream remote", "fail", _first_line(exc), f"git -C {repo.path} remote -v   (to see what git says)")
+    if url is None:
+        return Finding("upstream remote", "fail", f"no remote {remote!r} in {repo.path}", f"git -C {repo.path} remote add {remote} {want}")
+    shown = _without_userinfo(url)
+    if _names_repo(shown, conf.upstream.repo) or (conf.upstream.url and shown == _without_userinfo(conf.upstream_url())):
+        return Finding("upstream remote", "ok", f"{remote} -> {shown}")
+    return Finding("upstream remote", "fail", f"{remote} -> {shown}, not {conf.upstream.repo}",
+                   f"git -C {repo.path} remote set-url {remote} {want}")
 
 
 def _commit_graph(repo: gitrepo.GitRepo, tips: list[str]) -> Finding:

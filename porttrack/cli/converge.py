@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say
+from porttrack.cli.terminal import show
 from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def verify_converged(ctx: Context, pr: int, fork_ref: str | None, run_regression
     if as_json:
         emit_json(converge.to_json(verdict))
     else:
-        click.echo(render(verdict))
+        show(ctx.terminal, render(verdict))  # paged on a terminal when taller than it, as report weekly (issue 32, item 12)
     if dry_run:
         retire = [d.ref for d in verdict.drops if d.droppable and d.kind == "queued-patch"] if apply_drops else []
         where = converge.record_path(ctx.workspace, pr).relative_to(ctx.workspace.root)

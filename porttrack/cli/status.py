@@ -17,6 +17,7 @@ from porttrack.cli.terminal import Progress, Terminal
 from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
+    from porttrack.gitrepo import GitRepo
     from porttrack.report.status import StatusReport
 
 
@@ -79,6 +80,8 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
         say(f"porttrack: error: {problem} — showing the state recorded at {when} ({age}) instead")
     elif report.mode == "offline":
         say(f"offline: {report.offline_reason}; showing the state recorded at {when} ({age}; source: {report.source})")
+    if fork is not None:
+        _say_fork_branch(fork, config.fork.branch)
     if report.authenticated is False:  # a token's 5000 an hour is rarely news; the address's 60 is
         from porttrack.github.client import TOKEN_HINT  # loaded already: the client came from there
 
@@ -96,6 +99,19 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
             say(f"porttrack: #{number} not polled ({for_terminal(why, 300)}); shown from the recorded state, the rest live")
         return int(ExitCode.UNREACHABLE)  # GitHub kept failing (for one PR): the published 5
     return int(problem.exit_code) if problem is not None else 0
+
+
+def _say_fork_branch(fork: "GitRepo", branch: str) -> None:
+    """Which ref `fork.branch` was read as, when that is not the local branch: coverage and
+    verdicts are bound to it, and doctor, apply and verify-converged read the same one."""
+    from porttrack.gitrepo import branch_words, qualify_branch  # loaded already: the fork came from there
+
+    ref = qualify_branch(fork, branch)
+    if ref is None:
+        say(f"fork.branch {branch!r} is not a branch of {fork.path} (`porttrack doctor` says what to fetch): "
+            f"coverage and recorded verdicts cannot be read against it")
+    elif ref != f"refs/heads/{branch}":
+        say(f"fork.branch {branch} read as {branch_words(ref, branch)}")
 
 
 def render(report: "StatusReport", term: Terminal) -> str:

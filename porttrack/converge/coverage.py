@@ -21,7 +21,9 @@ anything missing becomes `Coverage.problem`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,7 +31,7 @@ from typing import Any, Sequence
 from porttrack.workspace import state as state_mod
 from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, pull_ref, upstream_ref
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
@@ -157,23 +159,94 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
         why = problem or NO_FORK_CHECKOUT_BRIEF
         return tuple(Coverage(n, tid, commits, (), config.fork.branch, None, None, problem=why) for tid, n, commits in wanted if commits)
     state = state_mod.load(ws.upstream_state_file, config.upstream.repo)
+    keys = _keys(repo, config, state, wanted)
+    kept_file = ws.cache_dir / KEPT_FILE
+    kept = _read_kept(kept_file)
+    history: Sequence[ForkCommit] | None = None
+    out: dict[int, Coverage] = {}
+    for tid, n, commits in wanted:
+        answer = kept.get(n)
+        if answer is not None and answer[0] == keys[n]:
+            out[n] = answer[1]
+            continue
+        if history is None:  # the fork's own history: one `git log -p`, read only when a PR must be computed
+            try:
+                history = fork_history(repo, config)
+            except PorttrackError:
+                history = ()  # coverage of listed commits still works from the tip
+        out[n] = pr_coverage(repo, config, state, n, tid, commits, history, ws.cache_dir / CACHE_FOLDER)
+    if history is not None:
+        _write_kept(kept_file, {n: (keys[n], c) for n, c in out.items() if c.problem is None})
+    return tuple(c for c in out.values() if c.found)
+
+
+# What a PR's coverage is a function of, so a run where nothing moved computes none of it (issue 32,
+# item 4: the 50 tracked PRs' coverage was recomputed by every `status`): the fork branch's tip and
+# the upstream base (the fork's own history between them: markers, content), the track and its
+# listed commits, and the PR's own commits as the checkout has them (merge commit, head, upstream's
+# default branch). Every name is resolved in one batch of the reader; only an answer without a
+# problem is kept (a problem may be a passing one: a blob a partial clone could not give offline).
+KEPT_FILE = "coverage/coverage.json"  # under the workspace's .porttrack/
+KEPT_SCHEMA = 1
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _keys(repo: GitRepo, config: Config, state: UpstreamState, wanted: Sequence[tuple[str, int, tuple[str, ...]]]) -> dict[int, str]:
+    branch = qualify_branch(repo, config.fork.branch)
+    names = [branch or "", config.fork.upstream_base, upstream_ref(config.upstream.default_branch)]
+    for _, n, _ in wanted:
+        pr = state.prs.get(n)
+        shas = (pr.merge_commit_sha, pr.head_sha) if pr is not None else ()
+        names += [pull_ref(n), *(s for s in shas if s and _SHA.fullmatch(s))]
+    found = repo.resolve(names)
+    common = [KEPT_SCHEMA, config.fork.branch, branch, *(found[name] for name in names[:3])]
+    keys = {}
+    for tid, n, commits in wanted:
+        pr = state.prs.get(n)
+        own = [pr.state, pr.merge_commit_sha, pr.head_sha] if pr is not None else []
+        present = [found.get(s) if s and _SHA.fullmatch(s) else None for s in own[1:]]
+        data = [*common, tid, list(commits), n, own, present, found[pull_ref(n)]]
+        keys[n] = hashlib.sha256(json.dumps(data).encode()).hexdigest()
+    return keys
+
+
+def _read_kept(file: Path) -> dict[int, tuple[str, Coverage]]:
     try:
-        history = fork_history(repo, config)
-    except PorttrackError:
-        history = ()  # coverage of listed commits still works from the tip
-    cache = ws.cache_dir / CACHE_FOLDER
-    found = (pr_coverage(repo, config, state, n, tid, commits, history, cache) for tid, n, commits in wanted)
-    return tuple(c for c in found if c.found)
+        data = read_json(file)
+        if data["schema"] != KEPT_SCHEMA:
+            return {}
+        return {int(n): (entry["key"], _from_json(entry["coverage"])) for n, entry in data["prs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, PorttrackError):
+        return {}  # missing, from an older version, or edited: computed again
+
+
+def _write_kept(file: Path, entries: dict[int, tuple[str, Coverage]]) -> None:
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(file, json.dumps({"schema": KEPT_SCHEMA, "prs": {
+            str(n): {"key": key, "coverage": c.to_json()} for n, (key, c) in sorted(entries.items())}}))
+    except (OSError, PorttrackError):
+        pass  # a read-only workspace computes it every time; that is all it costs
+
+
+def _from_json(d: dict[str, Any]) -> Coverage:
+    """`Coverage.to_json` read back (the kept answers)."""
+    hunks = tuple(HunkPresence(h["id"], h["path"], h["kind"], h["state"], None if h["found_by"] is None else FoundBy(**h["found_by"]),
+                               bool(h["after_through"])) for h in d["hunks"])
+    ports = tuple(PortFound(**p) for p in d["ports"])
+    return Coverage(int(d["pr"]), d["track"], tuple(d["fork_commits"]), tuple(d["fork_commits_missing"]), d["branch"], d["tip"],
+                    d["revision"], hunks, d["problem"], ports, d["through"])
 
 
 def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
                 fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None) -> Coverage:
     """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diff`)."""
     branch = config.fork.branch
-    tip = repo.rev_parse(f"refs/heads/{branch}") or repo.rev_parse(branch)
+    ref = qualify_branch(repo, branch)
+    tip = repo.rev_parse(ref) if ref else None
     partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
     if tip is None:
-        return _with(partial, problem=f"the fork branch {branch!r} does not exist")
+        return _with(partial, problem=missing_branch(repo, branch))
     missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
     partial = _with(partial, fork_commits_missing=missing)
     try:

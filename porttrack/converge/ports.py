@@ -19,7 +19,7 @@ from typing import Sequence
 
 from porttrack.tracks.config import Config
 from porttrack.common.errors import InputError, PorttrackError
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import GitRepo, fork_branch_ref
 from porttrack.diff.hunks import Hunk, parse_diff
 
 MAX_FORK_COMMITS = 500  # how far back the fork's history is read
@@ -63,9 +63,7 @@ def read_markers(message: str) -> tuple[Marker, ...]:
 def fork_history(repo: GitRepo, config: Config, limit: int = MAX_FORK_COMMITS) -> tuple[ForkCommit, ...]:
     """The fork branch's own commits since upstream_base (all of the branch's history, bounded,
     when upstream_base is not in the checkout), newest first."""
-    branch = f"refs/heads/{config.fork.branch}"
-    if repo.rev_parse(branch) is None:
-        branch = config.fork.branch
+    branch = fork_branch_ref(repo, config.fork.branch)
     base = config.fork.upstream_base
     rev_range = f"{base}..{branch}" if base and repo.rev_parse(base) else branch
     return tuple(_commit(sha, message, patch) for sha, message, patch in repo.log_patches(rev_range, limit))

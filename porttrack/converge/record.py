@@ -25,7 +25,7 @@ from typing import Any
 from porttrack.workspace import queue as queue_mod
 from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
 from porttrack.common.errors import GitError, InputError
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import FORK_REMOTE, GitRepo, qualify_branch
 from porttrack.workspace.files import checkpoint
 from porttrack.workspace.files import Workspace, lock, read_json, write_json
 
@@ -136,14 +136,6 @@ def fork_tip(repo: GitRepo | None, branch: str, problem: str | None = None) -> t
     return (sha, "") if sha else (None, f"branch {branch} does not exist in the fork checkout")
 
 
-def qualify_branch(repo: GitRepo, branch: str) -> str | None:
-    """The fully qualified ref of the fork branch `branch`: `refs/heads/B` (a branch wins over a tag
-    of the same name), else `refs/remotes/B` (`origin/X`), else None. One batch of the reader."""
-    names = [f"refs/heads/{branch}", f"refs/remotes/{branch}"]
-    found = repo.resolve(names)
-    return next((name for name in names if found[name]), None)
-
-
 def latest_verdicts(ws: Workspace, branch: str, repo: GitRepo | None, problem: str | None = None) -> dict[int, RecordedVerdict]:
     """PR -> its newest recorded verdict for the fork branch `branch` (else its newest for any
     ref), with its standing against the branch's tip in `repo` now (for `status` and `report
@@ -163,7 +155,7 @@ def latest_verdicts(ws: Workspace, branch: str, repo: GitRepo | None, problem: s
 
 def names_branch(ref: str, branch: str) -> bool:
     """`ref` (as a verdict records it) names the fork branch `branch`."""
-    return ref in (branch, f"refs/heads/{branch}", f"refs/remotes/{branch}")
+    return ref in (branch, f"refs/heads/{branch}", f"refs/remotes/{branch}", f"refs/remotes/{FORK_REMOTE}/{branch}")
 
 
 def _bound(pr: int, rel: str, history: list[dict[str, Any]], branch: str, tip: str | None, no_tip: str) -> RecordedVerdict | None:

@@ -3,8 +3,9 @@
 The merge commit comes from GitHub, once: a merge is final, so a PR the recorded state (written
 by `status`) already has merged is not asked about again (`resolve_merged_pr`).
 
-The fork ref defaults to `fork.branch` of tracks.yaml in the fork checkout (`refs/heads/B`, or
-`refs/remotes/B` for a branch given as `origin/X`; neither: refused, never HEAD in its place); the
+The fork ref defaults to `fork.branch` of tracks.yaml in the fork checkout (`refs/heads/B`,
+`refs/remotes/B` for a branch given as `origin/X`, else `refs/remotes/origin/B`: `gitrepo.qualify_branch`,
+the one reading doctor, apply and status share; none: refused, never HEAD in its place); the
 upstream base is `fork.upstream_base` (default `upstream/main`). Both are resolved once, fully
 qualified (`resolve_refs`: a tag named like the branch is never taken for it), printed, and
 recorded with the verdict. When the base has the merge but
@@ -53,7 +54,7 @@ from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summar
     summary,
     to_json,
 )
-from porttrack.converge.record import _load_history, _same_as_last, names_branch, qualify_branch, record, record_path
+from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
 from porttrack.common.errors import (
     CannotEvaluate,
     CheckFailed,
@@ -64,7 +65,7 @@ from porttrack.common.errors import (
     UnsafeInput,
     UpstreamUnreachable,
 )
-from porttrack.gitrepo import GitRepo, upstream_ref
+from porttrack.gitrepo import GitRepo, branch_words, fork_branch_ref, upstream_ref
 from porttrack.prove.runner import run_job
 from porttrack.workspace.files import Workspace
 from porttrack.tracks.config import Config, Job
@@ -107,7 +108,8 @@ def verify_converged(
     ref, base = resolve_refs(repo, fork_ref, config.fork.branch, config.fork.upstream_base)
     if say:
         given = f"--fork-ref {fork_ref}" if fork_ref else f"fork.branch {config.fork.branch}"
-        say(f"fork ref {ref} ({given}); upstream base {base} (fork.upstream_base {config.fork.upstream_base})")
+        shown = ref if fork_ref else branch_words(ref, config.fork.branch)
+        say(f"fork ref {shown} ({given}); upstream base {base} (fork.upstream_base {config.fork.upstream_base})")
     verdict = decide(repo, pr, fork_ref=ref, upstream_base=base, track=track_id)
     fork_commits = tuple(config.tracks[track_id].fork_commits) if track_id else ()
     queued = queue_mod.load(ws).for_pr(number)
@@ -135,16 +137,15 @@ def resolve_refs(repo: GitRepo, fork_ref: str | None, branch: str, upstream_base
     picks another object of the same name (a tag `X` beside the branch `X`: git's own order takes
     the tag). The fork ref: `--fork-ref` as given (a branch, then a remote-tracking branch, then a
     tag of that name; else a commit name such as a SHA or `HEAD`, as it is), else `fork.branch`
-    (`refs/heads/B`, or `refs/remotes/B` for `origin/X`; neither: refused, never HEAD in its
+    (`gitrepo.qualify_branch`, the reading every command shares; none: refused, never HEAD in its
     place). The base: `refs/remotes/B`, else `refs/heads/B`, else as given."""
     if fork_ref is not None:
         ref = _qualified(repo, fork_ref, ("refs/heads/", "refs/remotes/", "refs/tags/")) or fork_ref
     else:
-        ref = qualify_branch(repo, branch)
-        if ref is None:
-            raise PreconditionError(f"fork.branch {branch!r} is neither a local branch (refs/heads/{branch}) nor a remote-tracking branch "
-                                    f"(refs/remotes/{branch}) in the fork checkout {repo.path}: fetch or create it, or name the commit to "
-                                    f"check with --fork-ref")
+        try:
+            ref = fork_branch_ref(repo, branch)
+        except PreconditionError as exc:
+            raise PreconditionError(f"{exc}; or name the commit to check with --fork-ref") from None
     base = _qualified(repo, upstream_base, ("refs/remotes/", "refs/heads/")) or upstream_base
     return ref, base
 

@@ -180,7 +180,7 @@ def build_ref(ws: Workspace, config: "Config", queue: "Queue", subject: GateSubj
                         f"staging build {staged.branch} ({len(series)} patches)")
     leave_out = {subject.name} | set(subject.dependents) if subject.kind == "patch" else {p.name for p in series}
     kept = [p for p in series if p.name not in leave_out]
-    base_ref = config.fork.build_from()
+    base_ref = apply_mod.build_base(repo, config)
     base = repo.rev_parse(base_ref)
     if base is None:
         raise PreconditionError(f"build base {base_ref!r} is not in {repo.path}; fetch or create it first")

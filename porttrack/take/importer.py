@@ -78,7 +78,7 @@ from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
 from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.github.client import GitHubClient
-from porttrack.gitrepo import GitRepo
+from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
 from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
 from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
 from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
@@ -408,9 +408,9 @@ def plan_pr(
     timings["classify_s"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
-    fork_tip = repo.rev_parse(f"refs/heads/{config.fork.branch}") or repo.rev_parse(config.fork.branch)
-    if fork_tip is None:
-        raise PreconditionError(f"the fork branch {config.fork.branch!r} does not exist in {repo.path}")
+    fork_tip = repo.rev_parse(fork_branch_ref(repo, config.fork.branch))
+    if fork_tip is None:  # the ref was there a moment ago
+        raise PreconditionError(missing_branch(repo, config.fork.branch))
     candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
     built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
@@ -441,7 +441,7 @@ def plan_pr(
             exact_on_tip = taken is not None and taken.exact
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
             if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
-                    and repo.rev_parse(config.fork.build_from()) == fork_tip:
+                    and repo.rev_parse(apply_mod.build_base(repo, config)) == fork_tip:
                 # the trial build would put this same diff on this same tree the same way: its tree is here
                 # (the pathspec: the probe's index may hold only the PR's paths, `separability.only_paths`)
                 fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
@@ -590,7 +590,7 @@ def _in_fork_context(
     and the build base at the fork tip, how the probe put the diff on that tip (offset | 3-way: the
     trial build's own steps, `git apply` then `--3way`, on the same tree) and the diff from the tip
     to what it made, which is the trial build's answer without the build."""
-    base_ref = config.fork.build_from()
+    base_ref = apply_mod.build_base(repo, config)
     base = repo.rev_parse(base_ref)
     if base is None:
         return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, (

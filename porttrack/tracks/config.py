@@ -219,6 +219,12 @@ class _Record:
 record = dataclass(frozen=True, kw_only=True)  # keyword-only: fields keep the file's order
 
 
+def is_local_path(url: str) -> bool:
+    """A clone URL that is a path on this machine: no scheme (`https://`, `file://`) and not git's
+    scp-like `host:path` form."""
+    return "://" not in url and not re.match(r"[^/]*:", url)
+
+
 @record
 class UpstreamConfig(_Record):
     repo: Repo
@@ -448,6 +454,15 @@ class _ConfigMethods:
         if not checkout.is_absolute():
             checkout = self.path.parent / checkout
         return Path(os.path.normpath(checkout.absolute()))
+
+    def upstream_url(self) -> str | None:
+        """upstream.url, a local path in it read relative to this file (as fork.checkout is): init
+        writes a local mirror's path relative, so the committed tracks.yaml holds no machine's
+        absolute path."""
+        url = self.upstream.url
+        if url is None or not is_local_path(url) or Path(url).expanduser().is_absolute():
+            return url
+        return os.path.normpath(self.path.parent / url)
 
     def track_for_pr(self, number: int) -> str | None:
         """The track that lists PR `number` (a PR belongs to at most one track), else None."""
