@@ -22,7 +22,10 @@ environment porttrack sets; the scenario supplies the numbers:
       ],
       "check": true,                                     # false: write even if invalid (tests)
       "raw": "...",                                      # write this text verbatim instead
-      "exit_code": 0                                     # exit with this status after writing
+      "exit_code": 0,                                    # exit with this status after writing
+      "noise": {"counter": "calls.txt", "calls": [1, 2], "factor": 3.0}  # a noisy neighbour: the runs
+                                                         # numbered so (0-based, in time order, any role)
+                                                         # report every metric times factor
     }
 """
 
@@ -86,12 +89,15 @@ def build(scenario: Mapping[str, Any], env: Mapping[str, str]) -> Results:
     if isinstance(reference, Mapping):
         reference = reference.get(target, "REFERENCE")
     cells = scenario["cells"]
+    noisy = _noisy(scenario.get("noise"))
     for model in cells["models"]:
         for context in cells["contexts"]:
             for batch in cells["batches"]:
                 for phase in cells.get("phases", ["cold", "warm"]):
                     cell_facts = {**facts, "model": model, "context": context, "batch": batch, "phase": phase}
                     cell = measure(scenario, doc["role"], reference)
+                    if noisy:
+                        cell["metrics"] = {k: v * float(scenario["noise"].get("factor", 3.0)) for k, v in cell["metrics"].items()}
                     omit = False
                     for rule in scenario.get("overrides") or ():
                         if _matches(rule.get("when") or {}, cell_facts):
@@ -117,6 +123,16 @@ def measure(scenario: Mapping[str, Any], role: str, reference: str) -> dict[str,
         "graph_replays": scenario.get("graph_replays", 1),
         "jit_compiles_after_warmup": scenario.get("jit_compiles_after_warmup", 0),
     }
+
+
+def _noisy(noise: Mapping[str, Any] | None) -> bool:
+    """Count this run in the noise counter file; whether a noisy neighbour slows it."""
+    if not noise:
+        return False
+    counter = Path(str(noise["counter"]))
+    n = int(counter.read_text()) if counter.is_file() else 0
+    counter.write_text(str(n + 1))
+    return n in set(noise.get("calls") or ())
 
 
 def _matches(when: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+import types
 
 import pytest
 
@@ -869,3 +870,60 @@ def test_gate_check_json_is_golden(tmp_path, monkeypatch):
     assert (proc.returncode, proc.stdout) == (1, out.stdout), proc.stderr
     human = handle.run("gate", "check", patch.name)
     assert human.returncode == 1 and "verdict: FAIL — 2 of 8 cells failed" in human.stdout
+
+
+# -- baseline and candidate interleaved (issue 31 item 9) -------------------------------------------
+
+def _noisy_world(tmp_path, calls, candidate_ttft=100.0):
+    gw = GateWorld(tmp_path, gate_kw={"metrics": [{"name": "ttft_ms", "unit": "ms", "direction": "lower", "allowed_regression_pct": 10.0, "key": True}]})
+    counter = tmp_path / "calls.txt"
+    gw.scenario(metrics={"candidate": {"ttft_ms": candidate_ttft}, "baseline": {"ttft_ms": 100.0}},
+                noise={"counter": str(counter), "calls": list(calls), "factor": 3.0})
+    return gw
+
+
+def test_a_noisy_neighbour_during_one_block_fails_a_good_patch_timed_in_blocks(tmp_path):
+    """The premise: candidate then baseline, in blocks; the neighbour is busy during the candidate's."""
+    gw = _noisy_world(tmp_path, calls=[0])
+    for role in ([], ["--baseline"]):
+        gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", *role)
+    cells = [c for c in gw.check()["cells"] if c["target"] == "sm_121a"]
+    assert cells and {c["verdict"] for c in cells} == {"fail"}
+
+
+def test_interleaved_rounds_keep_a_noisy_neighbour_from_failing_a_good_patch(tmp_path):
+    """The same neighbour, busy for two runs in a row, during `gate run --interleaved 5`: the
+    medians of the interleaved rounds pass the good patch; the cells keep the spread."""
+    gw = _noisy_world(tmp_path, calls=[1, 2])
+    out = gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", "--interleaved", "5")
+    assert "round 5/5" in out.stderr, out.stderr
+    cells = [c for c in gw.check()["cells"] if c["target"] == "sm_121a"]
+    assert cells and {c["verdict"] for c in cells} == {"pass"}, cells
+    metric = next(k for k in cells[0]["checks"] if k["check"] == "metric:ttft_ms")
+    assert "medians of 5 interleaved rounds" in metric["detail"]
+    records = [json.loads(f.read_text()) for f in gw.evidence_files()]
+    assert sorted(r["role"] for r in records) == ["baseline", "candidate"]
+    for record in records:
+        spread = record["cells"][0]["spread"]["ttft_ms"]
+        assert spread["n"] == 5 and record["cells"][0]["metrics"]["ttft_ms"] == 100.0
+    assert max(r["cells"][0]["spread"]["ttft_ms"]["max"] for r in records) == 300.0  # the neighbour was seen, and outvoted
+
+
+def test_interleaved_rounds_still_fail_a_slow_patch(tmp_path):
+    gw = _noisy_world(tmp_path, calls=[1, 2], candidate_ttft=130.0)
+    gw.cli("gate", "run", "0001-pr101", "--target", "sm_121a", "--interleaved", "5")
+    cells = [c for c in gw.check()["cells"] if c["target"] == "sm_121a"]
+    assert cells and {c["verdict"] for c in cells} == {"fail"}, cells
+
+
+def test_a_median_regression_inside_the_rounds_spread_is_not_judged_either_way() -> None:
+    """Over the allowance on medians, but a quarter of the candidate's rounds are within it: too noisy to call,
+    neither pass nor fail; the same medians with tight rounds fail."""
+    metric = types.SimpleNamespace(name="ttft_ms", unit="ms", direction="lower", allowed_regression_pct=10.0, allowed_regression_abs=None)
+    wide = {"metrics": {"ttft_ms": 115.0}, "spread": {"ttft_ms": {"n": 5, "min": 90.0, "q1": 95.0, "q3": 140.0, "max": 150.0}}}
+    base = {"metrics": {"ttft_ms": 100.0}, "spread": {"ttft_ms": {"n": 5, "min": 90.0, "q1": 96.0, "q3": 130.0, "max": 150.0}}}
+    assert gates._metric_check(metric, wide, base).outcome == "missing"
+    tight = {"metrics": {"ttft_ms": 115.0}, "spread": {"ttft_ms": {"n": 5, "min": 114.0, "q1": 114.5, "q3": 115.5, "max": 116.0}}}
+    narrow = {"metrics": {"ttft_ms": 100.0}, "spread": {"ttft_ms": {"n": 5, "min": 99.0, "q1": 99.5, "q3": 100.5, "max": 101.0}}}
+    assert gates._metric_check(metric, tight, narrow).outcome == "fail"
+    assert gates._metric_check(metric, {"metrics": {"ttft_ms": 115.0}}, {"metrics": {"ttft_ms": 100.0}}).outcome == "fail"

@@ -58,6 +58,24 @@ def test_a_compile_after_warmup_is_counted_in_the_cell(tmp_path: Path) -> None:
     assert "compiled after warmup: decode_attention_kernel [bf16,fp16,B=4,T=256]" in proc.stderr
 
 
+def test_offender_keys_are_printed_whole_not_cut_at_80_characters(tmp_path: Path) -> None:
+    """Issue 31 item 11: three autotune configs whose keys agree on their first 100 characters
+    print three distinct keys (the line once cut each key at 80 characters, so all three read alike)."""
+    common = "[('*fp16', 'D'), ('*fp16', 'D'), ('*fp32', 'D'), ('i32', 'D'), ('i32', ''), ('i32', '')], " + "x" * 20
+    keys = [f"{common}BLOCK_M={m},BLOCK_N=64,num_warps=4,num_stages=3" for m in (32, 64, 128)]
+    assert len({k[:80] for k in keys}) == 1 and len(common) > 100
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"late_keys": keys}))
+    proc, out = run_job(tmp_path, "--config", str(config), contexts="256", phases="warm")
+    assert proc.returncode == 0, proc.stderr
+    assert {c["jit_compiles_after_warmup"] for c in cells_of(out)} == {3}
+    lines = [line for line in proc.stderr.splitlines() if "compiled after warmup: " in line]
+    assert lines
+    for line in lines:  # one per run of the cell (cold, then warm)
+        for key in keys:
+            assert f"decode_attention_kernel [{key}] (triton)" in line
+
+
 def test_cold_and_warm_share_one_cells_caches_and_only_that_cells(tmp_path: Path) -> None:
     from porttrack.jobs.cells import cache_env
 

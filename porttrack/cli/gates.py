@@ -36,6 +36,8 @@ def gate() -> None:
 @click.option("--proof", metavar="ID", shell_complete=completes("proof"), help="Run a proof's gate (an id under proofs: in tracks.yaml) instead of a patch's.")
 @click.option("--target", "targets", multiple=True, metavar="T", shell_complete=completes("target"), help="Only this target (repeatable) [default: every target the gate requires].")
 @click.option("--baseline", is_flag=True, help="Measure the baseline: the same job on the fork without the patch.")
+@click.option("--interleaved", type=click.IntRange(2, 1000), default=None, metavar="N",
+              help="Measure baseline and candidate in turns (C B B C ...), N rounds each, and record the medians with their spread (local command jobs).")
 @click.option("--run-id", "run_ids", multiple=True, metavar="[TARGET=]ID", help="Collect an existing workflow run instead of dispatching one.")
 @click.option("--poll-interval", type=float, default=15.0, show_default=True, metavar="S", help="Seconds between polls of a workflow run.")
 @click.option("--wait", "wait_s", type=float, default=None, metavar="S", help="Give up polling after S seconds [default: the gate's timeout_s].")
@@ -43,12 +45,22 @@ def gate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was recorded and the verdict (schema porttrack/gate-run/v1).")
 @click.option("--dry-run", is_flag=True, help="Build the ref and show what would run; run and record nothing.")
 @pass_ctx
-def gate_run(ctx: Context, patch, proof, targets, baseline, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
+def gate_run(ctx: Context, patch, proof, targets, baseline, interleaved, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
     from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
+    if interleaved is not None:
+        from porttrack.common.errors import InputError
+        from porttrack.prove import interleave
+
+        if baseline or run_ids or dry_run:
+            raise InputError("--interleaved measures both roles itself: give it without --baseline, --run-id or --dry-run")
+        done = interleave.run(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork, rounds=interleaved,
+                              targets=list(targets) or None, say=None if as_json else say, force=force)
+        candidate = next(o for o in done if o.role == "candidate")
+        return _judged(ctx, subject, as_json, candidate.ref.sha, list(candidate.plan), [r.id for o in done for r in o.records])
     ids = _run_ids(run_ids, targets)
     outcome = gaterun.run(
         ctx.workspace, ctx.config, queue, subject, repo=ctx.fork, client=_gate_client(ctx, subject, dry_run),

@@ -42,11 +42,12 @@ class Unavailable(Exception):
 class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
-    __slots__ = ("stack", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
+    __slots__ = ("depth", "region", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
                  "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
-        self.stack: list[str] = []
+        self.depth = 0  # graphed regions this thread is inside (nested entries count once)
+        self.region = ""  # the outermost one's name
         self.replays: dict[int, int] = {}
         self.total_replays = 0
         self.at_entry = 0
@@ -350,17 +351,49 @@ class Regions:
         self._lock = threading.Lock()
         self._inside = 0
         self._previous: Any = None
-        self._hook = self._on_launch  # one bound method, so `is` tells whether the knob is still ours
         self._local = counts._local
+        self._hook = self._launch_hook(chained=False)  # one function, so `is` tells whether the knob is still ours
 
     def set_launch_knob(self, knob: Any) -> None:
         self._knob_owner = knob
         chain = getattr(knob, "launch_enter_hook", None)
         if callable(getattr(chain, "add", None)) and callable(getattr(chain, "remove", None)):
+            self._hook = self._launch_hook(chained=True)
             chain.add(self._hook)
             self._chain = chain
         else:
             self.launch_knob = knob
+
+    def _launch_hook(self, chained: bool) -> Any:
+        """The launch hook, a closure over the per-thread state: it runs on every Triton launch in
+        the process, so it reads one thread-local and returns unless this thread is in a region
+        and not capturing. A launch in a region reads the kernel's name from `LazyDict.data` (set
+        from the start; `get()` would run the kernel's launch-metadata functions on every launch)
+        and bumps one dict entry. In a HookChain (Triton 3.6) it calls nothing else; on an older
+        Triton's plain knob it calls the hook it displaced."""
+        local = self._local
+        regions = self
+
+        def on_launch(metadata: Any) -> Any:
+            try:
+                t = local.t
+            except AttributeError:
+                t = None
+            if t is not None and t.depth and not t.capturing:
+                try:
+                    name = metadata.data["name"]
+                except Exception:
+                    data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
+                    name = (data.get("name") if isinstance(data, dict) else None) or "?"
+                eager = t.eager
+                eager[name] = eager.get(name, 0) + 1
+            if chained:
+                return None  # the chain calls the other hooks itself
+            previous = regions._previous
+            return previous(metadata) if previous is not None and previous is not on_launch else None
+
+        on_launch.__qualname__ = "Regions.on_launch"
+        return on_launch
 
     def check(self) -> None:
         """At each mark and at exit: is the probe's launch hook still where it put it?"""
@@ -374,8 +407,8 @@ class Regions:
                                   now=type(knob_now).__name__)
 
     def current(self) -> str | None:
-        stack = self.counts.mine().stack
-        return stack[-1] if stack else None
+        t = self.counts.mine()
+        return t.region if t.depth else None
 
     def install(self) -> None:
         """The first thread into a region sets the plain launch knob (older Triton only)."""
@@ -398,62 +431,48 @@ class Regions:
                                   now=str(getattr(self.launch_knob.launch_enter_hook, "__qualname__", "?"))[:200])
                 self._previous = None
 
-    def _on_launch(self, metadata: Any) -> Any:
-        try:
-            t = self._local.t
-        except AttributeError:
-            t = None
-        if t is not None and t.stack and not t.capturing:
-            # the kernel's name is in LazyDict.data from the start; `get()` would run the kernel's
-            # launch-metadata functions on every launch (measured 1.21x on a launch in a region)
-            try:
-                name = metadata.data["name"]
-            except Exception:
-                data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
-                name = (data.get("name") if isinstance(data, dict) else None) or "?"
-            eager = t.eager
-            eager[name] = eager.get(name, 0) + 1
-        if self._chain is not None:
-            return None  # the chain calls the other hooks itself
-        previous = self._previous
-        return previous(metadata) if previous is not None and previous is not self._hook else None
-
 
 class Region:
     """A `graphed_region(name)`: one object per name, shared by threads (the state is per thread).
-    A class, not a generator, and flat: it runs around every replay."""
+    A class, not a generator, and flat: it runs around every replay. Entering reads one
+    thread-local and bumps the thread's depth; the outermost exit counts the entry and
+    whether a replay happened inside (the replay counter is the thread's running total, so no
+    per-graph work is done here). Nested regions count as the outermost one."""
 
-    __slots__ = ("name", "regions", "local", "counts")
+    __slots__ = ("name", "regions", "local", "mine")
 
     def __init__(self, regions: Regions, name: str):
-        self.name, self.regions, self.local, self.counts = name, regions, regions._local, regions.counts
+        self.name, self.regions, self.local, self.mine = name, regions, regions._local, regions.counts.mine
 
     def __enter__(self) -> None:
         try:
             t = self.local.t
         except AttributeError:
-            t = self.counts.mine()
-        stack = t.stack
-        stack.append(self.name)
-        if len(stack) == 1:
-            t.at_entry = t.total_replays
-            if self.regions.launch_knob is not None:
-                self.regions.install()
+            t = self.mine()
+        if t.depth:
+            t.depth += 1
+            return
+        t.depth = 1
+        t.region = self.name
+        t.at_entry = t.total_replays
+        if self.regions.launch_knob is not None:
+            self.regions.install()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
         try:
             t = self.local.t
         except AttributeError:
             return
-        stack = t.stack
-        if not stack:
+        depth = t.depth
+        if depth != 1:
+            if depth:
+                t.depth = depth - 1
             return
-        stack.pop()
-        if stack:
-            return
+        t.depth = 0
         t.entries += 1
         if t.total_replays == t.at_entry:
-            t.unreplayed[self.name] = t.unreplayed.get(self.name, 0) + 1
+            unreplayed = t.unreplayed
+            unreplayed[self.name] = unreplayed.get(self.name, 0) + 1
         if self.regions.launch_knob is not None:
             self.regions.uninstall()
 

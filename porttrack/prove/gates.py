@@ -507,11 +507,40 @@ def _metric_check(metric: "Metric", cell: Mapping[str, Any], base_cell: Mapping[
         over = over if over is not None else over_abs
         problems.append(f"over the allowed regression of {_num(metric.allowed_regression_abs)} {metric.unit} by {_num(over_abs)} {metric.unit}")
     pct_out = _round(pct) if math.isfinite(pct) else None
+    noise = _spread_note(metric, cell, base_cell)
+    if noise is not None:
+        change += f" ({noise[0]})"
+    if problems and noise is not None and not noise[1]:
+        return Check(name, MISSING, f"{change}: over the allowed regression on medians, but within the rounds' spread "
+                                    "(a quarter or more of the candidate's rounds are within it): too noisy to judge; run it again",
+                     observed=value, limit=limit, baseline=base, regression=_round(worse), regression_pct=pct_out)
     if problems:
         return Check(name, FAIL, f"{change}: {' and '.join(problems)}", observed=value, limit=limit, baseline=base,
                      regression=_round(worse), regression_pct=pct_out, over_by=_round(over) if over is not None and math.isfinite(over) else None)
     return Check(name, PASS, f"{change}: within the allowed regression", observed=value, limit=limit, baseline=base,
                  regression=_round(worse), regression_pct=pct_out)
+
+
+def _spread_note(metric: "Metric", cell: Mapping[str, Any], base_cell: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """For medians of interleaved rounds (`spread` in both cells): the spread to show, and whether
+    the regression holds for most of the candidate's rounds too (its better quartile worse than the
+    baseline's median by more than the allowance), not only for its median. None when either cell
+    has no spread."""
+    mine, theirs = (cell.get("spread") or {}).get(metric.name), (base_cell.get("spread") or {}).get(metric.name)
+    if not isinstance(mine, Mapping) or not isinstance(theirs, Mapping):
+        return None
+    try:
+        c1, c3, b1, b3 = (float(mine["q1"]), float(mine["q3"]), float(theirs["q1"]), float(theirs["q3"]))
+        n, typical = min(int(mine["n"]), int(theirs["n"])), float(base_cell["metrics"][metric.name])
+    except (KeyError, TypeError, ValueError):
+        return None
+    gap = c1 - typical if metric.direction == "lower" else typical - c3
+    beyond = False
+    if metric.allowed_regression_pct is not None:
+        beyond = beyond or (gap / typical * 100.0 > metric.allowed_regression_pct + EPSILON if typical else gap > 0)
+    if metric.allowed_regression_abs is not None:
+        beyond = beyond or gap > metric.allowed_regression_abs + EPSILON
+    return f"medians of {n} interleaved rounds; IQR {_num(c1)}-{_num(c3)} vs {_num(b1)}-{_num(b3)}", beyond
 
 
 def _measured_only(metric: "Metric", cell: Mapping[str, Any]) -> Check:

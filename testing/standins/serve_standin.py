@@ -7,7 +7,8 @@ marks warmup done, replays, and writes the output JSON the job reads.
 --config may also set what the gate must catch (issue 31): "late_capture" (a CUDA graph captured
 after warmup, as cudagraph trees do at a new batch size), "eager_after_replay" (the graphed step
 replays once, then runs eagerly), "damaged_log" (a probe-log line cut by a short write), "graphs"
-(how many graphs are captured and replayed: thousands make the counts long).
+(how many graphs are captured and replayed: thousands make the counts long), "late_keys" (keys the
+kernel is compiled for after warmup, e.g. three autotune configs alike in their first 100 characters).
 """
 
 import argparse
@@ -22,7 +23,7 @@ parser.add_argument("--compile-after-warmup", action="store_true")
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--no-probe", action="store_true")
 parser.add_argument("--config", help="a JSON file of options (the gate demo's fork keeps one in demo/config.json)")
-parser.set_defaults(late_capture=False, eager_after_replay=False, damaged_log=False, graphs=1)
+parser.set_defaults(late_capture=False, eager_after_replay=False, damaged_log=False, graphs=1, late_keys=())
 args = parser.parse_args()
 if args.config:
     with open(args.config) as handle:
@@ -64,6 +65,8 @@ for _ in range(7):
             graph.replay()
 if args.compile_after_warmup:
     decode_attention_kernel.launch("bf16," + key)
+for late_key in args.late_keys:
+    decode_attention_kernel.launch(str(late_key))
 if args.late_capture:
     late = torch.cuda.CUDAGraph()
     late.capture_begin()

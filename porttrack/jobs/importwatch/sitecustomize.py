@@ -1,8 +1,12 @@
 """porttrack's import record, put first on PYTHONPATH by `porttrack.jobs.timed`.
 
-Python imports `sitecustomize` at start-up; this one records, when the process exits, the file
-each package named in PORTTRACK_IMPORT_PACKAGES was imported from (one JSON line per process,
-appended to PORTTRACK_IMPORT_RECORD), so the timed job knows which copy the program measured.
+Python imports `sitecustomize` at start-up; this one appends to PORTTRACK_IMPORT_RECORD one JSON
+line when the process starts (`{"pid", "hello"}`: this process is watched) and one when it exits:
+the files each package or module named in PORTTRACK_IMPORT_PACKAGES, and every submodule of it
+the process loaded, was imported from (for a namespace package, its submodules'), so the timed job knows
+which copy the program measured. `timed`'s start shims write `{"pid", "started"}` for each Python
+they start; a start with no hello from the same pid is a process that never loaded this file
+(`python -I`, `-E`, `-S`) and cannot vouch for what it imported.
 Any other `sitecustomize` further on the path is run too, as it would have been without this one.
 """
 
@@ -14,24 +18,40 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_MAX_FILES = 400
 
 
-def _record():
+def _write(entry):
     target = os.environ.get("PORTTRACK_IMPORT_RECORD")
     if not target:
         return
-    imported = {}
-    for name in [n for n in os.environ.get("PORTTRACK_IMPORT_PACKAGES", "").split(",") if n]:
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
-        imported[name] = None if where is None else os.path.abspath(where)
     try:
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"pid": os.getpid(), "imported": imported}) + "\n")
+            handle.write(json.dumps(entry) + "\n")
     except OSError:
         pass
+
+
+def _files(name):
+    """The files `name` and its loaded submodules came from; a namespace package's portions."""
+    found = []
+    for key, module in list(sys.modules.items()):
+        if module is None or (key != name and not key.startswith(name + ".")):
+            continue
+        where = getattr(module, "__file__", None)
+        if where:  # a namespace package has none: its portions are folders, the code is in its submodules
+            found.append(os.path.abspath(where))
+        if len(found) >= _MAX_FILES:
+            break
+    return sorted(set(found))
+
+
+def _record():
+    imported = {}
+    for name in [n for n in os.environ.get("PORTTRACK_IMPORT_PACKAGES", "").split(",") if n]:
+        if sys.modules.get(name) is not None:
+            imported[name] = _files(name)
+    _write({"pid": os.getpid(), "imported": imported})
 
 
 def _chain():
@@ -42,5 +62,6 @@ def _chain():
         spec.loader.exec_module(module)
 
 
+_write({"pid": os.getpid(), "hello": True})
 atexit.register(_record)
 _chain()
