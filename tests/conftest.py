@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +14,30 @@ from testing.gitfixtures import ENV_TO_CLEAR, isolated_git_env, reset_clock
 from testing.github_emulator import FakeGitHub
 from testing.world import World
 
+# the terminal's size as the shell exports it: a test run from a narrow terminal (or in an xdist
+# worker, which has none) must lay out the same text
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+RELIABILITY = Path(__file__).resolve().parent / "reliability"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's controller collects nothing, so it never loads tests/reliability/conftest.py:
+    # the reliability figures are registered here too, to add up the workers' shares and print them
+    if str(RELIABILITY) not in sys.path:
+        sys.path.insert(0, str(RELIABILITY))
+    import rel_figures
+
+    rel_figures.register(config)
+
 
 @pytest.fixture(autouse=True)
 def git_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Every test runs with its own HOME and git config, fixed identities and dates, and no
-    GitHub token or API URL inherited from the developer's shell or CI."""
+    GitHub token or API URL, nor terminal size (COLUMNS, LINES), inherited from the developer's
+    shell or CI."""
     for name in ENV_TO_CLEAR:
+        monkeypatch.delenv(name, raising=False)
+    for name in TERMINAL_SIZE:  # a test that wants a width sets it; none inherits the shell's
         monkeypatch.delenv(name, raising=False)
     env = isolated_git_env(tmp_path_factory.mktemp("home"))
     for name, value in env.items():
