@@ -43,6 +43,17 @@ def test_ci_runs_exactly_readmes_test_command():
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
 
+def test_the_test_command_runs_the_suite_on_every_core():
+    """Five minutes on two cores (issue 34) needs both: pytest-xdist installed by the [test] extra,
+    and `sh setup.sh test` asking for a worker per core before the caller's arguments (so `-n 0`
+    among them still wins)."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib before Python 3.11
+    extra = re.search(r"^test = \[\n(.*?)^\]", pyproject, re.S | re.M).group(1)
+    assert re.search(r'^\s*"pytest-xdist[>=~]', extra, re.M), extra
+    runs = [line.strip() for line in (ROOT / "setup.sh").read_text().splitlines() if "-m pytest" in line and not line.lstrip().startswith("#")]
+    assert runs == ['exec python -m pytest -q -n auto "$@"'], runs
+
+
 def test_setup_says_what_to_install_when_quilt_is_missing_and_cannot_be_installed(tmp_path):
     # a PATH with python3 and the shell's few tools, but neither quilt nor apt-get
     bin_dir = tmp_path / "bin"
