@@ -30,6 +30,42 @@ def pytest_configure(config: pytest.Config) -> None:
     rel_figures.register(config)
 
 
+# The suite's longest tests, longest first (`sh setup.sh test --durations=30`; benchmarks/results/
+# suite_and_startup_notes.md): collected first, so pytest-xdist hands them out before the short
+# ones and no worker is left with a long test after the others ran out of work. Order only: every
+# test still runs, and each stands alone (its own tmp_path, emulator, workspace).
+LONGEST = (
+    "tests/test_weekly_dedupe.py::test_two_checkouts_posting_the_same_week_at_once_leave_one_open_issue",
+    "tests/test_import_speed.py::test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks",
+    "tests/reliability/test_rel_hostile_state.py::test_seeded_hostile_values_in_recorded_files",
+    "tests/test_import_speed.py::test_one_real_apply_says_what_check_check_v_the_copy_and_stat_said",
+    "tests/test_import_speed.py::test_plans_made_from_the_probe_equal_plans_made_with_the_trial_build",
+    "tests/test_import_speed.py::test_batched_group_probes_give_the_verdicts_of_the_one_by_one_probes",
+    "tests/reliability/test_rel_hostile_state.py::test_every_recorded_file_in_every_whole_file_form",
+    "tests/test_probe_log_fuzz.py::test_a_damaged_probe_log_never_passes_where_the_intact_one_fails",
+    "tests/reliability/test_rel_boundaries.py::test_gate_run_at_every_boundary",
+    "tests/test_collisions_oracle.py::test_no_collision_is_missed_over_seeded_random_cases",
+    "tests/test_import_modules_oracle.py::test_the_queues_modules_import_wherever_the_import_takes_hunks",
+    "tests/test_weekly_budget.py::test_a_scripted_week_without_a_token_costs_at_most_20_counted_requests[1000]",
+    "tests/test_gates.py::test_gate_run_with_the_vllm_job_records_evidence_that_passes",
+    "tests/test_apply.py::test_interrupted_apply_leaves_refs_and_worktrees_and_a_rerun_completes[SIGINT]",
+    "tests/test_queue_cli.py::test_sigint_during_import_exits_130_and_changes_nothing",
+    "tests/reliability/test_rel_hostile_answers.py::test_seeded_hostile_pull_request_answers",
+    "tests/test_neutral_fork.py::test_a_library_fork_is_followed_proven_promoted_and_reported",
+    "tests/test_jobs_vllm.py::test_the_backend_decision_against_an_independent_truth_over_seeded_cases",
+    "tests/test_gate_probe_e2e.py::test_a_planted_compile_after_warmup_fails_the_gate_and_promotion_is_refused",
+    "tests/test_terminal.py::test_output_fits_each_width_plain_and_coloured",
+    "tests/test_converge_differential.py::test_differential_fast_subset",
+    "tests/reliability/test_rel_boundaries.py::test_import_at_every_boundary",
+    "tests/test_hostile_upstream.py::test_hostile_upstream_text_never_stops_or_steers_the_tool",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {nodeid: n for n, nodeid in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(LONGEST)))  # stable: the rest keep their order
+
+
 @pytest.fixture(autouse=True)
 def git_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Every test runs with its own HOME and git config, fixed identities and dates, and no
