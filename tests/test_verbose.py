@@ -25,7 +25,8 @@ HTTP_LINE = re.compile(r"^porttrack: (?P<verb>GET|HEAD|POST|PATCH|PUT|DELETE) (?
 
 
 def _door_args(argv: tuple[str, ...]) -> str:
-    """The counter's argv without the `-c name=value` settings the git door adds to every command."""
+    """An argv without its leading `-c name=value` settings: the git door adds some to every command
+    (not logged), a command may carry its own (`fetch` writes the commit-graph; logged)."""
     args = list(argv)
     while args[:1] == ["-c"]:
         args = args[2:]
@@ -54,7 +55,7 @@ def test_each_request_and_git_command_is_logged_as_it_ran(ws, world, tmp_path):
     # git: the same commands with the same exit statuses, as many times as they ran; the object
     # reader (`cat-file --batch`, one process kept open for the command) is logged when it starts
     opened = [m for m in map(READER_LINE.match, lines) if m]
-    logged = collections.Counter([(m["args"], int(m["rc"])) for m in git_lines] + [("cat-file --batch", "open")] * len(opened))
+    logged = collections.Counter([(_door_args(tuple(m["args"].split(" "))), int(m["rc"])) for m in git_lines] + [("cat-file --batch", "open")] * len(opened))
     counted = collections.Counter((_door_args(c.argv), "open" if _door_args(c.argv) == "cat-file --batch" else c.rc) for c in ran)
     assert ran and logged == counted, (logged - counted, counted - logged)
     # GitHub: the same method, path and status as the emulator answered, one line per exchange
