@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,11 @@ RELIABILITY = Path(__file__).resolve().parent / "reliability"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job (`sh setup.sh test &`, a CI step run that way) with SIGINT
+    # ignored, and every process started from it inherits that: the tests that interrupt porttrack
+    # with SIGINT would see nothing happen. Ctrl-C is Python's KeyboardInterrupt here, as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # pytest-xdist's controller collects nothing, so it never loads tests/reliability/conftest.py:
     # the reliability figures are registered here too, to add up the workers' shares and print them
     if str(RELIABILITY) not in sys.path:
