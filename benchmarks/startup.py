@@ -8,7 +8,7 @@ World: no git history. `--help` reads nothing; `status --offline` reads the repo
 recorded state (tracks.yaml and state/upstream.json at the checkout's root, as `sh setup.sh tool`
 shows it; no fork checkout), so its figure is start-up plus reading that state.
 
-Each round runs every case once, the order rotated from round to round (interleaved), so a change
+The tree's porttrack is byte-compiled first (as pip installs it). Each round runs every case once, the order rotated from round to round (interleaved), so a change
 of the machine's load reaches every case alike. Per case: the median wall time, the median CPU time
 (user + system of the child, which load inflates less than wall), and the median "above python -c
 pass" (case median - baseline median), in ms; and the modules the command imports (total, and
@@ -103,7 +103,11 @@ def main() -> int:
         print(f"world: no git history; status --offline reads {tree}'s tracks.yaml and state/upstream.json")
         print(f"python {sys.version.split()[0]} ({sys.executable}); porttrack from {tree}; {args.rounds} rounds, "
               f"interleaved; load average {load_start[0]:.2f} at the start")
-        for argv in runs.values():  # warm the page cache and the .pyc files
+        # byte-compiled first, as pip installs it (PYTHONDONTWRITEBYTECODE would otherwise leave a
+        # tree compiling every module on every run)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "porttrack")], check=True,
+                       stdout=subprocess.DEVNULL)
+        for argv in runs.values():  # warm the page cache
             run_once(argv, env, tree)
         wall: dict[str, list[float]] = {name: [] for name in runs}
         cpu: dict[str, list[float]] = {name: [] for name in runs}
