@@ -5,7 +5,9 @@
 #   sh setup.sh tool         install porttrack into .venv and run `porttrack status --offline` (the
 #                            recorded state, saying how old it is: no network to GitHub needed)
 #   sh setup.sh test [ARG…]  install porttrack with its [test] extra into .venv, and quilt (which
-#                            the tests run for real), then run the whole suite: pytest -q ARG…
+#                            the tests run for real), then run the whole suite on every core:
+#                            pytest -q -n auto ARG… (pytest-xdist; `-n 0` among ARG… runs it in
+#                            one process)
 #
 # Only on Debian/Ubuntu as root does it install system packages itself (apt-get): python3-venv
 # where `python3 -m venv` cannot bootstrap pip, quilt where it is missing. Anywhere else it stops
@@ -71,7 +73,7 @@ test)
     # as if activated: a test that runs `porttrack` or `python` finds this environment's
     PATH="$PWD/.venv/bin:$PATH" VIRTUAL_ENV="$PWD/.venv"
     export PATH VIRTUAL_ENV
-    exec python -m pytest -q "$@"
+    exec python -m pytest -q -n auto "$@"
     ;;
 *)
     say "usage: sh setup.sh tool | sh setup.sh test [pytest arguments]"

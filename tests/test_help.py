@@ -16,9 +16,10 @@ from porttrack.cli import cli
 
 def _walk(command: click.Command, path: tuple[str, ...] = ()):
     yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from _walk(sub, (*path, name))
+    if isinstance(command, click.Group):  # through get_command: `cli` imports a command's module when asked for it
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _walk(command.get_command(ctx, name), (*path, name))
 
 
 COMMANDS = list(_walk(cli))

@@ -13,6 +13,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RELIABILITY = ROOT / "tests" / "reliability"
 
@@ -39,6 +41,17 @@ def test_ci_runs_exactly_readmes_test_command():
     assert test_command in executed, f"{test_command!r} is not a command of .ci/run: {executed}"
     assert executed[-1] == test_command, "README's test command is the last thing .ci/run does (its status is CI's)"
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_the_test_command_runs_the_suite_on_every_core():
+    """Five minutes on two cores (issue 34) needs both: pytest-xdist installed by the [test] extra,
+    and `sh setup.sh test` asking for a worker per core before the caller's arguments (so `-n 0`
+    among them still wins)."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib before Python 3.11
+    extra = re.search(r"^test = \[\n(.*?)^\]", pyproject, re.S | re.M).group(1)
+    assert re.search(r'^\s*"pytest-xdist[>=~]', extra, re.M), extra
+    runs = [line.strip() for line in (ROOT / "setup.sh").read_text().splitlines() if "-m pytest" in line and not line.lstrip().startswith("#")]
+    assert runs == ['exec python -m pytest -q -n auto "$@"'], runs
 
 
 def test_setup_says_what_to_install_when_quilt_is_missing_and_cannot_be_installed(tmp_path):
@@ -145,18 +158,20 @@ def test_skipped():
 '''
 
 
-def test_a_failed_reliability_test_is_counted_failed_in_the_printed_figures(tmp_path):
-    # The suite's own conftest and harness, over tests made to fail in every way a test can.
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_failed_reliability_test_is_counted_failed_in_the_printed_figures(tmp_path, workers):
+    # The suite's own conftest and harness, over tests made to fail in every way a test can; under
+    # pytest-xdist the items run in two workers and the controller prints the sum of their shares.
     suite = tmp_path / "reliability"
     suite.mkdir()
-    for name in ("conftest.py", "rel_harness.py"):
+    for name in ("conftest.py", "rel_harness.py", "rel_figures.py"):
         shutil.copy(RELIABILITY / name, suite / name)
     (suite / "test_figures.py").write_text(FIGURE_CASES)
     figures = tmp_path / "figures.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PORTTRACK_RELIABILITY_JSON": str(figures)}
     env.pop("PORTTRACK_FULL", None)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                          str(suite)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                          *workers, str(suite)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1, out.stdout[-3000:]
     assert re.search(r"\b4 failed, 2 passed, 1 skipped, 1 error\b", out.stdout), out.stdout[-3000:]
     # passed: test_passes, case "one" of the test that failed after it, case "good"; failed: the

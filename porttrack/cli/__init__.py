@@ -1,15 +1,18 @@
 """The command layer: parse options, call the core with plain arguments, print, return an exit code.
 
 Only this package imports click. Heavy modules (PyGithub, jinja2, pydantic, jsonschema) are imported
-inside the commands so `porttrack --help` stays fast (every command module is loaded for it); the
-same goes for the few core modules that are slow to load themselves (`porttrack.github.client`,
-`porttrack.report`), each marked where it is imported. Each command module registers itself on
-`cli` when imported below; `main()` is the one error boundary that turns `PorttrackError`s into a
-one-line message and the exit code from the published table (`porttrack.common.errors.ExitCode`).
+inside the commands, and so are the few core modules that are slow to load themselves
+(`porttrack.github.client`, `porttrack.report`), each marked where it is imported. The command
+modules themselves are imported lazily (`COMMANDS`, `LazyGroup`): a command's module only when that
+command runs or shows its own help; `porttrack --help` lists the commands from the table and
+imports none of them. Each command module registers its commands on `cli` when imported; `main()`
+is the one error boundary that turns `PorttrackError`s into a one-line message and the exit code
+from the published table (`porttrack.common.errors.ExitCode`).
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import re
@@ -161,7 +164,67 @@ def _exit_code_epilog() -> str:
     return f"\b\nExit codes:\n{rows}"
 
 
-@click.group(epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
+# Every command, in the README's order: its name, the module under porttrack.cli that registers it
+# on `cli` when imported, and its short help as `porttrack --help` shows it (the first sentence of
+# its docstring; tests/test_startup.py checks each against the command's own). A command's module
+# is imported only when that command is resolved (run, completed, or asked for its own --help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "status": ("status", "Poll every tracked PR, record its state, and show per track what changed and what to do next."),
+    "eligibility": ("eligibility", "Deployment targets × tracks (under the vllm-gpu profile, its models): eligible, not "
+                                   "(which requirement failed), or conditional (which proof is pending)."),
+    "import": ("take", "Take the stable, separable hunks of upstream PR into the patch queue."),
+    "refresh": ("take", "Per hunk, what changed upstream since the PR was imported (new / removed / changed / unchanged); "
+                        "the queue changes only with --update."),
+    "queue": ("queue", "List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."),
+    "drop": ("queue", "Retire a queued patch (by name, unique prefix, or PR number), recording why."),
+    "gate": ("gates", "Run a patch's gate job and judge its evidence."),
+    "promote": ("gates", "Make a patch default-enabled — refused unless the latest non-superseded evidence satisfies its "
+                         "gate for every required cell on every required target."),
+    "demote": ("gates", "Take a patch out of the default build (it stays in staging); its state follows the evidence."),
+    "evidence": ("gates", "Evidence records: append-only results of gate jobs, and their corrections."),
+    "report": ("report", "Reports for the team: the weekly status issue."),
+    "apply": ("apply", "Build the fork branch from its upstream base plus the patch queue, one commit per patch."),
+    "verify-converged": ("converge", "Prove that a merged upstream PR is present in the fork: ancestry, then patch-id, "
+                                     "then per-hunk content (with upstream churn)."),
+    "init": ("init", "Create a workspace in FOLDER: a commented tracks.yaml (for --profile), an empty patch queue, "
+                     "templates/, .gitignore, and the fork checkout (a blobless clone with an `upstream` remote, or "
+                     "--fork-checkout)."),
+    "doctor": ("doctor", "Check the workspace, the fork checkout and its upstream remote, the token and GitHub, quilt and "
+                         "runner labels: one line each, and the command that fixes what is broken."),
+}
+
+
+class LazyGroup(click.Group):
+    """`cli`: its commands come from `COMMANDS`, each module imported when its command is first
+    resolved. Listing them (`--help`, completion of the command word) imports nothing."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"porttrack.cli.{COMMANDS[cmd_name][0]}")  # registers it on `cli`
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own layout, with the short help of a command not yet imported from the table."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)))  # click's cut
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
                              "porttrack status", "porttrack -v status --json") + "\n\n" + _exit_code_epilog(), context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="porttrack")
 @click.option("--workspace", "-C", metavar="DIR", help="Workspace holding tracks.yaml [env PORTTRACK_WORKSPACE; default: nearest folder up].")
@@ -210,19 +273,6 @@ def say(message: str) -> None:
     """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
     branch name): the terminal cleaner keeps escape sequences and controls out of it."""
     click.echo(terminal.fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
-
-
-# Command modules register themselves on `cli`. Keep this list in the README's order.
-from porttrack.cli import status as _status  # noqa: E402,F401
-from porttrack.cli import eligibility as _eligibility  # noqa: E402,F401
-from porttrack.cli import take as _take  # noqa: E402,F401
-from porttrack.cli import queue as _queue  # noqa: E402,F401
-from porttrack.cli import gates as _gates  # noqa: E402,F401
-from porttrack.cli import report as _report  # noqa: E402,F401
-from porttrack.cli import apply as _apply  # noqa: E402,F401
-from porttrack.cli import converge as _converge  # noqa: E402,F401
-from porttrack.cli import init as _init  # noqa: E402,F401
-from porttrack.cli import doctor as _doctor  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ table, and the secrets check applied after every reliability case.
 - Every item under tests/reliability/ or tests/test_regressions.py is counted in its category
   (`pytestmark = pytest.mark.reliability("...")`); a test that runs sub-cases (`cases` fixture)
   counts each sub-case instead. The table is printed at the end of the run and written as JSON to
-  $PORTTRACK_RELIABILITY_JSON when set.
+  $PORTTRACK_RELIABILITY_JSON when set (rel_figures.py; under pytest-xdist, summed over the workers).
 - After every reliability item, no known token (testing.workspace.TOKEN, the emulator's tokens)
   may appear in anything porttrack printed, any file under the test's folders (workspace, logs,
   crash.log, recorded state, evidence, reports), HOME, or what the emulator received (issue
@@ -15,17 +15,17 @@ table, and the secrets check applied after every reliability case.
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import pytest
 
 import rel_harness as H
+import rel_figures
 from rel_harness import cases, secret_guard  # noqa: F401 - fixtures, registered here
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "reliability(category): a reliability-suite case, counted in the figures table")
+    rel_figures.register(config)  # the table at the end of the run (rel_figures.py: whole across xdist workers)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -74,40 +74,3 @@ def count(item: pytest.Item, category: str, failed_in: list[str]) -> None:
         return  # otherwise the sub-cases were counted one by one
     if failed_in or not item.stash.get(SKIPPED, False):
         H.record(category, not failed_in, item.nodeid)
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    # tests/test_regressions.py lies outside this folder, so the per-item hooks here never see its
-    # items: count them from the session's reports
-    seen: dict[str, bool] = {}  # an expected failure (xfail: a fix outside this suite's files pending) is a failure here
-    for outcome in ("passed", "failed", "error", "xfailed"):
-        for report in terminalreporter.stats.get(outcome, ()):
-            nodeid = getattr(report, "nodeid", "")
-            if nodeid.startswith("tests/test_regressions.py") and (outcome != "passed" or report.when == "call"):
-                seen[nodeid] = seen.get(nodeid, True) and outcome == "passed"
-    H.TALLY["regressions"] = {"tried": len(seen), "passed": sum(seen.values()), "failed": len(seen) - sum(seen.values())}
-    H.FAILURES.extend(f"regressions: {nodeid}" for nodeid, ok in seen.items() if not ok and f"regressions: {nodeid}" not in H.FAILURES)
-    if not any(r["tried"] for r in H.TALLY.values()):
-        return
-    lines = table()
-    terminalreporter.write_sep("=", "porttrack reliability figures")
-    for line in lines:
-        terminalreporter.write_line(line)
-    if H.KILLS:
-        terminalreporter.write_line(f"SIGKILL points (process still running when killed): {sum(H.KILLS.values())} "
-                                    f"({', '.join(f'{k} {v}' for k, v in sorted(H.KILLS.items()))}); seed {H.SEED}")
-    out = os.environ.get("PORTTRACK_RELIABILITY_JSON")
-    if out:
-        Path(out).write_text(json.dumps({"full": H.FULL, "seed": H.SEED, "tally": H.TALLY, "kill_points": H.KILLS,
-                                         "failures": H.FAILURES}, indent=2))
-
-
-def table() -> list[str]:
-    rows = [(name, H.TALLY[name]) for name in H.CATEGORIES if H.TALLY.get(name, {}).get("tried")]
-    rows += [(name, row) for name, row in H.TALLY.items() if name not in H.CATEGORIES and row["tried"]]
-    total = {k: sum(r[k] for _, r in rows) for k in ("tried", "passed", "failed")}
-    width = max(len(n) for n, _ in rows + [("total", total)])
-    out = [f"{'category':<{width}}  {'tried':>6}  {'passed':>6}  {'failed':>6}"]
-    for name, row in rows + [("total", total)]:
-        out.append(f"{name:<{width}}  {row['tried']:>6}  {row['passed']:>6}  {row['failed']:>6}")
-    return out
