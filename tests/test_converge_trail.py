@@ -135,3 +135,21 @@ def test_seeded_random_histories_the_untouched_lines_are_where_git_has_them(tmp_
         [line_no] = [n for n, kind, _ in tr.items if kind == trail.LINE]
         assert final[line_no - 1] == "marker = 'pr'", (seed, line_no)
         assert not trail.undone(h, tr)
+
+
+def test_a_removed_blank_line_reverted_and_removed_again_by_a_re_land_is_not_undone(tmp_path):
+    """vLLM #50092 (df2735ea2e): one hunk only removes a blank line; upstream's revert puts it back
+    and the re-land removes it again. At upstream's tip the hunk's post-image is there: not undone
+    (it was called 'undone upstream by the revert', so upstream main itself was 'undone-upstream').
+    At the revert, it is undone."""
+    text = lines(20)
+    without = "\n".join(line for i, line in enumerate(text.split("\n")[:-1]) if i != 9) + "\n"
+    gap = text.replace("line_9 = 9\n", "\n")  # the PR removes this blank line
+    repo, shas = _history(tmp_path, [gap, without, gap, without])
+    [h], t = _trails(repo, shas)
+    assert not h.added_lines() and [c.sha for c in t[id(h)].touched] == shas[2:]
+    assert not _undone(repo, h, t[id(h)], shas[3])
+
+    repo2, shas2 = _history(tmp_path / "b", [gap, without, gap])
+    [h2], t2 = _trails(repo2, shas2)
+    assert _undone(repo2, h2, t2[id(h2)], shas2[2]) and t2[id(h2)].touched[-1].sha == shas2[2]

@@ -503,6 +503,8 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     if not own and h.added_lines():
         return False  # a reordering: only upstream's file tells (see `undone`)
     removed = _runs(h)
+    if not removed and not h.added_lines():
+        removed = _runs(h, blank=True)  # a hunk that only removes blank lines: are they back?
     if removed:
         return all(_contains(form, run) for run in removed)
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
@@ -510,14 +512,15 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     return targeted and all(line in pre for line in form if line.strip())
 
 
-def _runs(h: "Hunk") -> list[list[bytes]]:
+def _runs(h: "Hunk", blank: bool = False) -> list[list[bytes]]:
+    """The runs of lines `h` removed; those of blank lines only are left out unless `blank`."""
     runs: list[list[bytes]] = [[]]
     for marker, content in h._lines():
         if marker == b"-":
             runs[-1].append(content)
         elif marker != b"\\" and runs[-1]:
             runs.append([])
-    return [run for run in runs if any(line.strip() for line in run)]
+    return [run for run in runs if run and (blank or any(line.strip() for line in run))]
 
 
 def _contains(hay: list[bytes], needle: list[bytes]) -> bool:
