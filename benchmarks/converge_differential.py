@@ -66,7 +66,7 @@ def run_one(seed: int, where: Path, timing: dict[str, float], verbose: bool, bui
     # every disagreement is shown, the allowed (conservative, unverifiable) ones too
     notable = c.violations or c.conservative or c.unverifiable or c.verdicts[0] != c.verdicts[1]
     if verbose or notable:
-        print(f"{'kinds ' if kinds else ''}seed {seed}: cut {s.cut}, {s.merge_kind}, oracle {c.verdicts[0]}, porttrack {verdict}")
+        print(f"{'kinds ' if build is build_kind_scenario else ''}seed {seed}: cut {s.cut}, {s.merge_kind}, oracle {c.verdicts[0]}, porttrack {verdict}")
         for line in s.story:
             print(f"    {line}")
         for (o, p), h in zip(c.cells, s.hunks):

@@ -165,4 +165,4 @@ def build_rebase_scenario(seed: int, root: Path) -> RebaseScenario:
         ported = ["exact" if h.path in picked_paths else "none" for h in hunks]
         story.append(f"fork at the commit below the copies, cherry-picks {len(picked)} of {len(copies)}")
     return RebaseScenario(seed, root, fork, PR_NUMBER, "Rebase-merged change", merge, "rebase", "fork", "upstream/main", cut_name,
-                          tuple(hunks), tuple(ported), (), tuple(story), (), start, head, base, kind)
+                          tuple(hunks), tuple(ported), (), tuple(story), (), change_base=start, head=head, base=base, kind=kind)
