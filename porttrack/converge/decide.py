@@ -121,6 +121,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
 from porttrack.common.clock import utcnow
+from porttrack.common.text import for_terminal  # a subject cut with a mark: a bare cut of "(#46076)" read as PR #460
 from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge import kinds as _kinds
 from porttrack.converge.history import fork_since as _fork_since
@@ -395,7 +396,7 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     if patch_id is not None and decided:
         m = patch_id.matched[0]
         if m.matches == "change":
-            reasons.append(f"fork commit {m.commit[:12]} ({_subject(m.subject)}) has the merged change's patch-id")
+            reasons.append(f"fork commit {m.commit[:12]} ({for_terminal(m.subject, 60)}) has the merged change's patch-id")
         else:
             reasons.append(f"every commit of the PR has a fork commit with its patch-id: {', '.join(x.commit[:12] for x in patch_id.matched)}")
         return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
@@ -623,7 +624,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 continue
             if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
                 c = by(t, tpath)
-                what = f"upstream {c.commit[:12]} ({_subject(c.subject)}) moved these lines out of {fd.path}"
+                what = f"upstream {c.commit[:12]} ({for_terminal(c.subject, 60)}) moved these lines out of {fd.path}"
                 if tpath in same or ancestor(t.touched[-1].sha):
                     results.append(_result(h, "present-after-churn", "churn", c, f"{what}, and the fork ref has that change"))
                 elif look is not None and look.state == "present":
@@ -636,7 +637,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 still = look is not None and look.state == "present"
                 results.append(_result(h, "undone-upstream", "churn", c,
                                        f"upstream's newest form of these lines is the pre-image: undone upstream by {c.commit[:12]} "
-                                       f"({_subject(c.subject)}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
+                                       f"({for_terminal(c.subject, 60)}); " + ("the fork ref still has #%d's lines: keep carrying them or drop them" % number
                                                                   if still else "the fork ref has upstream's form: drop any carried copy or keep carrying it")))
                 continue
             copy = _kinds.left_behind(h, fd, fork_entries, base_entries) if tpath in same else None
@@ -650,7 +651,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 else:
                     c = by(t, tpath)
                     results.append(_result(h, "present-after-churn", "churn", c,
-                                           f"upstream {c.commit[:12]} ({_subject(c.subject)}) changed these lines later, and the fork ref's "
+                                           f"upstream {c.commit[:12]} ({for_terminal(c.subject, 60)}) changed these lines later, and the fork ref's "
                                            f"file is the upstream base's"))
                 continue
             assert look is not None
@@ -667,12 +668,12 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                     c = by(t, tpath)
                     results.append(_result(h, "present-after-churn", "churn", c,
                                            f"{look.detail}; the fork ref has upstream's newest form of these lines, from {c.commit[:12]} "
-                                           f"({_subject(c.subject)})"))
+                                           f"({for_terminal(c.subject, 60)})"))
                 continue
             words = ""
             if t.touched:
                 c = by(t, tpath)
-                words = f"; upstream {c.commit[:12]} ({_subject(c.subject)}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
+                words = f"; upstream {c.commit[:12]} ({for_terminal(c.subject, 60)}) changed these lines since, and the fork ref has neither that form nor #{number}'s"
             if look.state == "missing" or look.absent_added:
                 fork_trails[len(results)] = t
                 if look.absent_added:
@@ -723,13 +724,8 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
         if t.touched:
             c = t.touched[-1]
             out[i] = replace(out[i], changed_by=ChangedBy(c.sha, c.subject, False),
-                             detail=f"{out[i].detail}; undone in the fork by {c.sha[:12]} ({_subject(c.subject)})")
+                             detail=f"{out[i].detail}; undone in the fork by {c.sha[:12]} ({for_terminal(c.subject, 60)})")
     return out
-
-
-def _subject(subject: str, limit: int = 60) -> str:
-    """A commit subject in a detail, cut with a mark (a bare cut of "(#46076)" read as PR #460)."""
-    return subject if len(subject) <= limit else subject[:limit - 1] + "…"
 
 
 def _undone(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", at_base_entry) -> bool:
@@ -768,7 +764,7 @@ def _gone_upstream(h: "Hunk", fd: "FileDiff", t: "_trail.Trail", look: _Look | N
     the merge (`c` last touched it). A file the PR added is undone upstream when the commit that
     deleted it neither renamed it nor added most of its lines elsewhere (`carried_elsewhere()`:
     code moved into another file is upstream rewriting, not undoing)."""
-    gone = f"upstream {c.commit[:12]} ({_subject(c.subject)}) "
+    gone = f"upstream {c.commit[:12]} ({for_terminal(c.subject, 60)}) "
     if fd.status == "added":
         moved = moved_to()
         if moved is None and not carried_elsewhere():
