@@ -39,6 +39,7 @@ from porttrack.workspace.files import sweep_dead_scratch
 
 REF_NS = "refs/porttrack"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -440,6 +441,31 @@ class GitRepo:
         if paths:
             args += ["--", *paths]
         return self.run(*args).stdout
+
+    def diffs(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """{(base, head): what `diff(base, head)` gives} for many pairs of commits (full SHAs) in one
+        `git diff-tree --stdin -p`: each line `HEAD BASE` diffs BASE -> HEAD, the diff after an echo of
+        HEAD on a line of its own (`--always`: also for an empty diff), in the order asked. A diff line
+        never is a bare SHA (text lines start with a marker, a binary line's length letter is followed
+        by a multiple of 5 characters), so the output splits at the next pair's echo."""
+        asked = [pair for pair in dict.fromkeys(pairs) if all(_FULL_SHA.fullmatch(sha) for sha in pair)]
+        out = {pair: self.diff(*pair) for pair in dict.fromkeys(pairs) if pair not in asked}  # names: one at a time
+        if not asked:
+            return out
+        data = self.run("diff-tree", "--stdin", "-r", "-p", "--always", "--no-ext-diff", "--no-textconv", "--binary",
+                        "--full-index", "-M", input="".join(f"{head} {base}\n" for base, head in asked).encode()).stdout
+        at = 0
+        for i, (base, head) in enumerate(asked):
+            echo = f"{head}\n".encode()
+            if not data.startswith(echo, at):
+                raise GitError(["diff-tree", "--stdin"], 0, f"no diff for {base}..{head} where it was expected")
+            start = at + len(echo)
+            end = data.find(b"\n" + f"{asked[i + 1][1]}\n".encode(), start - 1) + 1 if i + 1 < len(asked) else len(data)
+            if end <= 0:
+                raise GitError(["diff-tree", "--stdin"], 0, f"no diff for {asked[i + 1][0]}..{asked[i + 1][1]} where it was expected")
+            out[(base, head)] = data[start:end]
+            at = end
+        return out
 
     def diff_zero(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
         """Changed lines only (`-U0`), text files, no renames: enough to carry line numbers across."""
