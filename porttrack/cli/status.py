@@ -120,7 +120,6 @@ def render(report: "StatusReport", term: Terminal) -> str:
 
 def parts(report: "StatusReport") -> list:
     """What `status` prints, as terminal parts: wrapped prose, one aligned row per PR, titles cut."""
-    from porttrack.observe.collisions import render_lines as collision_lines
     from porttrack.report.knowledge import findings_lines
     from porttrack.report.status import recorded_ago
 
@@ -150,6 +149,8 @@ def parts(report: "StatusReport") -> list:
         out.append(terminal.paragraph(words, indent=2, hang=6))
         out += [_successor_line(f"    {line}") for line in findings_lines(findings, track)]
     if findings is not None and findings.collisions is not None:
+        from porttrack.observe.collisions import render_lines as collision_lines  # only a live run searched
+
         out.append("")
         out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
     return out

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from porttrack.common.errors import GitError, without_userinfo
-from porttrack.github.client import Rejected
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.common.clock import utcnow
 from porttrack.common.text import for_terminal
@@ -174,6 +173,8 @@ def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, 
     links: list[StackLink] = []
     default = pr.default_branch or "main"
     if pr.base_ref and pr.base_ref != default and _BRANCH.fullmatch(pr.base_ref):
+        from porttrack.github.client import Rejected  # loaded already: the client came from there
+
         try:
             base_pr = client.find_pull_by_head(pr.base_ref)
         except Rejected:  # a branch name GitHub will not search for owns no PR we could stack on

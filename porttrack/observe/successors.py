@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -161,6 +160,8 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
                     return again
         elif timeline is None:
             refs, cached = None, False
+        from concurrent.futures import ThreadPoolExecutor  # here: `status --offline` reads recorded searches only
+
         with ThreadPoolExecutor(max_workers=4) as pool:
             wanted_f = pool.submit(_hunks_of, client, budget, local, closed.number, closed.head_sha, closed.base_sha)
             leads = _leads(client, budget, closed, failed, pool, refs)

@@ -16,7 +16,6 @@ from porttrack.workspace import state as state_mod
 from porttrack.tracks.config import Config
 from porttrack.converge.record import RecordedVerdict
 from porttrack.common.errors import PorttrackError
-from porttrack.github.records import RateLimit
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.poll import PRChange, poll
 from porttrack.workspace.state import Event, RecordedPR, UpstreamState
@@ -25,6 +24,7 @@ from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient
+    from porttrack.github.records import RateLimit  # only a live poll has one: `status --offline` loads no GitHub door
 
 JSON_SCHEMA = "porttrack/status/v1"
 
