@@ -102,3 +102,16 @@ def test_the_lazy_listing_is_clicks_own():
     formatter = click.HelpFormatter(width=78)
     click.Group.format_commands(cli_mod.cli, click.Context(cli_mod.cli), formatter)  # click's, all loaded
     assert formatter.getvalue() in lazy
+
+
+# what `status --offline` has no use for: the GitHub door, the live searches and their threads, and
+# the diff parser when no diff is parsed (issue 34: the offline path imports what it reads)
+OFFLINE_UNUSED = {"porttrack.github.client", "porttrack.github.graphql", "porttrack.github.policy",
+                  "porttrack.observe.collisions", "concurrent.futures", "unidiff"}
+
+
+def test_status_offline_imports_no_github_door_no_search_and_no_diff_parser():
+    """The checkout's own workspace (tracks.yaml and state/upstream.json, no fork checkout)."""
+    result = _run("status", "--offline")
+    assert "upstream state as of" in result["out"]
+    assert not set(result["modules"]) & OFFLINE_UNUSED, sorted(set(result["modules"]) & OFFLINE_UNUSED)
