@@ -112,9 +112,9 @@ def cases(script: str, startup_script: str, tree: Path | None = None) -> dict[st
     out.update({f"start-up: {name}": [py, startup_script, *argv] for name, argv in STARTUP_ARGV.items()})
     out["porttrack status --offline"] = [py, script, "status", "--offline"]
     if tree is not None:  # what start-up would be with every command module's core imported at its top
-        from porttrack.cli import COMMANDS
+        from porttrack.cli import COMMANDS as TABLE
 
-        for module in sorted({info.module_path for info in COMMANDS.values()}):
+        for module in sorted({info.module_path for info in TABLE.values()}):
             code = "import porttrack.cli, " + ", ".join([module, *deferred_imports(module, tree)])
             out[f"core at the top: {module.rsplit('.', 1)[1]}"] = [py, "-c", code]
     return out
@@ -224,7 +224,7 @@ def main() -> int:
     args.json.write_text(json.dumps({
         "world": "no git history; status --offline reads the checkout's own tracks.yaml and state/upstream.json",
         "start_up": "process start to the moment click calls the command's function (leaf), the run ended there",
-        "tree": str(tree), "python": sys.version.split()[0], "rounds": args.rounds,
+        "tree": "this checkout" if tree == ROOT else "another checkout (--tree)", "python": sys.version.split()[0], "rounds": args.rounds,
         "load_average": {"start": load_start[0], "end": load_end[0]}, "goal_ms_above_python": GOAL_MS,
         "results": results}, indent=2) + "\n")
     print(f"wrote {args.json}")
