@@ -78,14 +78,12 @@ def test_a_commands_help_imports_its_own_module_alone(name):
 def test_the_table_names_every_command_with_its_own_short_help():
     """The table's short help is the first sentence of the command's docstring, so the listing
     reads as click would print it with every module loaded; each entry names a click command of
-    that name defined in its module; and no command module registers anything on `cli` itself."""
-    before = set(cli_mod.cli.commands)
+    that name defined in its module; resolving every name gives `cli` exactly the table's commands."""
     for name, info in cli_mod.COMMANDS.items():
         command = cli_mod.load_command(name)
         assert isinstance(command, click.Command) and command.name == name, name
         assert command.callback.__module__ == info.module_path, name
         assert info.summary == command.get_short_help_str(limit=10**6), name
-    assert set(cli_mod.cli.commands) == before, "importing a command module registered a command"
     for name in cli_mod.COMMANDS:
         assert cli_mod.cli.get_command(click.Context(cli_mod.cli), name) is cli_mod.load_command(name)
     assert set(cli_mod.cli.commands) == set(cli_mod.COMMANDS)

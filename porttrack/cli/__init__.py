@@ -5,8 +5,8 @@ inside the commands, and so are the few core modules that are slow to load thems
 (`porttrack.github.client`, `porttrack.report`), each marked where it is imported. The command
 modules themselves are imported lazily (`COMMANDS`, `LazyGroup`, as pip's `commands/__init__.py`):
 a command's module only when that command runs or shows its own help; `porttrack --help` lists the
-commands from the table and imports none of them. A command module defines its click commands and
-registers nothing: the table names them; `main()`
+commands from the table and imports none of them. The table names each command's module and its
+click command there (each module also registers its commands on `cli` when imported); `main()`
 is the one error boundary that turns `PorttrackError`s into a one-line message and the exit code
 from the published table (`porttrack.common.errors.ExitCode`).
 """
@@ -205,7 +205,9 @@ COMMANDS: dict[str, CommandInfo] = {
 
 
 def load_command(name: str) -> click.Command:
-    """The click command `name`, its module imported now (a name not in `COMMANDS`: KeyError)."""
+    """The click command `name`, its module imported now (a name not in `COMMANDS`: KeyError).
+    Importing it also registers its commands on `cli` (`@cli.command`); the table does not rely on
+    that, so a module may drop the registration (`@click.command`) without a change here."""
     info = COMMANDS[name]
     return getattr(importlib.import_module(info.module_path), info.attribute)
 

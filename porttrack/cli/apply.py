@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, emit_json, examples, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say, terminal
 
 
-@click.command("apply", epilog=examples("porttrack apply --staging --dry-run", "porttrack apply --default"))
+@cli.command("apply", epilog=examples("porttrack apply --staging --dry-run", "porttrack apply --default"))
 @click.option("--staging", "target", flag_value="staging", default=True,
               help="Build the staging branch: every live patch (the default).")
 @click.option("--default", "target", flag_value="default",

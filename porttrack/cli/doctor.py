@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, emit_json, examples, pass_ctx
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx
 from porttrack.common.errors import CheckFailed
 from porttrack.common.text import for_terminal
 
 
-@click.command("doctor", epilog=examples("porttrack doctor", "porttrack -C work doctor --json"))
+@cli.command("doctor", epilog=examples("porttrack doctor", "porttrack -C work doctor --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print the findings (schema porttrack/doctor/v1).")
 @pass_ctx
 def doctor_command(ctx: Context, as_json: bool) -> int:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, emit_json, examples, pass_ctx, terminal
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, terminal
 from porttrack.cli.terminal import Terminal
 
 
-@click.command(epilog=examples("porttrack eligibility", "porttrack eligibility --json"))
+@cli.command(epilog=examples("porttrack eligibility", "porttrack eligibility --json"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/eligibility/v1).")
 @pass_ctx
 def eligibility(ctx: Context, as_json: bool) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, completes, emit_json, examples, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say, terminal
 from porttrack.common.errors import NotFound
 
 # The core modules are imported inside each command, not here: every command module is loaded for
@@ -26,7 +26,7 @@ def _subject(ctx: Context, patch: str | None, proof: str | None):
     return queue, gates.patch_subject(ctx.config, queue, queue.get(patch))
 
 
-@click.group(epilog=examples("porttrack gate run 1234", "porttrack gate check 1234"))
+@cli.group(epilog=examples("porttrack gate run 1234", "porttrack gate check 1234"))
 def gate() -> None:
     """Run a patch's gate job and judge its evidence."""
 
@@ -188,7 +188,7 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
     return result.exit_code
 
 
-@click.command(epilog=examples("porttrack promote 1234 --dry-run", "porttrack promote 1234"))
+@cli.command(epilog=examples("porttrack promote 1234 --dry-run", "porttrack promote 1234"))
 @click.argument("patch", shell_complete=completes("patch"))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision and the verdict it rests on.")
 @click.option("--dry-run", is_flag=True, help="Judge the evidence; record nothing.")
@@ -210,7 +210,7 @@ def promote(ctx: Context, patch, as_json, dry_run) -> int:
     return 0
 
 
-@click.command(epilog=examples("porttrack demote 1234 --reason 'slower on cpu'"))
+@cli.command(epilog=examples("porttrack demote 1234 --reason 'slower on cpu'"))
 @click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, help="Why it is no longer default-enabled (recorded).")
 @click.option("--dry-run", is_flag=True, help="Show the change; record nothing.")
@@ -239,7 +239,7 @@ def _decision_json(decision, result) -> dict:
     }
 
 
-@click.group("evidence", epilog=examples("porttrack evidence list 1234 --current"))
+@cli.group("evidence", epilog=examples("porttrack evidence list 1234 --current"))
 def evidence_group() -> None:
     """Evidence records: append-only results of gate jobs, and their corrections."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from porttrack.cli import Context, emit_json, examples, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.common.errors import ExitCode, PorttrackError
 
 # porttrack.tracks.config's profile names, the default first; written here because importing the records
@@ -14,7 +14,7 @@ from porttrack.common.errors import ExitCode, PorttrackError
 PROFILE_NAMES = ["vllm-gpu", "neutral"]
 
 
-@click.command("init", epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
+@cli.command("init", epilog=examples("porttrack init work --upstream OWNER/NAME --fork YOU/NAME --profile neutral",
                                            "porttrack init work --upstream vllm-project/vllm --fork YOU/vllm --profile vllm-gpu --dry-run"))
 @click.argument("folder", required=False, default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--upstream", required=True, metavar="OWNER/NAME", help="The upstream repository (e.g. python/cpython, pallets/click, vllm-project/vllm).")

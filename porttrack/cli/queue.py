@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, completes, emit_json, examples, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say, terminal
 from porttrack.common.text import for_terminal
 
 
-@click.command("queue", epilog=examples("porttrack queue", "porttrack queue --all --json", "porttrack queue --collisions"))
+@cli.command("queue", epilog=examples("porttrack queue", "porttrack queue --all --json", "porttrack queue --collisions"))
 @click.option("--all", "include_retired", is_flag=True, help="Also list dropped and converged patches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/queue-list/v1).")
 @click.option("--collisions", is_flag=True, help="Also ask GitHub which open upstream PRs change what the queued patches change.")
@@ -119,7 +119,7 @@ _QUEUE_COLUMNS = (
 _HUNK_COLUMNS = (terminal.Column(), terminal.Column(), terminal.Column(fit="wrap"))
 
 
-@click.command("drop", epilog=examples("porttrack drop 1234 --reason 'merged upstream' --dry-run"))
+@cli.command("drop", epilog=examples("porttrack drop 1234 --reason 'merged upstream' --dry-run"))
 @click.argument("patch", shell_complete=completes("patch"))
 @click.option("--reason", required=True, metavar="TEXT", help="Why the patch leaves the queue (recorded).")
 @click.option("--force", is_flag=True, help="Drop it even though other queued patches depend on it.")

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import click
 
-from porttrack.cli import Context, emit_json, examples, pass_ctx, say
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.cli.terminal import show
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
@@ -19,7 +19,7 @@ from porttrack.common.secrets import resolve_token
 from porttrack.cli.testhooks import checkpoint
 
 
-@click.group(epilog=examples("porttrack report weekly --dry-run"))
+@cli.group(epilog=examples("porttrack report weekly --dry-run"))
 def report() -> None:
     """Reports for the team: the weekly status issue."""
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack.common import clock
-from porttrack.cli import Context, emit_json, examples, pass_ctx, say, terminal
+from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say, terminal
 from porttrack.cli.terminal import Progress, Terminal
 from porttrack.common.text import for_terminal, short_sha
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from porttrack.report.status import StatusReport
 
 
-@click.command(epilog=examples("porttrack status", "porttrack status --offline --json", "porttrack -v status --no-search"))
+@cli.command(epilog=examples("porttrack status", "porttrack status --offline --json", "porttrack -v status --no-search"))
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/status/v1).")
 @click.option("--offline", is_flag=True, help="Show the recorded state without asking GitHub.")
 @click.option("--no-fetch", is_flag=True, help="Do not fetch PR heads into the fork checkout; classify with GitHub's compare.")

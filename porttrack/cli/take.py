@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from porttrack.cli import Context, completes, emit_json, examples, pass_ctx, say
+from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say
 
 
 def _pr_number(value: str) -> int:
@@ -20,7 +20,7 @@ def _client(ctx: Context, offline: bool):
     return None if offline else ctx.github(ctx.config.upstream.repo)
 
 
-@click.command("import", epilog=examples("porttrack import 1234 --dry-run", "porttrack import 1234 --paths 'src/*' --exclude 'tests/*'"))
+@cli.command("import", epilog=examples("porttrack import 1234 --dry-run", "porttrack import 1234 --paths 'src/*' --exclude 'tests/*'"))
 @click.argument("pr", shell_complete=completes("pr"))
 @click.option("--through", metavar="SHA", help="Take the PR only up to this commit of it.")
 @click.option("--paths", "paths", multiple=True, metavar="GLOB", help="Only files matching a glob (repeatable).")
@@ -96,7 +96,7 @@ def render_import(outcome) -> str:
     return "\n".join(lines)
 
 
-@click.command("refresh", epilog=examples("porttrack refresh 1234", "porttrack refresh 1234 --update --dry-run"))
+@cli.command("refresh", epilog=examples("porttrack refresh 1234", "porttrack refresh 1234 --update --dry-run"))
 @click.argument("pr", shell_complete=completes("pr"))
 @click.option("--update", is_flag=True, help="Replace the queued patch by an import of the PR as it is now.")
 @click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub.")
