@@ -10,6 +10,7 @@ which history it ran on (tip, date, commit count).
 
 The workspace tracks 12 PRs, each in a track of its own:
   merged   #46076, #46849, #48407: their squash merges on main, recorded as `status` leaves them;
+           their tracks list two fork commits each (the merge, abbreviated, and a SHA the fork lacks);
   open     the 9 newest other squash merges of main~200..main, each made an open PR: its change
            cherry-picked onto the merge's parent (every third one after an empty commit of its own,
            so a head of two commits), the head at refs/porttrack/pull/N/head, as a live `status`
@@ -82,7 +83,11 @@ def build(history: Path, root: Path):
         git(fork, "update-ref", f"refs/porttrack/pull/{pr}/head", head)
         opened[pr] = head
     git(fork, "commit-graph", "write", "--reachable", "--changed-paths", "--no-progress")
-    ws = make_workspace(root / "ws", {f"t{pr}": track([pr]) for pr in [*merges, *opened]}, fork=fork, token=None)
+    # the merged PRs' tracks list fork commits, as a hand port's track does: the merge (abbreviated,
+    # in the fork) and one the fork lacks
+    listed = {pr: {"fork_commits": [merge[:9], "0" * 40]} for pr, merge in merges.items()}
+    ws = make_workspace(root / "ws", {f"t{pr}": track([pr], **listed.get(pr, {})) for pr in [*merges, *opened]}, fork=fork,
+                        token=None)
     state_file = record_merges(ws.root, merges, TITLES)
     state = json.loads(state_file.read_text())
     for pr, head in opened.items():

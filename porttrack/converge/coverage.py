@@ -26,7 +26,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Iterable, Sequence, Union
 
 from porttrack.workspace import state as state_mod
 from porttrack.tracks.config import Config
@@ -166,6 +166,7 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
     out: dict[int, Coverage] = {}
     todo = [n for _, n, _ in wanted if not (n in kept and kept[n][0] == keys[n])]
     diffs: dict[int, _Found] = {}
+    outside: frozenset[str] | None = None
     for tid, n, commits in wanted:
         answer = kept.get(n)
         if answer is not None and answer[0] == keys[n]:
@@ -176,9 +177,16 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
                 history = fork_history(repo, config)
             except PorttrackError:
                 history = ()  # coverage of listed commits still works from the tip
-            if qualify_branch(repo, config.fork.branch):  # without the branch no PR's diff is read
+            ref = qualify_branch(repo, config.fork.branch)
+            if ref:  # without the branch no PR's diff is read
                 diffs = _pr_diffs(repo, config, state, todo, ws.cache_dir / CACHE_FOLDER)  # every PR's in one batch
-        out[n] = pr_coverage(repo, config, state, n, tid, commits, history, ws.cache_dir / CACHE_FOLDER, diffs.get(n))
+                tip = repo.rev_parse(ref)
+                listed = {c for _, m, cs in wanted if m in todo for c in cs}
+                try:
+                    outside = _outside_branch(repo, tip, listed) if tip and listed else None
+                except PorttrackError:
+                    outside = None  # asked PR by PR, where each PR meets its own error
+        out[n] = pr_coverage(repo, config, state, n, tid, commits, history, ws.cache_dir / CACHE_FOLDER, diffs.get(n), outside)
     if history is not None:
         _write_kept(kept_file, {n: (keys[n], c) for n, c in out.items() if c.problem is None})
     return tuple(c for c in out.values() if c.found)
@@ -244,16 +252,18 @@ def _from_json(d: dict[str, Any]) -> Coverage:
 
 def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
                 fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None,
-                diff: "_Found | None" = None) -> Coverage:
+                diff: "_Found | None" = None, outside: frozenset[str] | None = None) -> Coverage:
     """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diffs`);
-    `diff`: the PR's, already read with the others' (`track_coverage`)."""
+    `diff`: the PR's, already read with the others'; `outside`: which of the listed `fork_commits`
+    the branch lacks, found for every PR at once (`track_coverage`)."""
     branch = config.fork.branch
     ref = qualify_branch(repo, branch)
     tip = repo.rev_parse(ref) if ref else None
     partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
     if tip is None:
         return _with(partial, problem=missing_branch(repo, branch))
-    missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
+    lacks = outside if outside is not None else _outside_branch(repo, tip, fork_commits)
+    missing = tuple(c for c in fork_commits if c in lacks)
     partial = _with(partial, fork_commits_missing=missing)
     try:
         found = diff if diff is not None else _pr_diffs(repo, config, state, [number], cache)[number]
@@ -274,6 +284,20 @@ def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int
         return _with(partial, revision=revision, hunks=hunks, ports=_ports(marked), through=through_sha)
     except PorttrackError as exc:
         return _with(partial, problem=str(exc))
+
+
+def _outside_branch(repo: GitRepo, tip: str, commits: Iterable[str]) -> frozenset[str]:
+    """The names among `commits` that are no commit of the branch at `tip`: not in the checkout, or
+    not an ancestor of `tip` (what `merge-base --is-ancestor` answers one at a time), from one
+    `rev-list C... --not TIP`: a commit the tip does not reach is among what that walk lists."""
+    asked = sorted(set(commits))
+    found = repo.resolve(c for c in asked if repo.has_commit(c))
+    present = {c: sha for c, sha in found.items() if sha}
+    listed: set[str] = set()
+    if present:
+        lines = [*sorted(set(present.values())), f"^{tip}"]
+        listed = set(repo.run("rev-list", "--stdin", input=("\n".join(lines) + "\n").encode()).stdout.decode("ascii", "replace").split())
+    return frozenset(c for c in asked if c not in present or present[c] in listed)
 
 
 def _ports(marked: Sequence[tuple[ForkCommit, Marker]]) -> tuple[PortFound, ...]:
