@@ -502,3 +502,21 @@ def test_listed_commits_outside_the_branch_from_one_walk_equal_is_ancestor_one_a
     alone = {n for n in set(names) if not (repo.has_commit(n) and repo.is_ancestor(n, tip))}
     assert outside == alone
     assert set(shas) - outside and set(shas) & outside  # both kinds were asked
+
+
+def test_a_kept_diff_the_parser_refuses_is_that_prs_problem_not_the_commands(tmp_path, world):
+    """Read for all PRs at once, one PR's unparsable diff (kept under its right key) still makes
+    only that PR's coverage unknown: the command answers, the other PRs as before."""
+    ws = _busy_workspace(tmp_path, world)
+    cache, kept = ws.root / ".porttrack" / "prdiff", ws.root / ".porttrack" / "coverage"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(kept, ignore_errors=True)
+    fresh = ws.run("status", "--offline", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    target = sorted(cache.iterdir())[0]
+    data = json.loads(target.read_text())
+    target.write_text(json.dumps({**data, "diff": "diff --git a/x b/x\n@@ -1 +1 @@\n garbage\n"}))
+    shutil.rmtree(kept, ignore_errors=True)
+    again = ws.run("status", "--offline", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["tracks"] == json.loads(fresh.stdout)["tracks"] or "coverage unknown" in again.stdout

@@ -377,7 +377,7 @@ def _pr_diffs(repo: GitRepo, config: Config, state: UpstreamState, numbers: Sequ
         kept = _read_cache(cache / f"{n}.json", wanted.key) if cache is not None else None
         if kept is not None:
             base, diff, commits = kept
-            out[n] = (base, wanted.head, parse_diff(diff), commits)
+            out[n] = _parsed(base, wanted.head, diff, commits)
         else:
             todo[n] = wanted
     found: dict[int, tuple[str, tuple[str, ...]] | str | PorttrackError] = {}
@@ -405,8 +405,15 @@ def _pr_diffs(repo: GitRepo, config: Config, state: UpstreamState, numbers: Sequ
             continue
         if cache is not None:
             _write_cache(cache / f"{n}.json", todo[n].key, base, diff, commits)
-        out[n] = (base, todo[n].head, parse_diff(diff), commits)
+        out[n] = _parsed(base, todo[n].head, diff, commits)
     return out
+
+
+def _parsed(base: str, head: str, diff: bytes, commits: tuple[str, ...]) -> _Found:
+    try:
+        return base, head, parse_diff(diff), commits
+    except PorttrackError as exc:  # a diff the parser refuses: that PR's problem, as before
+        return exc
 
 
 def _wanted(repo: GitRepo, config: Config, state: UpstreamState, number: int) -> _Wanted | str:
