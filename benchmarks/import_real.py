@@ -207,7 +207,7 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter, baseline: Path 
     }
     if base_plan is not None:
         same = _verdicts(plan) == _verdicts(base_plan)
-        result["baseline"] = {"code": str(baseline), "wall_s": spread(base_walls), "cpu_s": spread(base_cpus),
+        result["baseline"] = {"code": baseline.name, "wall_s": spread(base_walls), "cpu_s": spread(base_cpus),
                               "ratio_to_floor": round(statistics.median(base_walls) / statistics.median(floors), 2),
                               "cpu_ratio_to_floor": round(statistics.median(base_cpus) / statistics.median(floor_cpus), 2),
                               "same_plan": same, "timings": base_plan.get("timings")}
