@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -444,6 +443,8 @@ def _commit(scratch: ScratchIndex, data: bytes, tree: str, parent: str, parent_t
 def _epoch(date: str | None) -> int | None:
     if not date:
         return None
+    from email.utils import parsedate_to_datetime  # lazy: email.utils pulls in socket (~15 ms of start-up)
+
     try:
         return int(parsedate_to_datetime(date).timestamp())
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -723,9 +723,12 @@ def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
     return out
 
 
+_PIPE_SAFE = 4096  # POSIX's smallest pipe capacity (PIPE_BUF): a write this size never waits on the reader
+
+
 class _Reader:
     """One `git cat-file --batch` for the life of a GitRepo: names in, objects out, one batch at a
-    time (written from a thread, so a batch larger than the pipe cannot deadlock). Closed, and
+    time (a batch larger than the pipe is written from a thread, so it cannot deadlock). Closed, and
     waited for, when the GitRepo goes or the interpreter exits."""
 
     def __init__(self, repo: GitRepo) -> None:
@@ -748,11 +751,15 @@ class _Reader:
     def _read(self, specs: list[str]) -> list[tuple[str, str, bytes] | None]:
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
-        writer = threading.Thread(target=_Reader._send, args=(proc, "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")),
-                                  daemon=True)
-        writer.start()
+        data = "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")
+        writer: threading.Thread | None = None
+        if len(data) > _PIPE_SAFE:
+            writer = threading.Thread(target=_Reader._send, args=(proc, data), daemon=True)
+            writer.start()
         out: list[tuple[str, str, bytes] | None] = []
         try:
+            if writer is None:  # fits the pipe whatever git is doing: written here, no thread (a thread's start
+                _Reader._send(proc, data)  # and join cost more than most batches, of one or a few names)
             for _ in specs:
                 header = proc.stdout.readline()
                 if not header.endswith(b"\n"):
@@ -772,7 +779,8 @@ class _Reader:
             proc.wait()
             raise
         finally:
-            writer.join()
+            if writer is not None:
+                writer.join()
         return out
 
     @staticmethod

@@ -69,7 +69,7 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from porttrack import apply as apply_mod
 from porttrack.workspace import queue as queue_mod
@@ -77,14 +77,12 @@ from porttrack.workspace import state as state_mod
 from porttrack.common.clock import utcnow
 from porttrack.tracks.config import Config
 from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
-from porttrack.github.client import GitHubClient
 from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
 from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
 from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
 from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
 from porttrack.diff.relations import dependency_groups, missing_dependencies
 from porttrack.take.mail import Provenance, format_mail
-from porttrack.observe.poll import poll
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
 from porttrack.workspace.queue import (
     DEPENDS,
@@ -109,6 +107,9 @@ from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
 from porttrack.workspace.files import Workspace, commit_point, lock
+
+if TYPE_CHECKING:  # the GitHub client and the poll are for online imports only: not imported by --offline ones
+    from porttrack.github.client import GitHubClient
 
 IMPORT_SCHEMA = "porttrack/import/v1"
 CANDIDATE = "(planned patch)"  # its name in the trial build (queued names have no parentheses)
@@ -321,6 +322,8 @@ def observe_pr(ws: Workspace, config: Config, repo: GitRepo, client: GitHubClien
             )
         say(f"using the upstream state recorded at {recorded.prs[number].observed_at} (no live poll)")
         return recorded, None, ()
+    from porttrack.observe.poll import poll
+
     wanted = {number} | {s.number for s in recorded.prs[number].stacked_on} if number in recorded.prs else {number}
     try:
         result = poll(recorded, sorted(wanted), client, repo, config.upstream.remote)

@@ -42,7 +42,7 @@ import contextlib
 import hashlib
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -92,6 +92,13 @@ class Reason:
     @property
     def text(self) -> str:
         return _REASON_PROSE[self.kind].format(self.detail)
+
+
+def _flat(record: Any) -> dict[str, Any]:
+    """`asdict` of a record whose fields are all str, int, bool or None (HunkRef, Revision, and the
+    plain fields of Patch), without its deep copy of each value: a manifest holds thousands of
+    hunk references, and asdict cost most of a big import's queue save."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ class Revision:
     merge_commit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _flat(self)
 
 
 @dataclass(frozen=True)
@@ -185,7 +192,7 @@ class Regenerated:
     hunks: tuple[HunkRef, ...]  # the stored diff's own hunks (ids over the fork's content)
 
     def to_json(self) -> dict[str, Any]:
-        return {"how": self.how, "base": self.base, "below": list(self.below), "hunks": [asdict(h) for h in self.hunks]}
+        return {"how": self.how, "base": self.base, "below": list(self.below), "hunks": [_flat(h) for h in self.hunks]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "Regenerated | None":
@@ -221,10 +228,10 @@ class Patch:
         return self.state in LIVE_STATES
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["revision"] = asdict(self.revision)
-        data["hunks_taken"] = [asdict(h) for h in self.hunks_taken]
-        data["hunks_left_out"] = [asdict(h) for h in self.hunks_left_out]
+        data = _flat(self)  # every field not plain is replaced below
+        data["revision"] = _flat(self.revision)
+        data["hunks_taken"] = [_flat(h) for h in self.hunks_taken]
+        data["hunks_left_out"] = [_flat(h) for h in self.hunks_left_out]
         data["depends_on"] = list(self.depends_on)
         data["history"] = [t.to_json() for t in self.history]
         data["fork_commits"] = list(self.fork_commits)
