@@ -598,7 +598,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         if ("diff", sha) not in cache:
             cache[("diff", sha)] = repo.run("diff-tree", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
                                             f"{sha}^", sha).stdout
-        return _trail.moved_out(cache[("diff", sha)], lost)
+        if "restored" not in cache:
+            cache["restored"] = {fd.path: _trail.pre_image_lines(fd) for fd in files}
+        return _trail.moved_out(cache[("diff", sha)], lost, cache["restored"])
 
     results: list[HunkResult] = []
     fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
@@ -717,7 +719,7 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
     through the fork's first-parent history (one more walk), name the fork commit that did."""
     paths = sorted({results[i].path for i in missing})
     steps = _trail.walk(repo, base_sha, fork_sha, paths)
-    copies = {i: _trail.Trail(list(t.items)) for i, t in missing.items()}
+    copies = {i: _trail.Trail(list(t.items), restored=t.restored) for i, t in missing.items()}
     _trail.follow([(results[i].path, copies[i]) for i in copies], steps)
     out = list(results)
     for i, t in copies.items():
