@@ -185,7 +185,8 @@ def ground_truth(repo, v, by_id: dict) -> dict:
       disagreement;
     - present after churn (a later commit rewrote them, so the PR's lines may be gone): a
       disagreement when none of its worded added lines is left even stripped of indentation while
-      every run of lines it removed is back (stripped): the pre-image restored, so undone, not churn;
+      every run of lines it removed is back (stripped; more copies of it than in the merge
+      commit's own file): the pre-image restored, so undone, not churn;
       listed for a look (`reindented_only`, not a failure) when none of its worded added lines is
       left byte for byte but most are, stripped: the PR's lines re-indented by churn -- or restored
       pre-image lines that only read like them;
@@ -193,7 +194,8 @@ def ground_truth(repo, v, by_id: dict) -> dict:
     tip = v.commits.upstream_base_sha or v.commits.fork_sha
     wanted = [h for h in v.hunks if h.state in ("present", "present-after-churn") and h.kind == "text"
               and by_id.get(h.id) is not None and by_id[h.id].kind == "text"]
-    blobs = repo.read_objects([f"{tip}:{p}" for p in sorted({h.path for h in wanted})])
+    merge = v.commits.merge_commit
+    blobs = repo.read_objects([f"{rev}:{p}" for p in sorted({h.path for h in wanted}) for rev in (tip, merge)])
     counts = {"judged": 0, "agree": 0, "not_at_main_path": 0, "reindented_only": [], "disagree": []}
     for h in wanted:
         ph = by_id[h.id]
@@ -217,8 +219,9 @@ def ground_truth(repo, v, by_id: dict) -> dict:
             stripped = set(flat)
             worded = [line.strip() for line in own if re.search(rb"\w", line)]
             runs = [[x.strip() for x in r] for r in _removed_runs(ph)]
+            then = [line.strip() for line in ((blobs.get(f"{merge}:{h.path}") or ("", b""))[1]).split(b"\n")]
             if runs and not any(line in stripped for line in worded) and \
-                    all(any(flat[i:i + len(r)] == r for i in range(len(flat) - len(r) + 1)) for r in runs):
+                    all(_count(flat, r) > _count(then, r) for r in runs):  # back: more copies than the merge's own file had
                 counts["disagree"].append(f"hunk {h.id} ({h.path}) present after churn, but none of its added lines is in upstream "
                                           f"main's file and every run of lines it removed is back there: undone")
                 continue
@@ -226,6 +229,10 @@ def ground_truth(repo, v, by_id: dict) -> dict:
                 counts["reindented_only"].append(f"{h.id} {h.path}")
         counts["agree"] += 1
     return counts
+
+
+def _count(hay: list[bytes], run: list[bytes]) -> int:
+    return sum(1 for i in range(len(hay) - len(run) + 1) if hay[i:i + len(run)] == run)
 
 
 def _removed_runs(h) -> list[list[bytes]]:
