@@ -154,8 +154,9 @@ def check_one(m: dict) -> tuple[dict, list[str], Counter]:
         for item in truth["disagree"]:
             failures.append(f"#{m['pr']} {item}")
     row["ground_truth_counts"] = {k: (len(val) if isinstance(val, list) else val) for k, val in truth.items() if k != "disagree"}
-    if truth["reindented_only"]:
-        row["reindented_only"] = truth["reindented_only"]
+    for key in ("reindented_only", "pre_image_back_reindented"):
+        if truth[key]:
+            row[key] = truth[key]
     undone = [h for h in v.hunks if h.state == "undone-upstream"]
     if undone:
         row["undone_by"] = sorted({h.changed_by.commit for h in undone if h.changed_by})
@@ -184,19 +185,19 @@ def ground_truth(repo, v, by_id: dict) -> dict:
       its own pre-image) occurs in the file byte for byte, indentation included -- else a
       disagreement;
     - present after churn (a later commit rewrote them, so the PR's lines may be gone): a
-      disagreement when none of its worded added lines is left even stripped of indentation while
-      every run of lines it removed is back (stripped; more copies of it than in the merge
-      commit's own file): the pre-image restored, so undone, not churn;
-      listed for a look (`reindented_only`, not a failure) when none of its worded added lines is
-      left byte for byte but most are, stripped: the PR's lines re-indented by churn -- or restored
-      pre-image lines that only read like them;
+      disagreement when none of its worded added lines is left, byte for byte, while every run of
+      lines it removed is back, byte for byte (more copies of it than the merge commit's own file
+      had): the pre-image restored, so undone, not churn. Listed for a look, not failures (stripped
+      matching finds the same words anywhere in the file, e.g. an import moved under
+      `if TYPE_CHECKING:` by a rewrite): `pre_image_back_reindented`, the same with indentation
+      ignored; `reindented_only`, most of its worded lines are there only with other indentation;
     - a hunk whose file is not at main under its path (renamed since) is counted, not judged."""
     tip = v.commits.upstream_base_sha or v.commits.fork_sha
     wanted = [h for h in v.hunks if h.state in ("present", "present-after-churn") and h.kind == "text"
               and by_id.get(h.id) is not None and by_id[h.id].kind == "text"]
     merge = v.commits.merge_commit
     blobs = repo.read_objects([f"{rev}:{p}" for p in sorted({h.path for h in wanted}) for rev in (tip, merge)])
-    counts = {"judged": 0, "agree": 0, "not_at_main_path": 0, "reindented_only": [], "disagree": []}
+    counts = {"judged": 0, "agree": 0, "not_at_main_path": 0, "reindented_only": [], "pre_image_back_reindented": [], "disagree": []}
     for h in wanted:
         ph = by_id[h.id]
         got = blobs.get(f"{tip}:{h.path}")
@@ -215,17 +216,20 @@ def ground_truth(repo, v, by_id: dict) -> dict:
                                       f"are not in upstream main's file")
             continue
         worded_left = [line for line in left if re.search(rb"\w", line)]
-        if h.state == "present-after-churn" and not worded_left:  # a lone `)` left proves nothing
+        if h.state == "present-after-churn" and not worded_left:
+            then = ((blobs.get(f"{merge}:{h.path}") or ("", b""))[1]).split(b"\n")
+            runs = _removed_runs(ph)
+            if runs and all(_count(text, r) > _count(then, r) for r in runs):  # back, indentation and all
+                counts["disagree"].append(f"hunk {h.id} ({h.path}) present after churn, but none of its added lines is in upstream "
+                                          f"main's file and every run of lines it removed is back there, byte for byte: undone")
+                continue
             stripped = set(flat)
             worded = [line.strip() for line in own if re.search(rb"\w", line)]
-            runs = [[x.strip() for x in r] for r in _removed_runs(ph)]
-            then = [line.strip() for line in ((blobs.get(f"{merge}:{h.path}") or ("", b""))[1]).split(b"\n")]
-            if runs and not any(line in stripped for line in worded) and \
-                    all(_count(flat, r) > _count(then, r) for r in runs):  # back: more copies than the merge's own file had
-                counts["disagree"].append(f"hunk {h.id} ({h.path}) present after churn, but none of its added lines is in upstream "
-                                          f"main's file and every run of lines it removed is back there: undone")
-                continue
-            if worded and 2 * sum(1 for line in worded if line in stripped) >= len(worded):
+            runs_s = [[x.strip() for x in r] for r in runs]
+            then_s = [line.strip() for line in then]
+            if runs_s and not any(line in stripped for line in worded) and all(_count(flat, r) > _count(then_s, r) for r in runs_s):
+                counts["pre_image_back_reindented"].append(f"{h.id} {h.path}")
+            elif worded and 2 * sum(1 for line in worded if line in stripped) >= len(worded):
                 counts["reindented_only"].append(f"{h.id} {h.path}")
         counts["agree"] += 1
     return counts
