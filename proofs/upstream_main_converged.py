@@ -185,9 +185,10 @@ def ground_truth(repo, v, by_id: dict) -> dict:
       its own pre-image) occurs in the file byte for byte, indentation included -- else a
       disagreement;
     - present after churn (a later commit rewrote them, so the PR's lines may be gone): a
-      disagreement when none of its worded added lines is left, byte for byte, while every run of
-      lines it removed is back, byte for byte (more copies of it than the merge commit's own file
-      had): the pre-image restored, so undone, not churn. Listed for a look, not failures (stripped
+      disagreement when it removed lines, none of its worded added lines is left, byte for byte,
+      and its whole pre-image -- context and removed lines, byte for byte -- is in the file more
+      often than in the merge commit's own file: the pre-image restored where it was, so undone,
+      not churn (a lone common line such as `return True` back elsewhere is not evidence). Listed for a look, not failures (stripped
       matching finds the same words anywhere in the file, e.g. an import moved under
       `if TYPE_CHECKING:` by a rewrite): `pre_image_back_reindented`, the same with indentation
       ignored; `reindented_only`, most of its worded lines are there only with other indentation;
@@ -219,9 +220,10 @@ def ground_truth(repo, v, by_id: dict) -> dict:
         if h.state == "present-after-churn" and not worded_left:
             then = ((blobs.get(f"{merge}:{h.path}") or ("", b""))[1]).split(b"\n")
             runs = _removed_runs(ph)
-            if runs and all(_count(text, r) > _count(then, r) for r in runs):  # back, indentation and all
+            pre = ph.pre_image()
+            if runs and _count(text, pre) > _count(then, pre):  # back where it was, context and indentation and all
                 counts["disagree"].append(f"hunk {h.id} ({h.path}) present after churn, but none of its added lines is in upstream "
-                                          f"main's file and every run of lines it removed is back there, byte for byte: undone")
+                                          f"main's file and its whole pre-image (context and removed lines) is back there, byte for byte: undone")
                 continue
             stripped = set(flat)
             worded = [line.strip() for line in own if re.search(rb"\w", line)]
