@@ -551,6 +551,14 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     return targeted and all(line in pre for line in form if line.strip())
 
 
+def back_in_place(h: "Hunk", trail: Trail) -> bool:
+    """Every run of lines `h` removed is back in the trail's newest form, byte for byte: the lines
+    it added were replaced by its pre-image where they stood (a revert), so lines like them that
+    the same commit added elsewhere (`moved_out`: a `None,` in another file) are no move."""
+    runs = _runs(h)
+    return bool(runs) and all(_contains(trail.form, run) for run in runs)
+
+
 def _reindented_back(form: list[bytes], removed: list[list[bytes]], own: set[bytes]) -> bool:
     """The pre-image back with other indentation (a revert, then a later change that wrapped the
     restored lines in a block): every removed run is in `form` line for line once stripped, and no
