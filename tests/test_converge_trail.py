@@ -205,3 +205,31 @@ def test_a_pr_that_only_re_indents_is_not_undone_by_a_later_edit(tmp_path):
     repo, shas = _history(tmp_path, [base, pr, lines(20, l5="if True:\n    x = 1", l6="    y = 3")])
     [h], t = _trails(repo, shas)
     assert not trail.undone(h, t[id(h)])
+
+
+def test_a_revert_in_place_is_undone_though_the_same_commit_adds_like_lines_elsewhere(tmp_path):
+    """Real case: #43108's cutlass_moe.py. The PR replaces `expert_map,` by a comment and `None,`;
+    a later commit puts `expert_map,` back where it stood and, in another file, adds a `None,`.
+    Stripped and half-matched, that read as the PR's lines moved out of the file: it is a revert."""
+    from porttrack.converge.decide import MergedPR, decide
+
+    repo_dir = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo_dir)], check=True)
+    call = ["def run(x):", "    return kernel(", "        x,", "        topk_ids,", "        expert_map,", "        scale,", "    )"]
+    body = lambda lines: "\n".join([f"line_{i} = {i}" for i in range(20)] + lines + [f"tail_{i} = {i}" for i in range(20)]) + "\n"
+    tests = "\n".join(f"def test_{i}():\n    assert {i}" for i in range(10)) + "\n"
+
+    def commit(a: str, b: str, message: str) -> str:
+        (repo_dir / "a.py").write_text(a)
+        (repo_dir / "b.py").write_text(b)
+        _git(repo_dir, "add", "a.py", "b.py")
+        _git(repo_dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+        return _git(repo_dir, "rev-parse", "HEAD").strip()
+
+    commit(body(call), tests, "base")
+    pr = call[:4] + ["        # our own expert map.", "        None,"] + call[5:]
+    merge = commit(body(pr), tests, "Use our own expert map (#1)")
+    commit(body(call), tests + "def test_more():\n    f(\n        None,\n    )\n", "Fix the tests (#2)")
+    repo = GitRepo.open(repo_dir)
+    v = decide(repo, MergedPR(1, "x", merge, None, "recorded"), fork_ref="refs/heads/main", upstream_base="refs/heads/main")
+    assert [h.state for h in v.hunks] == ["undone-upstream"], [h.detail for h in v.hunks]
