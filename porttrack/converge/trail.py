@@ -17,6 +17,14 @@ made that form.
 - Touched otherwise: upstream's newest form is the later commit's; a fork holding it has the
   change "after churn".
 
+Lines are compared stripped of indentation only to follow code that moved or was re-indented,
+never to let the change's own pre-image pass for its lines: lines the change removed from a file,
+byte for byte, put back into that file are the pre-image restored (a revert), not the change's
+lines moved (`Trail.restored`, `moved_out`); the pre-image back with other indentation (a revert,
+then a later commit that wrapped the restored lines in a block) is undone all the same
+(`_reindented_back`); and a pre-image back in place is a revert whatever like lines the same
+commit added elsewhere (`back_in_place`).
+
 Line tracking follows git's own `-U0` hunks; a gap (lines removed, none added) counts as touched
 by a change that inserts within one line of it (git may slide an insertion among equal lines).
 Binary changes and whole-file hunks (modes, renames, empty files) are followed per file: any later
