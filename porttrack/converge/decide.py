@@ -699,8 +699,8 @@ def _neither(number: int, arrived: bool) -> str:
     PR is not in the fork, and the fork's file differs from the PR's base there -- an older fork
     lacking what the PR builds on looks exactly like this, as does a fork's own edit."""
     if arrived:
-        return f"; upstream still has #{number}'s lines, and the fork changed them since #{number} arrived: the fork's own version"
-    return (f"; #{number} is not in the fork (no ancestry, no patch-id), and the fork's file differs from #{number}'s base there "
+        return f"; upstream still has the post-image, and the fork changed these lines since #{number} arrived: the fork's own version"
+    return (f"; upstream still has the post-image; #{number} is not in the fork (no ancestry, no patch-id), and the fork's file differs from #{number}'s base there "
             f"(its pre-image is not there either): the fork lacks what #{number} changes these lines from -- a change it builds on, "
             f"or the fork's own edit")
 
