@@ -271,6 +271,12 @@ def touches_through(repo: Path, merge: str, commit: str, added: list[bytes]) -> 
     return None
 
 
+def as_text(result: dict) -> str:
+    """The result as JSON, one merge a line (a reviewable diff between runs)."""
+    rows = ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in result["merges"])
+    return json.dumps({**result, "merges": []}, indent=1).replace('"merges": []', '"merges": [\n' + rows + "\n ]") + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--history", type=Path, default=os.environ.get("PORTTRACK_VLLM_HISTORY"))
@@ -331,7 +337,7 @@ def main() -> int:
         print(f"ground truth (upstream main's files, byte for byte) on present / present-after-churn hunks: {result['ground_truth']}")
         print("failures: " + ("\n  " + "\n  ".join(failures) if failures else "none"))
         if args.json:
-            args.json.write_text(json.dumps(result, indent=1) + "\n")
+            args.json.write_text(as_text(result))
         return 1 if failures else 0
 
 

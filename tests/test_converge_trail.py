@@ -233,3 +233,19 @@ def test_a_revert_in_place_is_undone_though_the_same_commit_adds_like_lines_else
     repo = GitRepo.open(repo_dir)
     v = decide(repo, MergedPR(1, "x", merge, None, "recorded"), fork_ref="refs/heads/main", upstream_base="refs/heads/main")
     assert [h.state for h in v.hunks] == ["undone-upstream"], [h.detail for h in v.hunks]
+
+
+def test_the_restored_pre_image_moved_later_stays_undone(tmp_path):
+    """Real case: #49659's kernel_warmup.py. Upstream restores the PR's pre-image (undone), then a
+    later commit moves those restored lines elsewhere in the file. Following the pre-image's move
+    is right (it is still the pre-image): only the change's own lines replaced by its pre-image are
+    "restored, not moved"."""
+    body = [f"line_{i} = {i}" for i in range(40)]
+    block = ["if cap(90):", "    warm()"]
+    base = body[:10] + block + body[10:]
+    pr = body[:10] + ["if cap(90) and moe:", "    warm()"] + body[10:]
+    moved = body[:30] + block + body[30:]
+    repo, shas = _history(tmp_path, ["\n".join(v) + "\n" for v in (base, pr, base, moved)])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].form == [b"if cap(90):"], t[id(h)].form
+    assert trail.undone(h, t[id(h)]) and trail.undone_index(h, t[id(h)]) == 0  # the revert undid it

@@ -415,8 +415,10 @@ def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
         theirs += sum(1 for line in h.removed_lines() if line.strip())
         if gone and not _mostly(gone, h.added_lines()):  # not rewritten in place: moved elsewhere in the file?
             moved = _moved_within(gone, regions, j)
-            if moved is not None and _restores(regions[moved[0]][4].added_lines()[moved[1]:moved[2] + 1], trail.restored):
-                moved = None  # the change's pre-image put back (a revert), perhaps re-indented: not its lines moved
+            own = [content for n, kind, content in trail.items if kind == LINE and _hit((n, kind, content), regions) == j]
+            if moved is not None and not _restores(own, trail.restored) and \
+                    _restores(regions[moved[0]][4].added_lines()[moved[1]:moved[2] + 1], trail.restored):
+                moved = None  # the change's lines replaced by its pre-image (a revert), perhaps re-indented: not moved
                 restored = True
             else:
                 restored = False
