@@ -624,7 +624,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                                               fork_entries, base_entries, ancestor,
                                               lambda: bool(t.lost) and moved_out(t.touched[-1].sha, t.lost)))
                 continue
-            if t.touched and t.lost and _trail.undone(h, t) and not _trail.back_in_place(h, t) and moved_out(t.touched[-1].sha, t.lost):
+            if t.touched and t.lost and _trail.undone(h, t) and moved_out(t.touched[-1].sha, t.lost):
                 c = by(t, tpath)
                 what = f"upstream {c.commit[:12]} ({for_terminal(c.subject, 60)}) moved these lines out of {fd.path}"
                 if tpath in same or ancestor(t.touched[-1].sha):

@@ -22,8 +22,8 @@ never to let the change's own pre-image pass for its lines: lines the change rem
 byte for byte, put back into that file are the pre-image restored (a revert), not the change's
 lines moved (`Trail.restored`, `moved_out`); the pre-image back with other indentation (a revert,
 then a later commit that wrapped the restored lines in a block) is undone all the same
-(`_reindented_back`); and a pre-image back in place is a revert whatever like lines the same
-commit added elsewhere (`back_in_place`).
+(`_reindented_back`); and lines "moved out" to another file are told by their telling lines, not
+by a `None,` the same commit added elsewhere (`moved_out`).
 
 Line tracking follows git's own `-U0` hunks; a gap (lines removed, none added) counts as touched
 by a change that inserts within one line of it (git may slide an insertion among equal lines).
@@ -496,7 +496,8 @@ def moved_out(diff: bytes, lost: Sequence[bytes], restored: "dict[str, frozenset
             back = restored.get(name[2:] if name.startswith("b/") else name, frozenset())
         elif line.startswith(b"+") and line[1:] not in back:
             added.append(line[1:])
-    return _mostly(list(lost), added)
+    telling = [line for line in lost if len(line.strip()) >= 8]  # a `None,` or `)` added anywhere tells nothing
+    return _mostly(telling or list(lost), added)
 
 
 def _hit(item: tuple[int, int, bytes], regions: Sequence[tuple[int, int, int, int, object]]) -> int | None:
@@ -552,6 +553,12 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     removed = _runs(h)
     if not removed and not h.added_lines():
         removed = _runs(h, blank=True)  # a hunk that only removes blank lines: are they back?
+    if removed and own and not any(_wordy(line) for run in removed for line in run):
+        # it removed only punctuation (a lone `)`), which any rewrite of the lines has again: back
+        # alone proves no revert; undone only when nothing but the pre-image is left, as below
+        if not all(_contains(form, run) for run in removed):
+            return False
+        return targeted and all(line in pre for line in form if line.strip())
     if removed:
         if all(_contains(form, run) for run in removed):
             return True
@@ -559,14 +566,6 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
     # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
     return targeted and all(line in pre for line in form if line.strip())
-
-
-def back_in_place(h: "Hunk", trail: Trail) -> bool:
-    """Every run of lines `h` removed is back in the trail's newest form, byte for byte: the lines
-    it added were replaced by its pre-image where they stood (a revert), so lines like them that
-    the same commit added elsewhere (`moved_out`: a `None,` in another file) are no move."""
-    runs = _runs(h)
-    return bool(runs) and all(_contains(trail.form, run) for run in runs)
 
 
 def _reindented_back(form: list[bytes], removed: list[list[bytes]], own: set[bytes]) -> bool:
