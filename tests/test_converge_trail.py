@@ -249,3 +249,18 @@ def test_the_restored_pre_image_moved_later_stays_undone(tmp_path):
     [h], t = _trails(repo, shas)
     assert t[id(h)].form == [b"if cap(90):"], t[id(h)].form
     assert trail.undone(h, t[id(h)]) and trail.undone_index(h, t[id(h)]) == 0  # the revert undid it
+
+
+def test_a_hunk_that_removed_only_a_bracket_is_not_undone_by_a_rewrite_with_a_bracket(tmp_path):
+    """Real case: #45074's mla_attention.py. The PR turns `)` into `).pin_memory()`; upstream later
+    rewrites the expression (pinning another way), and its new lines hold a `)` again. A lone `)`
+    back is no revert: present after churn. A true revert (only the `)` left) is undone."""
+    base = lines(30, l10="    starts = (", l11="        arange(n)", l12="    )")
+    pr = lines(30, l10="    starts = (", l11="        arange(n)", l12="    ).pin_memory()")
+    rewrite = lines(30, l10="    starts = empty(n, pin_memory=True).copy_(", l11="        arange(n).mul_(k)", l12="    )")
+    repo, shas = _history(tmp_path, [base, pr, rewrite])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].touched and not trail.undone(h, t[id(h)])
+    repo2, shas2 = _history(tmp_path / "b", [base, pr, base])
+    [h2], t2 = _trails(repo2, shas2)
+    assert trail.undone(h2, t2[id(h2)])
