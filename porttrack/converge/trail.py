@@ -496,8 +496,16 @@ def moved_out(diff: bytes, lost: Sequence[bytes], restored: "dict[str, frozenset
             back = restored.get(name[2:] if name.startswith("b/") else name, frozenset())
         elif line.startswith(b"+") and line[1:] not in back:
             added.append(line[1:])
-    telling = [line for line in lost if len(line.strip()) >= 8]  # a `None,` or `)` added anywhere tells nothing
-    return _mostly(telling or list(lost), added)
+    pool: dict[bytes, int] = {}
+    for line in added:
+        pool[line.strip()] = pool.get(line.strip(), 0) + 1
+    found = 0
+    for line in lost:  # only telling lines count as found: a `None,` or `)` added anywhere tells nothing
+        key = line.strip()
+        if len(key) >= 8 and pool.get(key, 0):
+            pool[key] -= 1
+            found += 1
+    return bool(lost) and 2 * found >= len(lost)
 
 
 def _hit(item: tuple[int, int, bytes], regions: Sequence[tuple[int, int, int, int, object]]) -> int | None:
