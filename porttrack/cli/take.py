@@ -38,7 +38,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
-    from porttrack.workspace.queue import Selection
+    from porttrack.workspace.queue import PRESENT, Selection
     from porttrack.take.importer import import_pr, plan_to_json
 
     number = _pr_number(pr)
@@ -52,7 +52,11 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
         click.echo(render_import(outcome))
     plan = outcome.plan
     if not plan.taken:
-        say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
+        if plan.hunks and all(h.why is not None and h.why.kind == PRESENT for h in plan.hunks):
+            say(f"porttrack: #{number} is already in the fork: every hunk is there (as `porttrack verify-converged {number}` "
+                f"finds it); nothing to take, nothing was written")
+        else:
+            say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
         return 1
     if plan.source_check is not None and not plan.source_check.ok:  # the importer never queues one; say so if it did
         say(f"porttrack: #{number}'s patch fails its source check: {plan.source_check.text}")

@@ -457,7 +457,7 @@ def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: s
     there: the fork may have reverted or edited lines since, and upstream may have. So every hunk
     is decided as the content step decides it (`_by_content`: upstream's newest form, then the
     fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
-    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails)
+    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails, arrived=True)
     return [replace(r, method=method, detail=f"{why}; " + ("the pre-image is back at the fork ref: " if r.state == "missing" else "") + r.detail)
             for r in results]
 
@@ -515,7 +515,7 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None,
-                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET) -> list[HunkResult]:
+                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET, arrived: bool = False) -> list[HunkResult]:
     """Each hunk by upstream's newest form of its lines, then by the fork ref's content.
 
     `base_sha`: the upstream base, given only when it may contain the merge; its first-parent
@@ -598,7 +598,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         if ("diff", sha) not in cache:
             cache[("diff", sha)] = repo.run("diff-tree", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
                                             f"{sha}^", sha).stdout
-        return _trail.moved_out(cache[("diff", sha)], lost)
+        if "restored" not in cache:
+            cache["restored"] = {fd.path: _trail.pre_image_lines(fd) for fd in files}
+        return _trail.moved_out(cache[("diff", sha)], lost, cache["restored"])
 
     results: list[HunkResult] = []
     fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
@@ -681,7 +683,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
             else:
                 results.append(_result(h, "unknown", "churn" if t.touched else "content",
-                                       detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
+                                       detail=look.detail + (words or _neither(number, arrived))))
     if fork_trails and base_sha and ancestor(base_sha):
         results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
     if absent:
@@ -689,6 +691,18 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             entry_sides.update(_kinds.sides(repo, start, merge, files))
         results = _moved_in_fork(repo, results, absent, merge, fork_sha, entry_sides)
     return results
+
+
+def _neither(number: int, arrived: bool) -> str:
+    """Why neither image is at the fork ref while upstream still has #number's lines: what is known,
+    no more. Arrived (by ancestry or patch-id): the fork changed these lines since. Not arrived: the
+    PR is not in the fork, and the fork's file differs from the PR's base there -- an older fork
+    lacking what the PR builds on looks exactly like this, as does a fork's own edit."""
+    if arrived:
+        return f"; upstream still has the post-image, and the fork changed these lines since #{number} arrived: the fork's own version"
+    return (f"; upstream still has the post-image; #{number} is not in the fork (no ancestry, no patch-id), and the fork's file differs from #{number}'s base there "
+            f"(its pre-image is not there either): the fork lacks what #{number} changes these lines from -- a change it builds on, "
+            f"or the fork's own edit")
 
 
 def _moved_in_fork(repo: GitRepo, results: list[HunkResult], absent: Mapping[int, tuple["Hunk", "FileDiff"]], merge: str,
@@ -717,7 +731,7 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
     through the fork's first-parent history (one more walk), name the fork commit that did."""
     paths = sorted({results[i].path for i in missing})
     steps = _trail.walk(repo, base_sha, fork_sha, paths)
-    copies = {i: _trail.Trail(list(t.items)) for i, t in missing.items()}
+    copies = {i: _trail.Trail(list(t.items), restored=t.restored) for i, t in missing.items()}
     _trail.follow([(results[i].path, copies[i]) for i in copies], steps)
     out = list(results)
     for i, t in copies.items():

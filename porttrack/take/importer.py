@@ -349,6 +349,37 @@ def record_poll(ws: Workspace, client: GitHubClient | None, state: UpstreamState
 # Planning
 
 
+def already_in_fork(repo: GitRepo, config: Config, state: UpstreamState, number: int, merge: str,
+                    notes: list[str]) -> dict[str, str]:
+    """Hunk id -> where, for the hunks of merged PR `number` that the fork branch already has, as
+    `verify-converged` decides it (`porttrack.converge.decide`: present, or present after upstream
+    churn -- the fork holds upstream's later form of the lines, which no `git apply` of the PR's
+    own diff recognises: it reads as a conflict, or worse, merges 3-way a second copy)."""
+    from porttrack.common.errors import PorttrackError
+    from porttrack.converge.decide import MergedPR, decide
+    from porttrack.converge.verify import resolve_refs
+
+    known = state.prs.get(number)
+    try:
+        ref, base = resolve_refs(repo, None, config.fork.branch, config.fork.upstream_base)
+        verdict = decide(repo, MergedPR(number, known.title if known else "", merge, known.merged_at if known else None, "recorded",
+                                        head_sha=known.head_sha if known else None, base_sha=known.base_sha if known else None),
+                         fork_ref=ref, upstream_base=base)
+    except PorttrackError as exc:
+        notes.append(f"could not tell which hunks the fork already has as verify-converged would: {exc}")
+        return {}
+    out: dict[str, str] = {}
+    for h in verdict.hunks:
+        if h.state == "present":
+            out[h.id] = ref
+        elif h.state == "present-after-churn" and h.changed_by is not None:
+            out[h.id] = f"{ref} (as upstream {h.changed_by.commit[:12]} later changed it)"
+    if out:
+        notes.append(f"{len(out)} of #{number}'s {len(verdict.hunks)} hunk(s) are already in {ref} "
+                     f"(verify-converged: {verdict.verdict}); they are not taken")
+    return out
+
+
 def plan_pr(
     ws: Workspace, repo: GitRepo, config: Config, state: UpstreamState, number: int, queue: Queue, *,
     through: str | None, selection: Selection, fetch: bool = True, say: Callable[[str], None] | None = None,
@@ -414,8 +445,12 @@ def plan_pr(
     fork_tip = repo.rev_parse(fork_branch_ref(repo, config.fork.branch))
     if fork_tip is None:  # the ref was there a moment ago
         raise PreconditionError(missing_branch(repo, config.fork.branch))
-    candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
+    if source.revision.merged and source.revision.merge_commit:
+        for hid, where in already_in_fork(repo, config, state, number, source.revision.merge_commit, notes).items():
+            if hid not in reasons:
+                reasons[hid], applies[hid] = Reason(PRESENT, where), "present"
+    candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
     series = queue.series() if series_below is None else tuple(series_below)  # what `apply` puts before this patch
     if candidates:
