@@ -45,7 +45,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     ctx.require_tracked(number)  # a typo costs no request
     selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
     outcome = import_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), through=through,
-                        selection=selection, dry_run=dry_run, say=say)
+                        selection=selection, dry_run=dry_run, say=say, in_fork=_already_in_fork)
     if as_json:
         emit_json(plan_to_json(outcome, dry_run))
     else:
@@ -64,6 +64,13 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     if dry_run:
         say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
     return 0
+
+
+def _already_in_fork(*args):
+    """converge.verify.already_in_fork, imported only when a merged PR asks for it."""
+    from porttrack.converge.verify import already_in_fork
+
+    return already_in_fork(*args)
 
 
 def render_import(outcome) -> str:

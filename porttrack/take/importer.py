@@ -114,6 +114,9 @@ if TYPE_CHECKING:  # the GitHub client and the poll are for online imports only:
 IMPORT_SCHEMA = "porttrack/import/v1"
 CANDIDATE = "(planned patch)"  # its name in the trial build (queued names have no parentheses)
 
+# (repo, config, state, number, merge commit, notes) -> hunk id -> where the fork has it
+InFork = Callable[[GitRepo, Config, UpstreamState, int, str, list[str]], dict[str, str]]
+
 
 # --------------------------------------------------------------------------------------------
 # Records
@@ -213,9 +216,12 @@ def import_pr(
     selection: Selection = Selection(),
     dry_run: bool = False,
     say: Callable[[str], None] | None = None,
+    in_fork: InFork | None = None,
 ) -> ImportOutcome:
     """Plan the import of PR `number` into the fork checkout `repo` and, unless `dry_run`, add it
-    to the queue. `client` polls the PR first (None: --offline, the recorded state is used)."""
+    to the queue. `client` polls the PR first (None: --offline, the recorded state is used).
+    `in_fork` tells which hunks of a merged PR the fork already has (the command layer hands in
+    `porttrack.converge.verify.already_in_fork`: a later step, so take never imports it)."""
     say = say or (lambda _m: None)
     recorded, new_state, polled = observe_pr(ws, config, repo, client, number, say=say)
     queue = queue_mod.load(ws)
@@ -223,7 +229,8 @@ def import_pr(
         with lock(ws, "repair patches/series"):
             queue = queue_mod.load(ws, repair=True)
     _refuse_if_queued(queue, number)
-    planned = plan_pr(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say)
+    planned = plan_pr(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say,
+                      in_fork=in_fork)
     plan = planned.plan
     if not plan.taken:
         return ImportOutcome(plan, None, False)
@@ -349,41 +356,10 @@ def record_poll(ws: Workspace, client: GitHubClient | None, state: UpstreamState
 # Planning
 
 
-def already_in_fork(repo: GitRepo, config: Config, state: UpstreamState, number: int, merge: str,
-                    notes: list[str]) -> dict[str, str]:
-    """Hunk id -> where, for the hunks of merged PR `number` that the fork branch already has, as
-    `verify-converged` decides it (`porttrack.converge.decide`: present, or present after upstream
-    churn -- the fork holds upstream's later form of the lines, which no `git apply` of the PR's
-    own diff recognises: it reads as a conflict, or worse, merges 3-way a second copy)."""
-    from porttrack.common.errors import PorttrackError
-    from porttrack.converge.decide import MergedPR, decide
-    from porttrack.converge.verify import resolve_refs
-
-    known = state.prs.get(number)
-    try:
-        ref, base = resolve_refs(repo, None, config.fork.branch, config.fork.upstream_base)
-        verdict = decide(repo, MergedPR(number, known.title if known else "", merge, known.merged_at if known else None, "recorded",
-                                        head_sha=known.head_sha if known else None, base_sha=known.base_sha if known else None),
-                         fork_ref=ref, upstream_base=base)
-    except PorttrackError as exc:
-        notes.append(f"could not tell which hunks the fork already has as verify-converged would: {exc}")
-        return {}
-    out: dict[str, str] = {}
-    for h in verdict.hunks:
-        if h.state == "present":
-            out[h.id] = ref
-        elif h.state == "present-after-churn" and h.changed_by is not None:
-            out[h.id] = f"{ref} (as upstream {h.changed_by.commit[:12]} later changed it)"
-    if out:
-        notes.append(f"{len(out)} of #{number}'s {len(verdict.hunks)} hunk(s) are already in {ref} "
-                     f"(verify-converged: {verdict.verdict}); they are not taken")
-    return out
-
-
 def plan_pr(
     ws: Workspace, repo: GitRepo, config: Config, state: UpstreamState, number: int, queue: Queue, *,
     through: str | None, selection: Selection, fetch: bool = True, say: Callable[[str], None] | None = None,
-    series_below: Sequence[Patch] | None = None,
+    series_below: Sequence[Patch] | None = None, in_fork: InFork | None = None,
 ) -> Planned:
     """The plan; `series_below` are the queued patches `apply` will apply before this one (default:
     every live patch of `queue`, as for a patch added at the end)."""
@@ -446,8 +422,8 @@ def plan_pr(
     if fork_tip is None:  # the ref was there a moment ago
         raise PreconditionError(missing_branch(repo, config.fork.branch))
     applies: dict[str, str] = {}
-    if source.revision.merged and source.revision.merge_commit:
-        for hid, where in already_in_fork(repo, config, state, number, source.revision.merge_commit, notes).items():
+    if in_fork is not None and source.revision.merged and source.revision.merge_commit:
+        for hid, where in in_fork(repo, config, state, number, source.revision.merge_commit, notes).items():
             if hid not in reasons:
                 reasons[hid], applies[hid] = Reason(PRESENT, where), "present"
     candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
