@@ -45,16 +45,16 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.common.clock import utcnow
-from porttrack.tracks.config import Config
 from porttrack.common.errors import ConfigError, ConflictError, GitError, InputError, PreconditionError, UnsafeInput
-from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex, fork_branch_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets
+from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex, fork_branch_ref
+from porttrack.tracks.config import Config
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, append_run, checkpoint, commit_point, lock, sigterm_as_interrupt
+from porttrack.workspace.files import load_runs as _load_runs
 from porttrack.workspace.queue import Patch
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, append_run, commit_point, load_runs as _load_runs, lock, sigterm_as_interrupt
 
 SCHEMA = "porttrack/apply/v1"
 RECORD_SCHEMA = "porttrack/apply-runs/v1"

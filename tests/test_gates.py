@@ -14,23 +14,24 @@ import hashlib
 import json
 import os
 import sys
+import types
 from pathlib import Path
 from typing import Any
-import types
 
 import pytest
 
-from porttrack.prove import evidence, run as gaterun, gates
 from porttrack import results
-from porttrack.workspace import queue as queue_mod
-from porttrack.tracks.file import load_config
 from porttrack.common.errors import InputError
 from porttrack.gitrepo import GitRepo
-from testing.scenario_job import build
-from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from porttrack.prove import evidence, gates
+from porttrack.prove import run as gaterun
+from porttrack.tracks.file import load_config
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, dump_json
+from porttrack.workspace.queue import Patch, Revision, patch_file_name
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
 from testing.queueing import queue_mail
+from testing.scenario_job import build
 from testing.workspace import make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -251,8 +251,8 @@ def evidence_group() -> None:
 @pass_ctx
 def evidence_list(ctx: Context, subject, as_json, current) -> int:
     """Every record (or those of SUBJECT: a patch name or proof id), oldest first."""
-    from porttrack.prove import evidence
     from porttrack.common.text import for_terminal
+    from porttrack.prove import evidence
 
     log = evidence.load(ctx.workspace)
     records = log.current() if current else log.records

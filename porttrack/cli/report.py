@@ -13,10 +13,10 @@ import click
 
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.cli.terminal import show
+from porttrack.cli.testhooks import checkpoint
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
 from porttrack.common.secrets import resolve_token
-from porttrack.cli.testhooks import checkpoint
 
 
 @cli.group(epilog=examples("porttrack report weekly --dry-run"))

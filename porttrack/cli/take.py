@@ -38,8 +38,8 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
-    from porttrack.workspace.queue import Selection
     from porttrack.take.importer import import_pr, plan_to_json
+    from porttrack.workspace.queue import Selection
 
     number = _pr_number(pr)
     ctx.require_tracked(number)  # a typo costs no request
@@ -63,8 +63,8 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
 
 
 def render_import(outcome) -> str:
-    from porttrack.prove.gates import ungated_fix
     from porttrack.common.text import for_terminal, short_sha
+    from porttrack.prove.gates import ungated_fix
 
     plan = outcome.plan
     rev = plan.revision

@@ -28,17 +28,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from porttrack.workspace import state as state_mod
-from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
-from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
-from porttrack.observe.prdiff import near_match
+from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.diff.presence import hunk_state
-from porttrack.workspace.state import UpstreamState
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
+from porttrack.observe.prdiff import near_match
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace, atomic_write_text, read_json
+from porttrack.workspace.state import UpstreamState
 
 
 @dataclass(frozen=True)

@@ -118,20 +118,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from porttrack.diff import hunks as hunks_mod
-from porttrack.diff import presence
 from porttrack.common.clock import utcnow
+from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.common.text import for_terminal  # a subject cut with a mark: a bare cut of "(#46076)" read as PR #460
-from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge import kinds as _kinds
-from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge import trail as _trail
+from porttrack.converge.history import LITERAL as _LITERAL
+from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
-from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
+from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import renamed_to as _renamed_to
-from porttrack.common.errors import CannotEvaluate, NotFound
+from porttrack.diff import hunks as hunks_mod
+from porttrack.diff import presence
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:

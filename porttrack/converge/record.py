@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from porttrack.workspace import queue as queue_mod
-from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
 from porttrack.common.errors import GitError, InputError
+from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
 from porttrack.gitrepo import FORK_REMOTE, GitRepo, qualify_branch
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock, read_json, write_json
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, checkpoint, lock, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/convergence-record/v1"
 

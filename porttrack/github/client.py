@@ -23,25 +23,55 @@ Policy, all of it deliberate (library notes §1):
 from __future__ import annotations
 
 import io
-import math
 import json
-import zipfile
+import math
 import threading
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from porttrack.github import graphql as github_graphql
 from porttrack.common import secrets, trace
 from porttrack.common.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
-from porttrack.github.records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
-                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
-from porttrack.github.policy import (DEFAULT_DEADLINE_S, KNOBS, MAX_ANSWER_BYTES, AnswerTooLarge, Budget, EtagCache, artifacts_listing, error_message,
-                                     header_int, header_seconds, knob_value, list_of_numbered, read_limited, require_list, retry_at,
-                                     search_listing, short_path, split_userinfo)
 from porttrack.common.text import for_terminal
+from porttrack.github import graphql as github_graphql
+from porttrack.github.policy import (
+    DEFAULT_DEADLINE_S,
+    KNOBS,
+    MAX_ANSWER_BYTES,
+    AnswerTooLarge,
+    Budget,
+    EtagCache,
+    artifacts_listing,
+    error_message,
+    header_int,
+    header_seconds,
+    knob_value,
+    list_of_numbered,
+    read_limited,
+    require_list,
+    retry_at,
+    search_listing,
+    short_path,
+    split_userinfo,
+)
+from porttrack.github.records import (
+    Artifact,
+    Comparison,
+    Issue,
+    IssueComment,
+    IssueRef,
+    MalformedResponse,
+    PRFile,
+    PullRequest,
+    RateLimit,
+    WorkflowRun,
+    cross_references,
+    int_or_none,
+    require_object,
+)
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})

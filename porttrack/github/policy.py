@@ -18,8 +18,8 @@ from typing import Any, Iterator, Mapping
 
 from porttrack.common import secrets
 from porttrack.common.errors import ConfigError, PorttrackError, UpstreamUnreachable
-from porttrack.github.records import MalformedResponse, require_object
 from porttrack.common.text import for_terminal
+from porttrack.github.records import MalformedResponse, require_object
 from porttrack.workspace.files import atomic_write_text, read_json
 
 # The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits

@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from porttrack.common.clock import utcnow
 from porttrack.common.errors import GitError, without_userinfo
+from porttrack.common.text import for_terminal
 from porttrack.github.client import Rejected
 from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
-from porttrack.common.clock import utcnow
-from porttrack.common.text import for_terminal
 from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:

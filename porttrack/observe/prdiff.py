@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Sequence
 
 from porttrack.common.errors import InputError
-from porttrack.github.records import PRFile
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.github.records import PRFile
 
 NEAR_MATCH = 0.6  # share of a hunk's added lines another hunk must carry to be "mostly the same"
 

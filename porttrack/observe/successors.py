@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
-from porttrack.github.records import IssueRef, PullRequest
 from porttrack.diff.hunks import Hunk
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.github.records import IssueRef, PullRequest
 from porttrack.observe.prdiff import file_hunks, near_match
 from porttrack.workspace.state import RecordedPR
 

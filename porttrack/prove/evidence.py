@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from porttrack.common.errors import InputError, NotFound, PreconditionError
+from porttrack.workspace.files import Workspace, checkpoint, dump_json, lock, read_json, write_temp
 from porttrack.workspace.state import utcnow
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, dump_json, lock, read_json, write_temp
 
 SCHEMA = "porttrack/evidence/v1"
 MACHINE_FIELDS = ("gpu", "arch", "driver", "cuda", "rocm", "torch", "triton")  # the hardware/software part

@@ -38,10 +38,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from porttrack.tracks import eligibility
-from porttrack.prove import evidence
 from porttrack.common.errors import NotFound
+from porttrack.prove import evidence
 from porttrack.prove.evidence import MACHINE_FIELDS, EvidenceLog, Record
+from porttrack.tracks import eligibility
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from porttrack.common.errors import CheckFailed, ConfigError, PreconditionError
 from porttrack.prove import evidence, gates
 from porttrack.workspace import queue as queue_mod
-from porttrack.common.errors import CheckFailed, ConfigError, PreconditionError
 from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:

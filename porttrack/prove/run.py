@@ -27,21 +27,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from porttrack import apply as apply_mod
-from porttrack.prove import evidence
 from porttrack import results
-from porttrack.workspace import queue as queue_mod
 from porttrack.common.errors import CannotEvaluate, ConfigError, ConflictError, GitHubAuthError, InputError, PreconditionError
+from porttrack.common.text import for_terminal
+from porttrack.gitrepo import GitRepo, network_timeout
+from porttrack.prove import evidence
 from porttrack.prove.evidence import Expected, Record, Subject
 from porttrack.prove.gates import GateSubject
-from porttrack.gitrepo import GitRepo, network_timeout
 from porttrack.prove.runner import command_argv, run_job
-from porttrack.workspace.files import checkpoint
-from porttrack.common.text import for_terminal
-from porttrack.workspace.files import Workspace, sweep_dead_scratch
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, checkpoint, sweep_dead_scratch
 
 if TYPE_CHECKING:
-    from porttrack.tracks.config import Config
     from porttrack.github.client import GitHubClient
+    from porttrack.tracks.config import Config
     from porttrack.workspace.queue import Queue
 
 RESULTS_NAME = "results.json"  # the file a workflow's results artifact must hold

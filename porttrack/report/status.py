@@ -12,16 +12,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from porttrack.common import clock
-from porttrack.workspace import state as state_mod
-from porttrack.tracks.config import Config
-from porttrack.converge.record import RecordedVerdict
 from porttrack.common.errors import PorttrackError
+from porttrack.converge.record import RecordedVerdict
 from porttrack.github.records import RateLimit
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.poll import PRChange, poll
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
+from porttrack.workspace.files import Workspace, checkpoint, lock
 from porttrack.workspace.state import Event, RecordedPR, UpstreamState
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient

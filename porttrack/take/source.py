@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from porttrack.tracks.config import Config
 from porttrack.common.errors import GitError, InputError, NotTracked, PreconditionError
-from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
 from porttrack.diff.hunks import parse_diff
+from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
+from porttrack.tracks.config import Config
 from porttrack.workspace.queue import Queue, Revision
 from porttrack.workspace.state import RecordedPR, UpstreamState
 

@@ -21,8 +21,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from porttrack.tracks.config import MAX_BYTES, PROFILES, TOO_BIG, AnyConfig, Config, _ConfigMethods, _Record, fail
 from porttrack.common.errors import ConfigError
+from porttrack.tracks.config import MAX_BYTES, PROFILES, TOO_BIG, Config, _ConfigMethods, _Record, fail
 from porttrack.workspace.files import atomic_write_text
 
 

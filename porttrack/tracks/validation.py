@@ -38,14 +38,14 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from porttrack.tracks.config import (
+    DEFAULT_PROFILE,
     ID_PATTERN,
     MAX_ALIASES,
     MAX_BYTES,
     MAX_DEPTH,
     MAX_NODES,
-    TOO_BIG,
-    DEFAULT_PROFILE,
     PROFILES,
+    TOO_BIG,
     AnyConfig,
     Gate,
     Model,
