@@ -118,6 +118,7 @@ class RateLimited(UpstreamUnreachable):
 
 class NotFound(PorttrackError):
     exit_code = ExitCode.USAGE
+    status = 404  # the HTTP status GitHub answered with, where it was GitHub (porttrack.github.client sets it)
 
 
 class NotTracked(PorttrackError):

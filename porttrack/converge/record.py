@@ -94,7 +94,8 @@ def _load_history(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"expected schema {RECORD_SCHEMA} with a history list")
     except (ValueError, AttributeError) as exc:
         raise InputError(f"{path}: malformed convergence record ({exc}); restore it from git") from None
-    return data["history"]
+    history: list[dict[str, Any]] = data["history"]
+    return history
 
 
 @dataclass(frozen=True)

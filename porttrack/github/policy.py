@@ -151,7 +151,7 @@ KNOBS: tuple[tuple[str, str, type, float], ...] = (
 _KNOB_MOST = 86400.0  # a day: anything longer is a typo, not a policy
 
 
-def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
+def knob_value(name: str, raw: str, kind: type[int] | type[float], least: float) -> float | int:
     """A knob's value, or a usage error (exit 2) naming what is accepted: finite, within bounds."""
     shown = for_terminal(raw, 40)
     try:

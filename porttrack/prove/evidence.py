@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 from porttrack.common.errors import InputError, NotFound, PreconditionError
 from porttrack.workspace.files import Workspace, checkpoint, dump_json, lock, read_json, write_temp
-from porttrack.workspace.state import utcnow
+from porttrack.common.clock import utcnow
 
 SCHEMA = "porttrack/evidence/v1"
 MACHINE_FIELDS = ("gpu", "arch", "driver", "cuda", "rocm", "torch", "triton")  # the hardware/software part
@@ -154,7 +154,10 @@ def load(ws: Workspace) -> EvidenceLog:
         except _Bad as exc:
             invalid.append(Invalid(str(path.relative_to(ws.root)), str(exc)))
             continue
-        (records if isinstance(entry, Record) else supersessions).append(entry)
+        if isinstance(entry, Record):
+            records.append(entry)
+        else:
+            supersessions.append(entry)
     known = {r.id for r in records}
     kept = []
     for entry in supersessions:
