@@ -165,8 +165,11 @@ def apply(
     force: bool = False,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
+    queue: queue_mod.Queue | None = None,
 ) -> ApplyRun:
     """Build `target`'s branch from the upstream base plus the queue; move it if all applied.
+    `queue`: the queue as the caller read it, for a dry run (which writes nothing, so needs no
+    read of its own under the lock); a real build reads it under the lock.
 
     Raises `ApplyConflict` (exit 4, carrying the report) when a patch conflicts,
     `PreconditionError` on a dirty fork or a branch that moved during the build.
@@ -191,7 +194,9 @@ def apply(
         holders = _checked_out_in(repo, ref)
         if not force:
             _refuse_dirty(repo, holders)
-        patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
+        if queue is None or not dry_run:
+            queue = queue_mod.load(ws, repair=not dry_run)
+        patches = queue.series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
         inputs = _inputs(target, base_sha, patches)
         same = _same_as_last(ws, branch, inputs, old)

@@ -669,6 +669,37 @@ def test_gate_ingest_accepts_results_for_the_build_gate_run_would_measure(gw):
     assert gw.cli("promote", "0001-pr101").returncode == 0
 
 
+def test_one_gate_ingest_loads_queue_and_evidence_at_most_twice_and_judges_the_subject_once(gw, monkeypatch):
+    """Issue 35: `gate ingest` records, moves the patch's state and judges in `prove`, not back and
+    forth through the CLI (which loaded the queue 4x, the evidence 4x and judged the subject twice)."""
+    candidate, baseline = hand_results(gw), hand_results(gw, "baseline")  # made before counting starts
+    counts = {"queue": 0, "evidence": 0, "judged": 0}
+
+    def counted(key: str, real):
+        def wrapper(*args, **kw):
+            counts[key] += 1
+            return real(*args, **kw)
+        return wrapper
+
+    real_check = gates.check
+
+    def check(config, subject, log, proofs_passed):
+        counts["judged"] += subject.name == "0001-pr101"  # a proof judged for `proofs_passed` is not the subject
+        return real_check(config, subject, log, proofs_passed)
+
+    monkeypatch.setattr(queue_mod, "load", counted("queue", queue_mod.load))
+    monkeypatch.setattr(evidence, "load", counted("evidence", evidence.load))
+    monkeypatch.setattr(gates, "check", check)
+    for role, path, code in ((["--baseline"], baseline, 7), ([], candidate, 7)):
+        counts.update(queue=0, evidence=0, judged=0)
+        out = gw.cli("gate", "ingest", "0001-pr101", *role, "--target", "sm_121a", "--results", str(path), "--json")
+        assert out.returncode == code and "recorded" in out.stderr, out.stderr
+        assert counts["queue"] <= 2 and counts["evidence"] <= 2 and counts["judged"] == 1, counts
+    data = json.loads(out.stdout)
+    # the verdict printed is of the patch as it now stands: its state moved with the same verdict
+    assert data["check"]["subject"]["state"] == gw.state("0001-pr101")
+
+
 REFUSED = {
     "wrong ref": ({"commits__ref_under_test": "f" * 40}, "ref_under_test is 'ffff"),
     "wrong patch set": ({"environment__patch_set": []}, "patch_set is"),

@@ -613,9 +613,17 @@ def _round(value: float) -> float:
     return round(float(value), 6)
 
 
-def proofs_passed(ws: Workspace, config: "Config") -> frozenset[str]:
+def judge(ws: Workspace, config: "Config", subject: GateSubject, log: EvidenceLog | None = None) -> GateCheck:
+    """The one way a subject is judged: its gate on the workspace's current evidence (`log`, when
+    the caller already holds it), with the proofs that evidence passes. A stored verdict is never
+    trusted: every command that needs one (`gate run|ingest|check`, promote, demote) asks here."""
+    log = evidence.load(ws) if log is None else log
+    return check(config, subject, log, proofs_passed(ws, config, log))
+
+
+def proofs_passed(ws: Workspace, config: "Config", log: EvidenceLog | None = None) -> frozenset[str]:
     """The proofs (e.g. `mla-low-rank-accepted`) whose gate is satisfied by current evidence."""
-    log = evidence.load(ws)
+    log = evidence.load(ws) if log is None else log
     passed = set()
     for proof_id, proof in config.proofs.items():
         if proof.gate is None:
