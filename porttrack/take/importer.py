@@ -89,7 +89,7 @@ from porttrack.take.source import resolve_source, stability, track_for
 from porttrack.tracks.config import Config
 from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
-from porttrack.workspace.files import Workspace, checkpoint, commit_point, lock
+from porttrack.workspace.files import Workspace, actor, checkpoint, commit_point, lock
 from porttrack.workspace.queue import (
     DEPENDS,
     EXCLUDED,
@@ -278,7 +278,7 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
         why=f"imported {len(plan.taken)} of {len(plan.hunks)} hunks of {plan.upstream}#{plan.pr} at "
         f"{(plan.revision.through or plan.revision.head)[:12]}"
         + ("" if plan.gate else " (the track has no gate: this patch can never be promoted)"),
-        by=queue_mod._who(),
+        by=actor(),
     )
     return Patch(
         name=name,
