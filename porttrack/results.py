@@ -1,7 +1,7 @@
 """The results file a gate job writes, and the strict reader porttrack ingests it with.
 
-Format: `porttrack/schemas/results.schema.json` (schema `porttrack/results/v1`, documented in the
-README). One file per job run on one target; one cell per model × context × batch × phase.
+Format: `porttrack/schemas/results.schema.json` (schema `porttrack/results/v1`, documented in
+docs/gates-and-probes.md). One file per job run on one target; one cell per model × context × batch × phase.
 A fork under tracks.yaml profile neutral writes `porttrack/results/v2`
 (`porttrack/schemas/results.v2.schema.json`): the machine instead of the GPU fingerprint, and cells
 keyed by the gate's named axes (`axes: {python: "3.12"}`), the phase only when the gate has phases:

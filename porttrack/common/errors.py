@@ -1,7 +1,7 @@
 """One error hierarchy and one published table of exit codes.
 
 Core code raises `PorttrackError` subclasses; only `porttrack.cli` turns them into a one-line
-message and an exit code. The table below is the one the README publishes: keep them in step.
+message and an exit code. The table below is the one docs/exit-codes.md publishes: keep them in step.
 """
 
 from __future__ import annotations
