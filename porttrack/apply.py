@@ -184,13 +184,14 @@ def apply(
     with sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
         base_ref = build_base(repo, config)
         found = repo.commits([base_ref, ref])  # one process for both, with the base's tree and date
-        base, old = found[base_ref], (found[ref].sha if found[ref] is not None else None)
-        base_sha = base.sha if base is not None else None
+        base, built = found[base_ref], found[ref]
+        old = built.sha if built is not None else None
         if base is None:
             raise PreconditionError(
                 f"build base {base_ref!r} is not in {repo.path}; fetch or create it first "
                 f"(fork.build_base in tracks.yaml, default: fork.branch)"
             )
+        base_sha = base.sha
         holders = _checked_out_in(repo, ref)
         if not force:
             _refuse_dirty(repo, holders)
@@ -482,7 +483,9 @@ class _Attempt:
 
 def _run_apply(scratch: ScratchIndex, file: Path | None, *flags: str, index: str = "index", patch: bytes | None = None) -> _Attempt:
     """`git apply --cached -v` of `file` (or of `patch` bytes) to a scratch index."""
-    proc = scratch.apply(file if file is not None else patch, "-v", *flags, index=index)
+    source = file if file is not None else patch
+    assert source is not None, "a file or the patch's bytes"
+    proc = scratch.apply(source, "-v", *flags, index=index)
     stderr = proc.stderr.decode("utf-8", "surrogateescape")
     return _parse_verbose(proc.returncode, stderr)
 

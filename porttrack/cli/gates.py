@@ -23,6 +23,7 @@ def _subject(ctx: Context, patch: str | None, proof: str | None):
     queue = queue_mod.load(ctx.workspace)
     if proof is not None:
         return queue, gates.proof_subject(ctx.config, proof)
+    assert patch is not None  # one of the two, checked above
     return queue, gates.patch_subject(ctx.config, queue, queue.get(patch))
 
 

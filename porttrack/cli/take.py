@@ -58,7 +58,9 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
         say(f"porttrack: #{number}'s patch fails its source check: {plan.source_check.text}")
         return 1
     if dry_run:
-        say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
+        patch = outcome.patch
+        assert patch is not None  # something was taken: returned above otherwise
+        say(f"dry run: would write patches/{patch.file} and add {patch.name} to the manifest")
     return 0
 
 

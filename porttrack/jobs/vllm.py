@@ -253,7 +253,10 @@ def plan_from_workspace(root: Path, gate: str, target: str) -> Plan:
         raise ConfigError(f"target {target} is not one of the gate's targets ({', '.join(required.targets)})")
     backends = {m: config.models[m].backends[target] for m in required.models if m in config.models and target in config.models[m].backends}
     arch = config.targets[target].arch if target in config.targets else None
-    return Plan(required.models, required.contexts, required.batches, required.phases, subject.gate.reference_backend, backends, arch)
+    reference = subject.gate.reference_backend
+    if reference is None:  # a measurement-only gate may omit it; this job measures numerics against it
+        raise ConfigError(f"{gate} names no reference_backend, which porttrack.jobs.vllm measures numerics against")
+    return Plan(required.models, required.contexts, required.batches, required.phases, reference, backends, arch)
 
 
 def model_paths(pairs: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:

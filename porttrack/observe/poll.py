@@ -197,9 +197,9 @@ def _classify_heads(
 ) -> dict[int, HeadChange]:
     """Appended or force-pushed, for every PR whose head moved since the last observation."""
     moved = {
-        n: (state.prs[n].head_sha, pr.head_sha)
+        n: (old, pr.head_sha)
         for n, pr in fetched.items()
-        if n in state.prs and state.prs[n].head_sha and state.prs[n].head_sha != pr.head_sha
+        if n in state.prs and (old := state.prs[n].head_sha) and old != pr.head_sha
     }
     result: dict[int, HeadChange] = {}
     if repo is not None:

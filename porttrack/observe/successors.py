@@ -147,6 +147,7 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     found: list[Candidate] = []
     failed: list[Reason] = []
     problem = None
+    refs: tuple[IssueRef, ...] | None = None
     try:
         if timeline is not None:
             refs, cached = _await_timeline(timeline, failed)

@@ -330,7 +330,9 @@ def check(config: "Config", subject: GateSubject, log: EvidenceLog, proofs_passe
 
 def _usable(subject: GateSubject, log: EvidenceLog, targets: Sequence[str]) -> tuple[list[Record], list[Record], list[Ignored]]:
     """The subject's records that count, newest last; and those that do not, with why."""
-    candidates, baselines, ignored = [], [], []
+    candidates: list[Record] = []
+    baselines: list[Record] = []
+    ignored: list[Ignored] = []
     for record in log.for_subject(subject.kind, subject.name):
         why = _why_not_counted(subject, record, log)
         if why:
@@ -361,13 +363,12 @@ def _judge_cell(subject: GateSubject, key: CellKey,
     coords, target, phase = key.coords, key.target, key.phase
     gate = subject.gate
     assert gate is not None
-    where = dict(coords=coords, target=target, phase=phase)
     holding = [r for r in candidates if r.target == target and find_cell(r, coords, phase) is not None]
     if not holding:
         wanted = dict(coords)
         other_phase = any(r.target == target and any(cell_coords(c) == wanted for c in r.cells) for r in candidates)
         reason = f"no {phase or 'phase-less'} measurement for this cell" if other_phase else "no evidence for this cell"
-        return CellVerdict(**where, verdict=MISSING, reason=reason)
+        return CellVerdict(coords=coords, target=target, phase=phase, verdict=MISSING, reason=reason)
     record = holding[-1]
     cell = find_cell(record, coords, phase)
     assert cell is not None
@@ -396,7 +397,7 @@ def _judge_cell(subject: GateSubject, key: CellKey,
         verdict, reason = baseline_problem
     else:
         verdict, reason = PASS, "every check passed"
-    return CellVerdict(**where, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks),
+    return CellVerdict(coords=coords, target=target, phase=phase, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks),
                        backend=cell.get("backend"), backend_used=_attention_used(cell))
 
 

@@ -292,7 +292,8 @@ def _expected(subject: GateSubject, role: str, target: str, built: BuiltRef) -> 
 # -- a local command ---------------------------------------------------------------------------
 
 def _run_commands(run_: _Run, targets: Sequence[str]) -> tuple[list[str], list[TargetOutcome]]:
-    plan, outcomes = [], []
+    plan: list[str] = []
+    outcomes: list[TargetOutcome] = []
     for target in targets:
         with _job_folder(run_.ws) as tmp:
             outcome = _run_command(run_, target, Path(tmp), plan)
@@ -437,7 +438,9 @@ def _wait_for_runs(run_: _Run, client: "GitHubClient", pending: dict[str, tuple[
 
 def _collect(run_: _Run, client: "GitHubClient", target: str, state: Any) -> TargetOutcome:
     """A finished run's results artifact, ingested."""
-    wf = run_.subject.gate.job.workflow
+    gate = run_.subject.gate
+    assert gate is not None and gate.job.workflow is not None  # a workflow gate's run
+    wf = gate.job.workflow
     job = {"kind": "workflow", "workflow": wf.file, "run_id": state.id, "run_url": state.html_url, "conclusion": state.conclusion}
     artifact = next((a for a in client.list_run_artifacts(state.id) if a.name == wf.artifact and not a.expired), None)
     if artifact is None:

@@ -55,7 +55,7 @@ TREND_WEEKS = 12  # how many past weeks the trend charts show
 
 
 def _after(at: str | None, since: str) -> bool:
-    return bool(at) and at > since  # both are UTC `...Z` stamps: string order is time order
+    return bool(at and at > since)  # both are UTC `...Z` stamps: string order is time order
 
 
 @dataclass
