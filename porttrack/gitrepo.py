@@ -20,6 +20,7 @@ porttrack keeps its own refs under `refs/porttrack/` in the fork checkout:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 from porttrack.common import gitconfig, trace
 from porttrack.common.commitgraph import CommitGraph, read_commit_graph
@@ -71,7 +72,7 @@ def network_timeout() -> float:
         raise ConfigError(f"PORTTRACK_GIT_TIMEOUT={os.environ['PORTTRACK_GIT_TIMEOUT']!r}: expected seconds") from None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -302,7 +303,7 @@ class GitRepo:
             raise GitError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
 
-    def text(self, *args: str, **kw) -> str:
+    def text(self, *args: str, **kw: Any) -> str:
         """Output as text with the final newline removed (for SHAs, names; never for patches)."""
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").rstrip("\n")
 
@@ -522,7 +523,7 @@ class GitRepo:
         leaving, whatever happened; the checkout itself is never touched. The registration of one
         whose folder a killed run left behind (and a sweep removed) is pruned on the next leave."""
         made = path is None
-        where = Path(tempfile.mkdtemp(prefix="porttrack-worktree-")) / "tree" if made else Path(path)
+        where = Path(tempfile.mkdtemp(prefix="porttrack-worktree-")) / "tree" if path is None else path
         try:
             self.run("worktree", "add", "--detach", "--quiet", str(where), sha)
             yield GitRepo(where)
@@ -569,9 +570,10 @@ class GitRepo:
         tail: list[str] = []
         causes: list[str] = []  # git's fatal:/error: lines, kept apart: progress lines follow them
         assert proc.stderr is not None
+        stderr = cast(io.BufferedReader, proc.stderr)  # a pipe with default buffering: read1 returns what is there
         buf = b""
         try:
-            while chunk := proc.stderr.read1(4096):
+            while chunk := stderr.read1(4096):
                 buf += chunk
                 *lines, buf = re.split(rb"[\r\n]", buf)
                 for line in lines:
@@ -784,13 +786,15 @@ class _Reader:
         return out
 
     @staticmethod
-    def _send(proc: subprocess.Popen, data: bytes) -> None:
+    def _send(proc: subprocess.Popen[bytes], data: bytes) -> None:
+        assert proc.stdin is not None  # opened with stdin=PIPE
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(data)
             proc.stdin.flush()
 
     @staticmethod
-    def close(proc: subprocess.Popen) -> None:
+    def close(proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None  # opened with both as pipes
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from porttrack.common.errors import ExitCode
 from porttrack.converge import record as converge_record
 from porttrack.gitrepo import GitRepo
 from porttrack.workspace import queue as queue_mod
-from porttrack.common.errors import ExitCode
+from porttrack.workspace.files import Workspace
 from porttrack.workspace.queue import Patch
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.state import save as save_state
-from porttrack.workspace.files import Workspace
-from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
+from testing.queueing import queue_mail
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track
 

@@ -25,8 +25,20 @@ from pathlib import Path
 import pytest
 
 from porttrack.diff import hunks as hunks_mod
-from testing.realhistory import (SLICE_MERGES, SLICE_TIP, apply_change, cherry_pick, commit_tree, diff, git, hand_port,
-                                 make_fork, record_merges, slice_bundle, upstream_from_bundle)
+from testing.realhistory import (
+    SLICE_MERGES,
+    SLICE_TIP,
+    apply_change,
+    cherry_pick,
+    commit_tree,
+    diff,
+    git,
+    hand_port,
+    make_fork,
+    record_merges,
+    slice_bundle,
+    upstream_from_bundle,
+)
 from testing.workspace import make_workspace, track
 
 REVERTED = 48597  # "[Perf][GLM-5.2] Blackwell decode optimizations", reverted upstream by #49768

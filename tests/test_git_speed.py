@@ -198,9 +198,9 @@ def test_the_goal_is_not_met_by_skipping_the_fork(tmp_path, world, argv):
 # -- the batched lookups of the git door, against git answering one name at a time ------------------
 
 import random  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-import subprocess  # noqa: E402
 
 from porttrack.gitrepo import GitRepo  # noqa: E402
 from testing.gitfixtures import git_bytes  # noqa: E402

@@ -18,8 +18,8 @@ from porttrack.diff.hunks import (
     build_patch,
     parse_diff,
 )
-from porttrack.diff.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
 from porttrack.diff.presence import change_undone, hunk_state, post_image_present, pre_image_present
+from porttrack.diff.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
 
 # ---- builders ------------------------------------------------------------------------------
 

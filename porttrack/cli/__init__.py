@@ -26,16 +26,16 @@ import click
 from click.shell_completion import CompletionItem
 
 from porttrack import __version__
-from porttrack.common.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.cli import testhooks
-from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
+from porttrack.cli.terminal import COLOR_CHOICES, Terminal, fit_stderr, render, show
+from porttrack.common.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.common.secrets import redact, register_configured
 from porttrack.common.text import for_terminal_lines
 
 if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
-    from porttrack.tracks.config import Config
     from porttrack.github.client import GitHubClient
     from porttrack.gitrepo import GitRepo
+    from porttrack.tracks.config import Config
     from porttrack.workspace.files import Workspace
 
 
@@ -117,8 +117,8 @@ class Context:
     def require_tracked(self, number: int) -> None:
         """Refuse a PR number no track names (nor stacked under one), before anything is asked
         of GitHub or git: "#4880 is not tracked; tracked: …; did you mean #48804?" (usage)."""
-        from porttrack.workspace import state as state_mod  # here: `--help` loads no recorded state code
         from porttrack.take.source import check_tracked
+        from porttrack.workspace import state as state_mod  # here: `--help` loads no recorded state code
 
         check_tracked(self.config, state_mod.load(self.workspace.upstream_state_file, self.config.upstream.repo), number)
 
@@ -290,7 +290,7 @@ _INERT_IN_JSON = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u20
 def say(message: str) -> None:
     """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
     branch name): the terminal cleaner keeps escape sequences and controls out of it."""
-    click.echo(terminal.fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
+    click.echo(fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
 
 
 def main(argv: list[str] | None = None) -> int:

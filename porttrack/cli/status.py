@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from porttrack.common import clock
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say, terminal
 from porttrack.cli.terminal import Progress, Terminal
+from porttrack.common import clock
 from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
@@ -35,8 +35,14 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     PR, answered 304, costs none)."""
     from dataclasses import replace
 
-    from porttrack.report.knowledge import (gather, record_findings, recorded_findings, search_upstream, start_listing,
-                                            with_findings)
+    from porttrack.report.knowledge import (
+        gather,
+        record_findings,
+        recorded_findings,
+        search_upstream,
+        start_listing,
+        with_findings,
+    )
     from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config

@@ -38,8 +38,8 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
-    from porttrack.workspace.queue import PRESENT, Selection
     from porttrack.take.importer import import_pr, plan_to_json
+    from porttrack.workspace.queue import PRESENT, Selection
 
     number = _pr_number(pr)
     ctx.require_tracked(number)  # a typo costs no request
@@ -62,7 +62,9 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
         say(f"porttrack: #{number}'s patch fails its source check: {plan.source_check.text}")
         return 1
     if dry_run:
-        say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
+        patch = outcome.patch
+        assert patch is not None  # something was taken: returned above otherwise
+        say(f"dry run: would write patches/{patch.file} and add {patch.name} to the manifest")
     return 0
 
 
@@ -74,8 +76,8 @@ def _already_in_fork(*args):
 
 
 def render_import(outcome) -> str:
-    from porttrack.prove.gates import ungated_fix
     from porttrack.common.text import for_terminal, short_sha
+    from porttrack.prove.gates import ungated_fix
 
     plan = outcome.plan
     rev = plan.revision

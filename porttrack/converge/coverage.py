@@ -28,17 +28,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence, Union
 
-from porttrack.workspace import state as state_mod
-from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
-from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
-from porttrack.observe.prdiff import near_match
+from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.diff.presence import hunk_state
-from porttrack.workspace.state import UpstreamState
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
+from porttrack.observe.prdiff import near_match
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace, atomic_write_text, read_json
+from porttrack.workspace.state import UpstreamState
 
 
 @dataclass(frozen=True)
@@ -496,7 +496,8 @@ def _reached(graph: dict[str, tuple[str, ...]], head: str) -> tuple[set[str], se
 def _own_commits(repo: GitRepo, base: str, head: str) -> tuple[str, ...]:
     """`pr_commits(repo, base, head)` (oldest first): read from the reader while the line from
     `head` down to `base` is one parent each (a squash, a rebase merge's copies), else `rev-list`."""
-    line, at = [], head
+    line: list[str] = []
+    at = head
     while at != base and len(line) < 50:
         obj = repo.read_objects([at]).get(at)
         parents = [row[7:] for row in obj[1].split(b"\n\n", 1)[0].decode("ascii", "replace").split("\n")

@@ -118,20 +118,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from porttrack.diff import hunks as hunks_mod
-from porttrack.diff import presence
 from porttrack.common.clock import utcnow
+from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.common.text import for_terminal  # a subject cut with a mark: a bare cut of "(#46076)" read as PR #460
-from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge import kinds as _kinds
-from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge import trail as _trail
+from porttrack.converge.history import LITERAL as _LITERAL
+from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
-from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
+from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import renamed_to as _renamed_to
-from porttrack.common.errors import CannotEvaluate, NotFound
+from porttrack.diff import hunks as hunks_mod
+from porttrack.diff import presence
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
@@ -325,7 +325,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     merge = pr.merge_commit
     # the merge (with its parents), the fork ref and the upstream base in one batch
     known = repo.commits([merge, upstream_base, *(() if fork_ref.startswith("-") else (fork_ref,))])
-    fork_sha = None if fork_ref.startswith("-") or known[fork_ref] is None else known[fork_ref].sha
+    fork_commit = None if fork_ref.startswith("-") else known[fork_ref]
+    fork_sha = fork_commit.sha if fork_commit is not None else None
     if fork_sha is None:
         raise NotFound(f"fork ref {fork_ref!r} does not exist in the fork checkout {repo.path}")
     merge_info = known[merge]
@@ -336,7 +337,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     rebased = _rebase_merged(repo, merge, pr.head_sha, pr.base_sha) if len(parents) == 1 else None
     if rebased is not None:  # the change starts below the PR's replayed commits, not at the merge's parent
         kind, parents = "rebase", [rebased[0]]
-    base_sha = known[upstream_base].sha if known[upstream_base] else None
+    base_info = known[upstream_base]
+    base_sha = base_info.sha if base_info else None
     if parents:
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
     else:  # a root commit: everything it has is its change
@@ -402,11 +404,11 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
                                              "patch-id", f"same patch-id as {m.commit[:12]}", early if in_base else None), patch_id)
     if patch_id is not None:
-        since = f"since {merge_base[:12]}" if merge_base else ""
+        looked = f"since {merge_base[:12]}" if merge_base else ""
         if patch_id.candidates:
-            reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
+            reasons.append(f"none of the {patch_id.candidates} fork commit(s) {looked} touching the PR's files has its patch-id")
         else:
-            reasons.append(f"no fork commit {since} touches the PR's files, so none can carry its patch-id")
+            reasons.append(f"no fork commit {looked} touches the PR's files, so none can carry its patch-id")
 
     results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None, early if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")

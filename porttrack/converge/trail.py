@@ -380,7 +380,7 @@ def change_between(old: bytes, new: bytes, path: str) -> _File:
     return _File(path, "modified", False, tuple(hunks))
 
 
-def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
+def _advance(trail: Trail, fd: "FileDiff | _File", commit: Commit) -> None:
     texts = [h for h in fd.hunks if h.kind == "text"]
     if trail.whole or fd.is_binary or any(h.kind == "binary" for h in fd.hunks):
         trail.touched.append(commit)

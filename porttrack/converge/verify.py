@@ -37,24 +37,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from porttrack.diff import hunks as hunks_mod
-from porttrack.converge import ports as ports_mod
-from porttrack.workspace import queue as queue_mod
-from porttrack.workspace import state as state_mod
-from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
-    Drop,
-    HunkResult,
-    MergedPR,
-    Regression,
-    Verdict,
-    patch_id_of_change,
-    patch_ids,
-    counts_words,
-    decide,
-    summary,
-    to_json,
-)
-from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
 from porttrack.common.errors import (
     CannotEvaluate,
     CheckFailed,
@@ -66,10 +48,28 @@ from porttrack.common.errors import (
     UnsafeInput,
     UpstreamUnreachable,
 )
+from porttrack.converge import ports as ports_mod
+from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
+    Drop,
+    HunkResult,
+    MergedPR,
+    Regression,
+    Verdict,
+    counts_words,
+    decide,
+    patch_id_of_change,
+    patch_ids,
+    summary,
+    to_json,
+)
+from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
+from porttrack.diff import hunks as hunks_mod
 from porttrack.gitrepo import GitRepo, branch_words, fork_branch_ref, upstream_ref
 from porttrack.prove.runner import run_job
-from porttrack.workspace.files import Workspace
 from porttrack.tracks.config import Config, Job
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
+from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient

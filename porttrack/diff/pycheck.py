@@ -23,7 +23,7 @@ import ast
 import keyword
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,7 @@ def _changed_lines(h: Hunk, marker: str) -> set[int]:
 
 def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None,
           cache: "FactsCache | None" = None) -> list[NameUse]:
+    names: tuple[Mapping[str, Collection[int]], Mapping[int, Collection[str]]] | None
     try:
         if cache is not None:
             facts = cache.get(source, path)

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from porttrack.common.errors import GitError, without_userinfo
-from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.common.clock import utcnow
+from porttrack.common.errors import GitError, without_userinfo
 from porttrack.common.text import for_terminal
+from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:
@@ -198,9 +198,9 @@ def _classify_heads(
 ) -> dict[int, HeadChange]:
     """Appended or force-pushed, for every PR whose head moved since the last observation."""
     moved = {
-        n: (state.prs[n].head_sha, pr.head_sha)
+        n: (old, pr.head_sha)
         for n, pr in fetched.items()
-        if n in state.prs and state.prs[n].head_sha and state.prs[n].head_sha != pr.head_sha
+        if n in state.prs and (old := state.prs[n].head_sha) and old != pr.head_sha
     }
     result: dict[int, HeadChange] = {}
     if repo is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from porttrack.common.errors import InputError
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.github.records import PRFile
 
 if TYPE_CHECKING:  # annotations only: coverage's near_match (`status --offline`) loads no GitHub record
     from porttrack.github.records import PRFile

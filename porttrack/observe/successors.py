@@ -21,10 +21,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
-from porttrack.github.records import IssueRef, PullRequest
 from porttrack.diff.hunks import Hunk
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.github.records import IssueRef, PullRequest
 from porttrack.observe.prdiff import file_hunks, near_match
 from porttrack.workspace.state import RecordedPR
 
@@ -146,6 +146,7 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     found: list[Candidate] = []
     failed: list[Reason] = []
     problem = None
+    refs: tuple[IssueRef, ...] | None = None
     try:
         if timeline is not None:
             refs, cached = _await_timeline(timeline, failed)

@@ -72,18 +72,22 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from porttrack import apply as apply_mod
+from porttrack.common.clock import utcnow
+from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
+from porttrack.common.text import for_terminal
+from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
+from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
+from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
+from porttrack.diff.relations import dependency_groups, missing_dependencies
+from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
+from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
+from porttrack.take.mail import Provenance, format_mail
+from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
+from porttrack.take.source import resolve_source, stability, track_for
+from porttrack.tracks.config import Config
 from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
-from porttrack.common.clock import utcnow
-from porttrack.tracks.config import Config
-from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
-from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
-from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
-from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
-from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
-from porttrack.diff.relations import dependency_groups, missing_dependencies
-from porttrack.take.mail import Provenance, format_mail
-from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
+from porttrack.workspace.files import Workspace, actor, checkpoint, commit_point, lock
 from porttrack.workspace.queue import (
     DEPENDS,
     EXCLUDED,
@@ -101,12 +105,7 @@ from porttrack.workspace.queue import (
     Transition,
     reason_counts,
 )
-from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
-from porttrack.workspace.files import checkpoint
-from porttrack.common.text import for_terminal
-from porttrack.workspace.files import Workspace, commit_point, lock
 
 if TYPE_CHECKING:  # the GitHub client and the poll are for online imports only: not imported by --offline ones
     from porttrack.github.client import GitHubClient
@@ -287,7 +286,7 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
         why=f"imported {len(plan.taken)} of {len(plan.hunks)} hunks of {plan.upstream}#{plan.pr} at "
         f"{(plan.revision.through or plan.revision.head)[:12]}"
         + ("" if plan.gate else " (the track has no gate: this patch can never be promoted)"),
-        by=queue_mod._who(),
+        by=actor(),
     )
     return Patch(
         name=name,

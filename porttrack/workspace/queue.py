@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -50,7 +49,16 @@ from porttrack.common.clock import utcnow
 from porttrack.common.errors import InputError, NotFound, PreconditionError
 from porttrack.diff.paths import check_file_name, resolve_inside
 from porttrack.diff.pycheck import SourceCheck
-from porttrack.workspace.files import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock, read_json
+from porttrack.workspace.files import (
+    Workspace,
+    actor,
+    atomic_write_bytes,
+    atomic_write_text,
+    commit_point,
+    dump_json,
+    lock,
+    read_json,
+)
 
 SCHEMA = "porttrack/queue/v1"
 LIVE_STATES = frozenset({"queued", "ungated", "gated-pass", "gated-fail", "default-enabled"})
@@ -259,7 +267,7 @@ class Patch:
     def transition(self, to: str, why: str, by: str = "", evidence: Iterable[str] = (), at: str | None = None) -> "Patch":
         if to not in STATES:
             raise ValueError(f"unknown state {to!r}")
-        step = Transition(at or utcnow(), to, why, by or _who(), tuple(evidence), self.state)
+        step = Transition(at or utcnow(), to, why, by or actor(), tuple(evidence), self.state)
         return replace(self, state=to, history=self.history + (step,))
 
 
@@ -314,10 +322,6 @@ def slug(text: str, limit: int = 40) -> str:
 
 def patch_file_name(name: str, content: bytes) -> str:
     return f"{name}.{hashlib.sha256(content).hexdigest()[:10]}.patch"
-
-
-def _who() -> str:
-    return os.environ.get("PORTTRACK_ACTOR") or os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown"
 
 
 # -- persistence -------------------------------------------------------------------------------
