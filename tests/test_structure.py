@@ -21,6 +21,9 @@ LONG_MODULES: dict[str, str] = {
                             "clone, worktrees, scratch indexes) and the one object reader they share; the "
                             "commit-graph reader (common/commitgraph) and the pinned settings (common/gitconfig) "
                             "already live apart",
+    "porttrack/tracks/config.py": "tracks.yaml's records, both profiles' (vllm-gpu, neutral), with the field rules "
+                                  "pydantic reads from their annotations; reading and validating the file "
+                                  "(tracks/file, tracks/validation) already live apart",
     "porttrack/converge/decide.py": "the verdict of verify-converged: its documented records and JSON, the three "
                                     "steps and every hunk's state; following lines through upstream's history "
                                     "(converge/trail), history reads (converge/history) and byte presence "
