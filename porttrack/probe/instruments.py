@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+from collections import defaultdict
 from typing import Any
 
 from porttrack.probe.events import EventLog
@@ -42,18 +43,17 @@ class Unavailable(Exception):
 class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
-    __slots__ = ("depth", "region", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
+    __slots__ = ("depth", "region", "replays", "fresh", "eager", "entries", "unreplayed",
                  "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
-        self.depth = 0  # graphed regions this thread is inside (nested entries count once)
-        self.region = ""  # the outermost one's name
+        self.region = ""  # the graphed region this thread is in (the outermost one's name), "" outside
+        self.depth = 0  # regions entered inside it (nested entries count once)
         self.replays: dict[int, int] = {}
-        self.total_replays = 0
-        self.at_entry = 0
-        self.eager: dict[str, int] = {}
+        self.fresh = False  # in a region that has replayed no graph yet
+        self.eager: dict[str, int] = defaultdict(int)  # `d[k] += 1`: the fewest steps on the launch path
         self.entries = 0
-        self.unreplayed: dict[str, int] = {}
+        self.unreplayed: dict[str, int] = defaultdict(int)
         self.bench_n = 0
         self.bench_s = 0.0
         self.capturing = 0  # CUDA graph captures this thread has begun and not ended
@@ -372,6 +372,7 @@ class Regions:
             chain.add(self._hook)
         else:
             self.launch_knob = knob
+            Region.plain = True
 
     def _count_in_chain(self, chain: Any) -> bool:
         """Give the chain object a subclass of its own class whose `__call__` counts a launch in a
@@ -390,13 +391,12 @@ class Regions:
             except AttributeError:
                 pass
             else:
-                if t.depth and not t.capturing:
+                if t.region and not t.capturing:
                     try:
                         name = args[0].data["name"]
                     except Exception:
                         name = _launch_name(args[0] if args else None)
-                    eager = t.eager
-                    eager[name] = eager.get(name, 0) + 1
+                    t.eager[name] += 1
             calls = self.calls
             if not calls:  # an empty chain calls nothing
                 return None
@@ -431,7 +431,7 @@ class Regions:
                 t = local.t
             except AttributeError:
                 t = None
-            if t is not None and t.depth and not t.capturing:
+            if t is not None and t.region and not t.capturing:
                 try:
                     name = metadata.data["name"]
                 except Exception:
@@ -462,8 +462,7 @@ class Regions:
                                   now=type(knob_now).__name__)
 
     def current(self) -> str | None:
-        t = self.counts.mine()
-        return t.region if t.depth else None
+        return self.counts.mine().region or None
 
     def install(self) -> None:
         """The first thread into a region sets the plain launch knob (older Triton only)."""
@@ -498,12 +497,15 @@ def _launch_name(metadata: Any) -> str:
 
 class Region:
     """A `graphed_region(name)`: one object per name, shared by threads (the state is per thread).
-    A class, not a generator, and flat: it runs around every replay. Entering reads one
-    thread-local and bumps the thread's depth; the outermost exit counts the entry and
-    whether a replay happened inside (the replay counter is the thread's running total, so no
-    per-graph work is done here). Nested regions count as the outermost one."""
+    A class, not a generator, and flat: it runs around every replay and every step, so it does as
+    little as it can. Entering reads one thread-local, names the thread's region and flags it
+    fresh (no replay yet: the replay wrapper clears the flag); the outermost exit counts the entry,
+    and the region as not replayed if still fresh. Nested regions count as the outermost one.
+    `plain` (class-wide): an older Triton whose launch knob is set only while a thread is in a
+    region."""
 
     __slots__ = ("name", "regions", "local", "mine")
+    plain = False
 
     def __init__(self, regions: Regions, name: str):
         self.name, self.regions, self.local, self.mine = name, regions, regions._local, regions.counts.mine
@@ -513,31 +515,27 @@ class Region:
             t = self.local.t
         except AttributeError:
             t = self.mine()
-        if t.depth:
+        if t.region:
             t.depth += 1
             return
-        t.depth = 1
         t.region = self.name
-        t.at_entry = t.total_replays
-        if self.regions.launch_knob is not None:
+        t.fresh = True
+        if self.plain:
             self.regions.install()
 
     def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
         try:
             t = self.local.t
-        except AttributeError:
+        except AttributeError:  # a child forked inside the region: its counts start after it
             return
-        depth = t.depth
-        if depth != 1:
-            if depth:
-                t.depth = depth - 1
+        if t.depth:
+            t.depth -= 1
             return
-        t.depth = 0
+        t.region = ""
         t.entries += 1
-        if t.total_replays == t.at_entry:
-            unreplayed = t.unreplayed
-            unreplayed[self.name] = unreplayed.get(self.name, 0) + 1
-        if self.regions.launch_knob is not None:
+        if t.fresh:
+            t.unreplayed[self.name] += 1
+        if self.plain:
             self.regions.uninstall()
 
 
@@ -556,7 +554,7 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
             t = local.t
         except AttributeError:
             t = mine()
-        t.total_replays += 1
+        t.fresh = False
         r = t.replays
         r[id(self)] = r.get(id(self), 0) + 1
         return original_replay(self, *args, **kw)
