@@ -372,7 +372,7 @@ class Regions:
             chain.add(self._hook)
         else:
             self.launch_knob = knob
-            Region.plain = True
+            Region.__enter__, Region.__exit__ = Region.enter_setting_knob, Region.exit_setting_knob
 
     def _count_in_chain(self, chain: Any) -> bool:
         """Give the chain object a subclass of its own class whose `__call__` counts a launch in a
@@ -385,7 +385,7 @@ class Regions:
         local = self._local
         inline = isinstance(getattr(chain, "reversed", None), bool)  # Triton 3.6's HookChain, run here as it runs itself
 
-        def __call__(self: Any, *args: Any, **kw: Any) -> Any:
+        def __call__(self: Any, metadata: Any = _NO_ARGUMENT, *args: Any, **kw: Any) -> Any:
             try:
                 t = local.t
             except AttributeError:
@@ -393,13 +393,15 @@ class Regions:
             else:
                 if t.region and not t.capturing:
                     try:
-                        name = args[0].data["name"]
+                        name = metadata.data["name"]
                     except Exception:
-                        name = _launch_name(args[0] if args else None)
+                        name = _launch_name(metadata)
                     t.eager[name] += 1
             calls = self.calls
             if not calls:  # an empty chain calls nothing
                 return None
+            if metadata is not _NO_ARGUMENT:
+                args = (metadata, *args)
             if not inline:
                 return base_call(self, *args, **kw)
             for call in calls if not self.reversed else reversed(calls):  # HookChain.__call__, in this frame
@@ -486,6 +488,9 @@ class Regions:
                 self._previous = None
 
 
+_NO_ARGUMENT = object()
+
+
 def _launch_name(metadata: Any) -> str:
     """A launch's kernel name where `metadata.data["name"]` is not there (another Triton's shape)."""
     try:
@@ -501,11 +506,11 @@ class Region:
     little as it can. Entering reads one thread-local, names the thread's region and flags it
     fresh (no replay yet: the replay wrapper clears the flag); the outermost exit counts the entry,
     and the region as not replayed if still fresh. Nested regions count as the outermost one.
-    `plain` (class-wide): an older Triton whose launch knob is set only while a thread is in a
-    region."""
+    On an older Triton whose launch knob is set only while a thread is in a region,
+    `Regions.set_launch_knob` gives the class `enter_setting_knob`/`exit_setting_knob` instead, so
+    the usual entry checks nothing for it."""
 
     __slots__ = ("name", "regions", "local", "mine")
-    plain = False
 
     def __init__(self, regions: Regions, name: str):
         self.name, self.regions, self.local, self.mine = name, regions, regions._local, regions.counts.mine
@@ -520,8 +525,6 @@ class Region:
             return
         t.region = self.name
         t.fresh = True
-        if self.plain:
-            self.regions.install()
 
     def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
         try:
@@ -535,8 +538,28 @@ class Region:
         t.entries += 1
         if t.fresh:
             t.unreplayed[self.name] += 1
-        if self.plain:
+
+    def enter_setting_knob(self) -> None:
+        try:
+            outermost = not self.local.t.region
+        except AttributeError:
+            outermost = True
+        Region.counting_enter(self)
+        if outermost:
+            self.regions.install()
+
+    def exit_setting_knob(self, kind: Any, value: Any, trace: Any) -> None:
+        try:
+            t = self.local.t
+        except AttributeError:
+            return
+        outermost = not t.depth and bool(t.region)
+        Region.counting_exit(self, kind, value, trace)
+        if outermost:
             self.regions.uninstall()
+
+
+Region.counting_enter, Region.counting_exit = Region.__enter__, Region.__exit__
 
 
 # -- torch: CUDA graphs, inductor and dynamo ----------------------------------------------------
