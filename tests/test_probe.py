@@ -500,8 +500,25 @@ CALLS_PER_LAUNCH = """
     def inside():
         with probe.graphed_region("decode"):
             decode_step.launch("B=8")
+    def raised_in_a_new_thread(n=20):   # a thread that never enters a region: no exception per launch
+        import threading
+        seen = []
+        def body():
+            decode_step.launch("B=8")
+            def trace(frame, event, arg):
+                if event == "exception":
+                    seen.append(frame.f_code.co_name)
+                return trace
+            sys.settrace(trace)
+            for _ in range(n):
+                decode_step.launch("B=8")
+            sys.settrace(None)
+        thread = threading.Thread(target=body)
+        thread.start(); thread.join()
+        return len(seen)
     print(python_calls(out), python_calls(inside), order[-4:] == ["before", "after"] * 2,
-          triton.knobs.runtime.launch_enter_hook is chain and chain.calls is calls_list and len(calls_list) == 2)
+          triton.knobs.runtime.launch_enter_hook is chain and chain.calls is calls_list and len(calls_list) == 2,
+          raised_in_a_new_thread())
 """
 
 
@@ -516,9 +533,9 @@ def test_a_launch_costs_no_python_call_for_the_probe_in_or_out_of_a_region(tmp_p
     (tmp_path / "off").mkdir()
     on, log = run_program(tmp_path / "on", body, "triton_3_6", "torch_cuda")
     off, _ = run_program(tmp_path / "off", body, "triton_3_6", "torch_cuda", probe=False)
-    on_out, on_in, on_order, on_chain = on.stdout.split()
-    off_out, off_in, off_order, off_chain = off.stdout.split()
-    assert (on_out, on_in) == (off_out, off_in), (on.stdout, off.stdout)
+    on_out, on_in, on_order, on_chain, on_raised = on.stdout.split()
+    off_out, off_in, off_order, off_chain, off_raised = off.stdout.split()
+    assert (on_out, on_in, on_raised) == (off_out, off_in, off_raised) == (off_out, off_in, "0"), (on.stdout, off.stdout)
     assert on_order == off_order == str(neighbours) and on_chain == off_chain == str(neighbours)
     s = summary_of(log)
     assert s.eager_triton_launches_in_graphed_regions == 51 and s.eager_kernels == ("decode_step",)

@@ -382,21 +382,20 @@ class Regions:
         base_call = getattr(base, "__call__", None)
         if not isinstance(getattr(chain, "calls", None), list) or base_call is None or getattr(base, "_porttrack_counts", False):
             return False
-        local = self._local
+        local, mine = self._local, self.counts.mine
         inline = isinstance(getattr(chain, "reversed", None), bool)  # Triton 3.6's HookChain, run here as it runs itself
 
         def __call__(self: Any, metadata: Any = _NO_ARGUMENT, *args: Any, **kw: Any) -> Any:
             try:
                 t = local.t
-            except AttributeError:
-                pass
-            else:
-                if t.region and not t.capturing:
-                    try:
-                        name = metadata.data["name"]
-                    except Exception:
-                        name = _launch_name(metadata)
-                    t.eager[name] += 1
+            except AttributeError:  # this thread's first launch: its counters now, so no later launch raises
+                t = mine()
+            if t.region and not t.capturing:
+                try:
+                    name = metadata.data["name"]
+                except Exception:
+                    name = _launch_name(metadata)
+                t.eager[name] += 1
             calls = self.calls
             if not calls:  # an empty chain calls nothing
                 return None
@@ -425,15 +424,15 @@ class Regions:
         from the start; `get()` would run the kernel's launch-metadata functions on every launch)
         and bumps one dict entry. In a HookChain (Triton 3.6) it calls nothing else; on an older
         Triton's plain knob it calls the hook it displaced."""
-        local = self._local
+        local, mine = self._local, self.counts.mine
         regions = self
 
         def on_launch(metadata: Any) -> Any:
             try:
                 t = local.t
-            except AttributeError:
-                t = None
-            if t is not None and t.region and not t.capturing:
+            except AttributeError:  # this thread's first launch: its counters now, so no later launch raises
+                t = mine()
+            if t.region and not t.capturing:
                 try:
                     name = metadata.data["name"]
                 except Exception:
