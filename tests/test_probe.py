@@ -543,6 +543,26 @@ def test_a_launch_costs_no_python_call_for_the_probe_in_or_out_of_a_region(tmp_p
     assert not s.problems
 
 
+def test_a_region_with_an_empty_name_still_counts_its_launches(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+
+        @triton.jit
+        def decode_step():
+            pass
+
+        decode_step.launch("B=8")
+        probe.mark(probe.WARMUP_DONE)
+        with probe.graphed_region(""):
+            decode_step.launch("B=8")
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions == 1 and (s.graphed_region_entries, s.graphed_regions_not_replayed) == (1, 1)
+
+
 def test_a_chain_whose_class_is_put_back_makes_region_launches_not_measured(tmp_path: Path) -> None:
     body = """
         from porttrack import probe

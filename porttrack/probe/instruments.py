@@ -47,7 +47,7 @@ class _Thread:
                  "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
-        self.region = ""  # the graphed region this thread is in (the outermost one's name), "" outside
+        self.region: Any = None  # the graphed region this thread is in (the outermost Region), None outside
         self.depth = 0  # regions entered inside it (nested entries count once)
         self.replays: dict[int, int] = {}
         self.fresh = False  # in a region that has replayed no graph yet
@@ -463,7 +463,8 @@ class Regions:
                                   now=type(knob_now).__name__)
 
     def current(self) -> str | None:
-        return self.counts.mine().region or None
+        region = self.counts.mine().region
+        return region.name if region is not None else None
 
     def install(self) -> None:
         """The first thread into a region sets the plain launch knob (older Triton only)."""
@@ -502,7 +503,7 @@ def _launch_name(metadata: Any) -> str:
 class Region:
     """A `graphed_region(name)`: one object per name, shared by threads (the state is per thread).
     A class, not a generator, and flat: it runs around every replay and every step, so it does as
-    little as it can. Entering reads one thread-local, names the thread's region and flags it
+    little as it can. Entering reads one thread-local, sets the thread's region and flags it
     fresh (no replay yet: the replay wrapper clears the flag); the outermost exit counts the entry,
     and the region as not replayed if still fresh. Nested regions count as the outermost one.
     On an older Triton whose launch knob is set only while a thread is in a region,
@@ -522,7 +523,7 @@ class Region:
         if t.region:
             t.depth += 1
             return
-        t.region = self.name
+        t.region = self
         t.fresh = True
 
     def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
@@ -533,7 +534,7 @@ class Region:
         if t.depth:
             t.depth -= 1
             return
-        t.region = ""
+        t.region = None
         t.entries += 1
         if t.fresh:
             t.unreplayed[self.name] += 1
