@@ -14,8 +14,9 @@ in an order that rotates every block (off, on, main / on, main, off / ...), so a
 machine falls on every variant alike. One block is `--launches` launches of each loop:
 
 - `out`: `bump_kernel[(1,)](...)` outside any region;
-- `in`: the same inside `probe.graphed_region("decode")` (an eager launch in a region: the probe's
-  launch hook counts it by name);
+- `in`: the same inside `probe.graphed_region("decode")` (an eager launch in a region: the probe
+  counts it by name, in main's probe through a hook in Triton's launch chain, since issue 31 item
+  10 inside the chain's own frame);
 - `inert`: the same inside the probe's inert region (what a region is with the probe off);
 - `region_only`: entering and leaving the region with no launch (the region's own cost).
 

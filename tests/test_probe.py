@@ -472,6 +472,112 @@ def test_two_threads_in_graphed_regions_at_once(tmp_path: Path, knob: str, monke
     assert s.eager_triton_launches_in_graphed_regions == 100 and s.graphed_region_entries == 100
 
 
+CALLS_PER_LAUNCH = """
+    import sys, triton
+    from porttrack import probe
+    chain = triton.knobs.runtime.launch_enter_hook
+    calls_list, order = chain.calls, []
+    chain.add(lambda md: order.append("before"))   # another library's hook, there before the probe
+    probe.install()
+    import torch
+    chain.add(lambda md: order.append("after"))    # and one added after it
+    @triton.jit
+    def decode_step():
+        pass
+    decode_step.launch("B=8")
+    probe.mark(probe.WARMUP_DONE)
+
+    def python_calls(fn, n=50):
+        fn()   # the first entry of a region makes its object: once, not per launch
+        seen = []
+        sys.setprofile(lambda frame, event, arg: seen.append(frame.f_code.co_name) if event == "call" else None)
+        for _ in range(n):
+            fn()
+        sys.setprofile(None)
+        return f"{len(seen) / n:g}"   # Python functions entered per launch, fn itself included
+    def out():
+        decode_step.launch("B=8")
+    def inside():
+        with probe.graphed_region("decode"):
+            decode_step.launch("B=8")
+    def raised_in_a_new_thread(n=20):   # a thread that never enters a region: no exception per launch
+        import threading
+        seen = []
+        def body():
+            decode_step.launch("B=8")
+            def trace(frame, event, arg):
+                if event == "exception":
+                    seen.append(frame.f_code.co_name)
+                return trace
+            sys.settrace(trace)
+            for _ in range(n):
+                decode_step.launch("B=8")
+            sys.settrace(None)
+        thread = threading.Thread(target=body)
+        thread.start(); thread.join()
+        return len(seen)
+    print(python_calls(out), python_calls(inside), order[-4:] == ["before", "after"] * 2,
+          triton.knobs.runtime.launch_enter_hook is chain and chain.calls is calls_list and len(calls_list) == 2,
+          raised_in_a_new_thread())
+"""
+
+
+@pytest.mark.parametrize("neighbours", [True, False])
+def test_a_launch_costs_no_python_call_for_the_probe_in_or_out_of_a_region(tmp_path: Path, neighbours: bool) -> None:
+    """Issue 31 item 10: the probe's cost per Triton launch. It counts a launch in a graphed region
+    inside the chain's own frame, so a launch runs exactly the Python calls it runs without the
+    probe (a hook in the chain's list cost one call per launch, in or out of a region: 1.06x on an
+    H200), the chain keeps its identity and call list, and other hooks run once each, in order."""
+    body = CALLS_PER_LAUNCH if neighbours else CALLS_PER_LAUNCH.replace("chain.add(lambda", "(lambda")
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    on, log = run_program(tmp_path / "on", body, "triton_3_6", "torch_cuda")
+    off, _ = run_program(tmp_path / "off", body, "triton_3_6", "torch_cuda", probe=False)
+    on_out, on_in, on_order, on_chain, on_raised = on.stdout.split()
+    off_out, off_in, off_order, off_chain, off_raised = off.stdout.split()
+    assert (on_out, on_in, on_raised) == (off_out, off_in, off_raised) == (off_out, off_in, "0"), (on.stdout, off.stdout)
+    assert on_order == off_order == str(neighbours) and on_chain == off_chain == str(neighbours)
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions == 51 and s.eager_kernels == ("decode_step",)
+    assert (s.graphed_region_entries, s.graphed_regions_not_replayed) == (51, 51)
+    assert not s.problems
+
+
+def test_a_region_with_an_empty_name_still_counts_its_launches(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+
+        @triton.jit
+        def decode_step():
+            pass
+
+        decode_step.launch("B=8")
+        probe.mark(probe.WARMUP_DONE)
+        with probe.graphed_region(""):
+            decode_step.launch("B=8")
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions == 1 and (s.graphed_region_entries, s.graphed_regions_not_replayed) == (1, 1)
+
+
+def test_a_chain_whose_class_is_put_back_makes_region_launches_not_measured(tmp_path: Path) -> None:
+    body = """
+        from porttrack import probe
+        probe.install()
+        import torch, triton
+        probe.mark(probe.WARMUP_DONE)
+        chain = triton.knobs.runtime.launch_enter_hook
+        chain.__class__ = triton.HookChain          # the probe no longer counts in the chain
+    """
+    _, log = run_program(tmp_path, body, "triton_3_6", "torch_cuda")
+    s = summary_of(log)
+    assert s.eager_triton_launches_in_graphed_regions is None and s.graphed_regions_not_replayed is None
+    assert any("region-launches not measured" in p for p in s.problems)
+
+
 def test_cache_entries_are_those_this_process_wrote_not_its_neighbours(tmp_path: Path) -> None:
     cache = tmp_path / "shared-cache"
     neighbour = tmp_path / "neighbour.py"

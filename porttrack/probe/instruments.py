@@ -25,7 +25,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from collections import defaultdict
+from typing import Any, Callable, ClassVar
 
 from porttrack.probe.events import EventLog
 
@@ -42,18 +43,17 @@ class Unavailable(Exception):
 class _Thread:
     """One thread's counters: touched only by that thread, summed by `Counts.snapshot`."""
 
-    __slots__ = ("depth", "region", "replays", "total_replays", "at_entry", "eager", "entries", "unreplayed",
+    __slots__ = ("depth", "region", "replays", "fresh", "eager", "entries", "unreplayed",
                  "bench_n", "bench_s", "capturing")
 
     def __init__(self) -> None:
-        self.depth = 0  # graphed regions this thread is inside (nested entries count once)
-        self.region = ""  # the outermost one's name
+        self.region: Any = None  # the graphed region this thread is in (the outermost Region), None outside
+        self.depth = 0  # regions entered inside it (nested entries count once)
         self.replays: dict[int, int] = {}
-        self.total_replays = 0
-        self.at_entry = 0
-        self.eager: dict[str, int] = {}
+        self.fresh = False  # in a region that has replayed no graph yet
+        self.eager: dict[str, int] = defaultdict(int)  # `d[k] += 1`: the fewest steps on the launch path
         self.entries = 0
-        self.unreplayed: dict[str, int] = {}
+        self.unreplayed: dict[str, int] = defaultdict(int)
         self.bench_n = 0
         self.bench_s = 0.0
         self.capturing = 0  # CUDA graph captures this thread has begun and not ended
@@ -337,10 +337,16 @@ class Regions:
     its kernels), and Triton launches outside a capture.
 
     Triton's launch hook: on Triton 3.6, `knobs.runtime.launch_enter_hook` is a HookChain that is
-    never None (Triton builds launch metadata for every launch anyway), so the probe adds its hook
-    to the chain once and it returns at once outside a region. On an older Triton whose knob is a
-    plain attribute (set, Triton builds metadata for every launch), the hook is set only while
-    some thread is inside a region: installed by the first thread in, restored by the last one out,
+    never None: Triton builds launch metadata and calls the chain (a Python frame) on every launch,
+    whatever it holds. The probe adds no hook to it: it turns the chain object itself into a
+    subclass (`__class__`, so the knob, its identity and its call list stay as they were, and a hook
+    another library adds before or after is called as before) whose `__call__` counts the launch
+    inline when this thread is in a region, and runs the list only when it holds a hook. Outside a
+    region a launch costs one thread-local read in the frame Triton calls anyway, no extra call (a
+    hook in the list cost a Python call per launch: 1.06x on an H200). Where the class cannot be
+    set, the probe's hook is added to the chain as before. On an older Triton whose knob is a plain
+    attribute (set, Triton builds metadata for every launch), the hook is set only while some
+    thread is inside a region: installed by the first thread in, restored by the last one out,
     never chained to itself."""
 
     def __init__(self, log: EventLog, counts: Counts, watch: HookWatch):
@@ -348,6 +354,7 @@ class Regions:
         self.launch_knob: Any = None
         self._knob_owner: Any = None
         self._chain: Any = None
+        self._counting_class: Any = None  # the chain's class once the probe counts inside it
         self._lock = threading.Lock()
         self._inside = 0
         self._previous: Any = None
@@ -358,11 +365,57 @@ class Regions:
         self._knob_owner = knob
         chain: Any = getattr(knob, "launch_enter_hook", None)
         if callable(getattr(chain, "add", None)) and callable(getattr(chain, "remove", None)):
+            self._chain = chain
+            if self._count_in_chain(chain):
+                return
             self._hook = self._launch_hook(chained=True)
             chain.add(self._hook)
-            self._chain = chain
         else:
             self.launch_knob = knob
+            Region.__enter__, Region.__exit__ = Region.enter_setting_knob, Region.exit_setting_knob  # type: ignore[method-assign]  # old Triton: the knob is set per region
+
+    def _count_in_chain(self, chain: Any) -> bool:
+        """Give the chain object a subclass of its own class whose `__call__` counts a launch in a
+        region inline (see the class docstring). False where that cannot be done: a chain whose
+        hooks are not a `calls` list, or whose class refuses the assignment."""
+        base = type(chain)
+        base_call = getattr(base, "__call__", None)
+        if not isinstance(getattr(chain, "calls", None), list) or base_call is None or getattr(base, "_porttrack_counts", False):
+            return False
+        local, mine = self._local, self.counts.mine
+        inline = isinstance(getattr(chain, "reversed", None), bool)  # Triton 3.6's HookChain, run here as it runs itself
+
+        def __call__(self: Any, metadata: Any = _NO_ARGUMENT, *args: Any, **kw: Any) -> Any:
+            try:
+                t = local.t
+            except AttributeError:  # this thread's first launch: its counters now, so no later launch raises
+                t = mine()
+            if t.region and not t.capturing:
+                try:
+                    name = metadata.data["name"]
+                except Exception:
+                    name = _launch_name(metadata)
+                t.eager[name] += 1
+            calls = self.calls
+            if not calls:  # an empty chain calls nothing
+                return None
+            if metadata is not _NO_ARGUMENT:
+                args = (metadata, *args)
+            if not inline:
+                return base_call(self, *args, **kw)
+            for call in calls if not self.reversed else reversed(calls):  # HookChain.__call__, in this frame
+                call(*args, **kw)
+            return None
+
+        __call__.__qualname__ = "Regions.counting_chain.__call__"
+        counting = type(base.__name__, (base,), {"__slots__": (), "__call__": __call__, "_porttrack_counts": True,
+                                                  "__module__": base.__module__, "__doc__": base.__doc__})
+        try:
+            chain.__class__ = counting
+        except TypeError:
+            return False
+        self._counting_class = counting
+        return True
 
     def _launch_hook(self, chained: bool) -> Any:
         """The launch hook, a closure over the per-thread state: it runs on every Triton launch in
@@ -371,20 +424,19 @@ class Regions:
         from the start; `get()` would run the kernel's launch-metadata functions on every launch)
         and bumps one dict entry. In a HookChain (Triton 3.6) it calls nothing else; on an older
         Triton's plain knob it calls the hook it displaced."""
-        local = self._local
+        local, mine = self._local, self.counts.mine
         regions = self
 
         def on_launch(metadata: Any) -> Any:
             try:
                 t = local.t
-            except AttributeError:
-                t = None
-            if t is not None and t.depth and not t.capturing:
+            except AttributeError:  # this thread's first launch: its counters now, so no later launch raises
+                t = mine()
+            if t.region and not t.capturing:
                 try:
                     name = metadata.data["name"]
                 except Exception:
-                    data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
-                    name = (data.get("name") if isinstance(data, dict) else None) or "?"
+                    name = _launch_name(metadata)
                 eager = t.eager
                 eager[name] = eager.get(name, 0) + 1
             if chained:
@@ -400,15 +452,19 @@ class Regions:
         if self._chain is not None:
             holder = getattr(self._chain, "calls", None)
             knob_now = getattr(self._knob_owner, "launch_enter_hook", self._chain)
-            if knob_now is not self._chain or (isinstance(holder, list) and self._hook not in holder):
+            if self._counting_class is not None:
+                lost = knob_now is not self._chain or type(knob_now) is not self._counting_class
+            else:
+                lost = knob_now is not self._chain or (isinstance(holder, list) and self._hook not in holder)
+            if lost:
                 if ("region-launches", "launch_enter_hook") not in self.watch.reported:
                     self.watch.reported.add(("region-launches", "launch_enter_hook"))
                     self.log.emit("probe-hook-replaced", instrument="region-launches", hook="launch_enter_hook",
                                   now=type(knob_now).__name__)
 
     def current(self) -> str | None:
-        t = self.counts.mine()
-        return t.region if t.depth else None
+        region = self.counts.mine().region
+        return region.name if region is not None else None
 
     def install(self) -> None:
         """The first thread into a region sets the plain launch knob (older Triton only)."""
@@ -432,14 +488,32 @@ class Regions:
                 self._previous = None
 
 
+_NO_ARGUMENT = object()
+
+
+def _launch_name(metadata: Any) -> str:
+    """A launch's kernel name where `metadata.data["name"]` is not there (another Triton's shape)."""
+    try:
+        data = metadata.get() if callable(getattr(metadata, "get", None)) else metadata
+        return str((data.get("name") if isinstance(data, dict) else None) or "?")
+    except Exception:
+        return "?"
+
+
 class Region:
     """A `graphed_region(name)`: one object per name, shared by threads (the state is per thread).
-    A class, not a generator, and flat: it runs around every replay. Entering reads one
-    thread-local and bumps the thread's depth; the outermost exit counts the entry and
-    whether a replay happened inside (the replay counter is the thread's running total, so no
-    per-graph work is done here). Nested regions count as the outermost one."""
+    A class, not a generator, and flat: it runs around every replay and every step, so it does as
+    little as it can. Entering reads one thread-local, sets the thread's region and flags it
+    fresh (no replay yet: the replay wrapper clears the flag); the outermost exit counts the entry,
+    and the region as not replayed if still fresh. Nested regions count as the outermost one.
+    On an older Triton whose launch knob is set only while a thread is in a region,
+    `Regions.set_launch_knob` gives the class `enter_setting_knob`/`exit_setting_knob` instead, so
+    the usual entry checks nothing for it."""
 
     __slots__ = ("name", "regions", "local", "mine")
+    # the counting pair, kept while __enter__/__exit__ may be swapped for old Triton's knob setters
+    counting_enter: ClassVar[Callable[[Region], None]]
+    counting_exit: ClassVar[Callable[[Region, Any, Any, Any], None]]
 
     def __init__(self, regions: Regions, name: str):
         self.name, self.regions, self.local, self.mine = name, regions, regions._local, regions.counts.mine
@@ -449,32 +523,46 @@ class Region:
             t = self.local.t
         except AttributeError:
             t = self.mine()
-        if t.depth:
+        if t.region:
             t.depth += 1
             return
-        t.depth = 1
-        t.region = self.name
-        t.at_entry = t.total_replays
-        if self.regions.launch_knob is not None:
-            self.regions.install()
+        t.region = self
+        t.fresh = True
 
     def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
         try:
             t = self.local.t
+        except AttributeError:  # a child forked inside the region: its counts start after it
+            return
+        if t.depth:
+            t.depth -= 1
+            return
+        t.region = None
+        t.entries += 1
+        if t.fresh:
+            t.unreplayed[self.name] += 1
+
+    def enter_setting_knob(self) -> None:
+        try:
+            outermost = not self.local.t.region
+        except AttributeError:
+            outermost = True
+        Region.counting_enter(self)
+        if outermost:
+            self.regions.install()
+
+    def exit_setting_knob(self, kind: Any, value: Any, trace: Any) -> None:
+        try:
+            t = self.local.t
         except AttributeError:
             return
-        depth = t.depth
-        if depth != 1:
-            if depth:
-                t.depth = depth - 1
-            return
-        t.depth = 0
-        t.entries += 1
-        if t.total_replays == t.at_entry:
-            unreplayed = t.unreplayed
-            unreplayed[self.name] = unreplayed.get(self.name, 0) + 1
-        if self.regions.launch_knob is not None:
+        outermost = not t.depth and bool(t.region)
+        Region.counting_exit(self, kind, value, trace)
+        if outermost:
             self.regions.uninstall()
+
+
+Region.counting_enter, Region.counting_exit = Region.__enter__, Region.__exit__
 
 
 # -- torch: CUDA graphs, inductor and dynamo ----------------------------------------------------
@@ -492,7 +580,7 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
             t = local.t
         except AttributeError:
             t = mine()
-        t.total_replays += 1
+        t.fresh = False
         r = t.replays
         r[id(self)] = r.get(id(self), 0) + 1
         return original_replay(self, *args, **kw)

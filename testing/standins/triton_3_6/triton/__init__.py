@@ -19,8 +19,9 @@ __version__ = "3.6.0-standin"
 class HookChain:
     """Triton 3.6's: `knobs.runtime.launch_enter_hook` is one, never None."""
 
-    def __init__(self):
+    def __init__(self, reversed=False):
         self.calls = []
+        self.reversed = reversed
 
     def add(self, func):
         if func not in self.calls:
@@ -31,7 +32,7 @@ class HookChain:
             self.calls.remove(func)
 
     def __call__(self, *args, **kwargs):
-        for call in self.calls:
+        for call in self.calls if not self.reversed else reversed(self.calls):
             call(*args, **kwargs)
 
 
