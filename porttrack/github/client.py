@@ -37,7 +37,8 @@ from porttrack.github import graphql as github_graphql
 from porttrack.common import secrets, trace
 from porttrack.common.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
 from porttrack.github.records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
-                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, require_object)
+                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, pull_as_read,
+                                      require_object)
 from porttrack.github.policy import (DEFAULT_DEADLINE_S, KNOBS, MAX_ANSWER_BYTES, AnswerTooLarge, Budget, EtagCache, artifacts_listing, error_message,
                                      header_int, header_seconds, knob_value, list_of_numbered, read_limited, require_list, retry_at,
                                      search_listing, short_path, split_userinfo)
@@ -240,9 +241,11 @@ class GitHubClient:
                 self.rate_seen = seen
 
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
-            shape: Callable[[Any], Any] | None = None) -> Answer:
+            shape: Callable[[Any], Any] | None = None, keep: Callable[[Any], Any] | None = None) -> Answer:
         """GET with conditional request, bounded retries and rate-limit handling. `shape` checks the
-        decoded body (raising MalformedResponse): a body of the wrong shape is retried like a 5xx."""
+        decoded body (raising MalformedResponse): a body of the wrong shape is retried like a 5xx.
+        `keep`: what of a (checked) body is returned and kept in the ETag cache, so that an answer
+        and a 304 from the cache read alike."""
         key = f"{self.api_url}{path}?{json.dumps(dict(params or {}), sort_keys=True)}"
         cached = self.cache.get(key) if conditional else None
         headers = {}
@@ -288,6 +291,8 @@ class GitHubClient:
                         last_problem = f"unexpected answer to GET {path}: {exc}"
                         self._backoff(attempt)
                         continue
+                if keep is not None:
+                    data = keep(data)
                 if conditional:
                     self.cache.put(key, hdrs.get("etag"), hdrs.get("last-modified"), data)
                 return Answer(status, hdrs, data)
@@ -683,7 +688,8 @@ class GitHubClient:
         """One page of the open pull requests, most recently updated first: ((records, whether
         another page may follow), answered from the ETag cache)."""
         params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page, "page": page}
-        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered)
+        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered,
+                          keep=lambda items: [pull_as_read(item) for item in items])
         prs = tuple(PullRequest.from_json(i) for i in answer.data or ())
         # a 304 carries no Link header: a full cached page means there may be another
         more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(prs) == per_page)
