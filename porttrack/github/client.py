@@ -657,6 +657,10 @@ class GitHubClient:
         answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
         return _written(IssueComment.from_json, answer, f"POST /issues/{int(number)}/comments")
 
+    def edit_comment(self, comment_id: int, body: str) -> IssueComment:
+        answer = self.write("PATCH", f"/repos/{self.repo}/issues/comments/{int(comment_id)}", {"body": body})
+        return _written(IssueComment.from_json, answer, f"PATCH /issues/comments/{int(comment_id)}")
+
     # -- searches -------------------------------------------------------------------------------
     # What successors (porttrack.observe.successors) and collisions (porttrack.observe.collisions) read: one
     # bounded page each, conditional like every poll, so a run that finds nothing new costs 304s.
