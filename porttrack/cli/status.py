@@ -104,15 +104,15 @@ def _fork_branch(fork: "GitRepo", branch: str) -> dict[str, str | None]:
     """Which ref `fork.branch` was read as, and its commit (for --json); said when that is not the
     local branch: coverage and verdicts are bound to it, and doctor, apply and verify-converged
     read the same one."""
-    from porttrack.gitrepo import branch_words, qualify_branch  # loaded already: the fork came from there
+    from porttrack.gitrepo import branch_commit, branch_words  # loaded already: the fork came from there
 
-    ref = qualify_branch(fork, branch)
+    ref, sha = branch_commit(fork, branch)
     if ref is None:
         say(f"fork.branch {branch!r} is not a branch of {fork.path} (`porttrack doctor` says what to fetch): "
             f"coverage and recorded verdicts cannot be read against it")
     elif ref != f"refs/heads/{branch}":
         say(f"fork.branch {branch} read as {branch_words(ref, branch)}")
-    return {"name": branch, "ref": ref, "sha": fork.resolve([ref])[ref] if ref is not None else None}
+    return {"name": branch, "ref": ref, "sha": sha}
 
 
 def render(report: "StatusReport", term: Terminal) -> str:
