@@ -5,9 +5,10 @@
 #   sh setup.sh tool         install porttrack into .venv and run `porttrack status --offline` (the
 #                            recorded state, saying how old it is: no network to GitHub needed)
 #   sh setup.sh test [ARG…]  install porttrack with its [test] extra into .venv, and quilt (which
-#                            the tests run for real), then run the whole suite on every core:
-#                            pytest -q -n auto ARG… (pytest-xdist; `-n 0` among ARG… runs it in
-#                            one process)
+#                            the tests run for real), run `ruff check` and `mypy` (pyproject.toml
+#                            configures both; either failing fails the run), then the whole suite
+#                            on every core: pytest -q -n auto ARG… (pytest-xdist; `-n 0` among
+#                            ARG… runs it in one process)
 #
 # Only on Debian/Ubuntu as root does it install system packages itself (apt-get): python3-venv
 # where `python3 -m venv` cannot bootstrap pip, quilt where it is missing. Anywhere else it stops
@@ -73,6 +74,10 @@ test)
     # as if activated: a test that runs `porttrack` or `python` finds this environment's
     PATH="$PWD/.venv/bin:$PATH" VIRTUAL_ENV="$PWD/.venv"
     export PATH VIRTUAL_ENV
+    say "ruff check (import order, pyflakes, no relative imports)"
+    python -m ruff check --quiet || { say "ruff check failed: see above (.venv/bin/ruff check --fix sorts imports)"; exit 1; }
+    say "mypy (porttrack/)"
+    python -m mypy || { say "mypy failed: see above"; exit 1; }
     exec python -m pytest -q -n auto "$@"
     ;;
 *)

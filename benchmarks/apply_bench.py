@@ -24,7 +24,10 @@ Target (issue 3): apply under 2 s; issue 25: closer to the plumbing floor.
     python benchmarks/apply_bench.py [--commits 20000] [--files 5000] [--repeat 5] [--json FILE]
 
 World: generated history (testing.gitfixtures.generate_history), not vLLM's; --json writes the
-figures (seconds per run, medians, ratios, git processes) with that said.
+figures (seconds per run, medians, ratios, git processes) with that said. CPU seconds (user +
+system of the command and its git processes) beside wall, for the CLI and the floor: on a shared,
+loaded machine they swing much less. `--baseline DIR` (a checkout of other code): its CLI run
+after each of this checkout's, on the same row, the figures of both printed.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,12 +48,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from porttrack import apply as apply_mod  # noqa: E402
-from porttrack.workspace import queue as queue_mod  # noqa: E402
-from porttrack.tracks.file import load_config  # noqa: E402
-from porttrack.gitrepo import GitRepo  # noqa: E402
 from porttrack.diff.hunks import parse_diff  # noqa: E402
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
+from porttrack.gitrepo import GitRepo  # noqa: E402
+from porttrack.tracks.file import load_config  # noqa: E402
+from porttrack.workspace import queue as queue_mod  # noqa: E402
 from porttrack.workspace.files import Workspace  # noqa: E402
+from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from testing.gitcount import GitCounter, describe  # noqa: E402
 from testing.gitfixtures import generate_history, git, git_bytes, isolated_environ, write_files  # noqa: E402
 from testing.workspace import make_workspace, track  # noqa: E402
@@ -121,14 +125,15 @@ def spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
 
 
-def floor(fork: Path, base: str, patch: Path, threeway: bool, repeat: int) -> list[float]:
-    """The same build by hand with git plumbing, in a scratch index: the least any tool can do."""
+def floor(fork: Path, base: str, patch: Path, threeway: bool, repeat: int) -> tuple[list[float], list[float]]:
+    """The same build by hand with git plumbing, in a scratch index: the least any tool can do
+    (wall seconds and CPU seconds of each run)."""
     index = patch.parent / "floor-index"
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    times = []
+    times, cpus = [], []
     for _ in range(repeat):
         git(fork, "update-ref", "-d", "refs/heads/floor", check=False)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_children()
         subprocess.run(["git", "read-tree", base], cwd=fork, env=env, check=True)
         subprocess.run(["git", "apply", "--cached", *(["--3way"] if threeway else []), str(patch)], cwd=fork, env=env,
                        check=True, capture_output=True)
@@ -137,11 +142,13 @@ def floor(fork: Path, base: str, patch: Path, threeway: bool, repeat: int) -> li
                                 capture_output=True, text=True).stdout.strip()
         subprocess.run(["git", "update-ref", "refs/heads/floor", commit], cwd=fork, env=env, check=True)
         times.append(time.perf_counter() - t0)
+        cpus.append(cpu_children() - c0)
     index.unlink(missing_ok=True)
-    return times
+    return times, cpus
 
 
-def bench(fork: Path, ws: Workspace, base: str, repeat: int, label: str, counter: GitCounter) -> dict[str, object]:
+def bench(fork: Path, ws: Workspace, base: str, repeat: int, label: str, counter: GitCounter,
+          baseline: Path | None = None) -> dict[str, object]:
     git(fork, "update-ref", "refs/remotes/upstream/main", base)
     config = load_config(ws.tracks_file, fork_override=str(fork))
     assert config.fork.build_from() == "upstream/main", "the rows move upstream/main: the build must start there"
@@ -154,18 +161,33 @@ def bench(fork: Path, ws: Workspace, base: str, repeat: int, label: str, counter
     env = {**os.environ, "PORTTRACK_WORKSPACE": str(ws.root), "PORTTRACK_FORK": str(fork),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     counted = {**env, **counter.env(env)}
-    for k in range(repeat + 1):  # the last run counts git processes (the wrapper costs a little)
+    base_env = None if baseline is None else {**env, "PYTHONPATH": str(baseline)}
+    cli_cpu: list[float] = []
+    base_cli: list[float] = []
+    base_cpu: list[float] = []
+
+    def one(run_env: dict) -> tuple[float, float]:
         git(fork, "update-ref", "-d", STAGING, check=False)
-        counter.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_children()
         proc = subprocess.run([sys.executable, "-m", "porttrack", "apply", "--staging", "--json"],
-                              env=counted if k == repeat else env, capture_output=True, text=True, cwd=ws.root)
-        if k < repeat:
-            cli.append(time.perf_counter() - t0)
+                              env=run_env, capture_output=True, text=True, cwd=ws.root)
+        wall, cpu = time.perf_counter() - t0, cpu_children() - c0
         if proc.returncode != 0:
             raise SystemExit(f"apply failed ({proc.returncode}): {proc.stderr}")
         report = json.loads(proc.stdout)
         assert report["outcome"] == "created" and report["new"] == run.new, "builds are reproducible"
+        return wall, cpu
+
+    for k in range(repeat + 1):  # the last run counts git processes (the wrapper costs a little)
+        counter.reset()
+        wall, cpu = one(counted if k == repeat else env)
+        if k < repeat:
+            cli.append(wall)
+            cli_cpu.append(cpu)
+            if base_env is not None:  # interleaved: the same load for both
+                wall, cpu = one(base_env)
+                base_cli.append(wall)
+                base_cpu.append(cpu)
     assert run is not None
     hunk_outcomes: dict[str, int] = {}
     for h in run.patches[0].hunks:
@@ -174,8 +196,15 @@ def bench(fork: Path, ws: Workspace, base: str, repeat: int, label: str, counter
     assert run.patches[0].outcome == want and set(hunk_outcomes) <= {want, "clean"} and want in hunk_outcomes, (
         f"row {label!r} must measure the {want} path; it took {run.patches[0].outcome} ({hunk_outcomes})")
     patch_file = ws.root / "patches" / (load_patch_file(ws))
-    return {"outcome": run.patches[0].outcome, "hunks": hunk_outcomes, "core": core, "cli": cli,
-            "git": counter.summary(), "floor": floor(fork, base, patch_file, want == "3-way", repeat)}
+    floors, floor_cpus = floor(fork, base, patch_file, want == "3-way", repeat)
+    return {"outcome": run.patches[0].outcome, "hunks": hunk_outcomes, "core": core, "cli": cli, "cli_cpu": cli_cpu,
+            "git": counter.summary(), "floor": floors, "floor_cpu": floor_cpus,
+            **({"baseline_cli": base_cli, "baseline_cli_cpu": base_cpu} if base_env is not None else {})}
+
+
+def cpu_children() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def load_patch_file(ws: Workspace) -> str:
@@ -189,6 +218,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--baseline", type=Path, help="a checkout of other code: its CLI runs interleaved with this one's")
     args = parser.parse_args()
     rows: dict[str, dict] = {}
     load = os.getloadavg()
@@ -202,11 +232,20 @@ def main() -> int:
         print(f"{'base':<7} {'patch':<7} {'hunks':<24} {'core':<22} {'CLI':<22} {'floor':<22} {'CLI/floor':>9}  git processes (CLI)")
         worst = 0.0
         for label, base in bases.items():
-            r = bench(fork, ws, base, args.repeat, label, counter)
+            r = bench(fork, ws, base, args.repeat, label, counter, args.baseline.resolve() if args.baseline else None)
             hunks = ", ".join(f"{n} {o}" for o, n in r["hunks"].items())
             ratio = statistics.median(r["cli"]) / statistics.median(r["floor"])
+            cpu_ratio = statistics.median(r["cli_cpu"]) / statistics.median(r["floor_cpu"])
             print(f"{label:<7} {r['outcome']:<7} {hunks:<24} {spread(r['core']):<22} {spread(r['cli']):<22} "
                   f"{spread(r['floor']):<22} {ratio:>8.1f}x  {describe(r['git'])}", flush=True)
+            print(f"        CPU: CLI {spread(r['cli_cpu'])}, floor {spread(r['floor_cpu'])}: {cpu_ratio:.1f}x", flush=True)
+            if "baseline_cli" in r:
+                b_ratio = statistics.median(r["baseline_cli"]) / statistics.median(r["floor"])
+                b_cpu = statistics.median(r["baseline_cli_cpu"]) / statistics.median(r["floor_cpu"])
+                print(f"        baseline ({args.baseline.name}), interleaved: CLI {spread(r['baseline_cli'])} ({b_ratio:.1f}x), "
+                      f"CPU {spread(r['baseline_cli_cpu'])} ({b_cpu:.1f}x)", flush=True)
+                r["baseline_ratio_to_floor"], r["baseline_cpu_ratio_to_floor"] = round(b_ratio, 2), round(b_cpu, 2)
+            r["cli_cpu_ratio_to_floor"] = round(cpu_ratio, 2)
             if label == "clean":
                 worst = statistics.median(r["cli"])
             rows[label] = {**r, "cli_median": statistics.median(r["cli"]), "core_median": statistics.median(r["core"]),
@@ -218,7 +257,8 @@ def main() -> int:
         args.json.write_text(json.dumps({"world": f"generated history ({args.commits} commits, {args.files} files), not vLLM",
                                          "machine": {"cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load],
                                                      "load_at_end": [round(x, 2) for x in os.getloadavg()]},
-                                         "repeat": args.repeat, "rows": rows}, indent=2) + "\n")
+                                         "repeat": args.repeat, "baseline": None if not args.baseline else args.baseline.name,
+                                         "rows": rows}, indent=2) + "\n")
     return 0
 
 

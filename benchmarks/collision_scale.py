@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testing import openprs  # noqa: E402
-from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402
 from testing.gitfixtures import git, isolated_git_env  # noqa: E402
+from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402
 from testing.queueing import queue_mail  # noqa: E402
 from testing.text import edit, numbered  # noqa: E402
 from testing.workspace import make_workspace, track  # noqa: E402

@@ -38,10 +38,17 @@ sys.path.insert(0, str(ROOT))
 
 from porttrack.converge.verify import MergedPR, decide, summary  # noqa: E402
 from porttrack.gitrepo import GitRepo  # noqa: E402
-from testing.convergence_scenarios import (  # noqa: E402
-    KIND_NAMES, Check, Scenario, build_kind_scenario, build_scenario, check_scenario, confusion_tables, oracle_states,
-)
 from testing.convergence_rebase import build_rebase_scenario  # noqa: E402
+from testing.convergence_scenarios import (  # noqa: E402
+    KIND_NAMES,
+    Check,
+    Scenario,
+    build_kind_scenario,
+    build_scenario,
+    check_scenario,
+    confusion_tables,
+    oracle_states,
+)
 from testing.gitfixtures import isolated_environ  # noqa: E402
 
 

@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from converge_bench import VLLM_PRS, build_vllm_shape, recorded_prs  # noqa: E402
+
 from testing.gitcount import GitCounter, describe  # noqa: E402
 from testing.gitfixtures import git, isolated_environ  # noqa: E402
 from testing.github_emulator import DEFAULT_TOKEN, running_emulator  # noqa: E402

@@ -24,6 +24,11 @@ are counted (testing/gitcount.py). The plumbing floor is what git alone needs fo
 merge-base, diff, read-tree of the fork base and `apply --cached --check` of the PR's diff in a
 scratch index. It prints figures (and writes them as JSON with --json); it is not a test.
 
+`--baseline DIR` (a checkout of other code, e.g. `git worktree add --detach /tmp/base main`): each
+run of this checkout's code is followed by one of DIR's on the same case (interleaved, so both see
+the same load), the plumbing floor run between them; the figures of both, and their ratio, are
+printed and written; the plans must be the same (hunk verdicts, reasons, taken count, source check).
+
 Beside wall time, CPU time (user + system of the command and the git processes it waited for,
 from `getrusage(RUSAGE_CHILDREN)`), medians of the same runs: on a shared, loaded machine the wall
 figures of both the command and the floor swing with the load; the CPU figures much less.
@@ -119,29 +124,32 @@ def build_case(tmp: Path, source: Path, pr: int, parent: str, tree_of: str) -> d
             "pr_hunks": hunks_of(fork, parent, head), "fork_behind": int(git(fork, "rev-list", "--count", f"{base}..{parent}"))}
 
 
-def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
+def _verdicts(plan: dict) -> list:
+    """What must not change between two codes: every hunk's verdict, what is taken, the source check."""
+    return [[(h["id"], h["taken"], h["applies"], h["reason_kind"], h["reason"]) for h in plan.get("hunks", [])],
+            plan.get("taken"), None if not plan.get("source_check") else plan["source_check"].get("ok"),
+            None if not plan.get("regenerated") else plan["regenerated"].get("how")]
+
+
+def measure(case: dict, pr: int, runs: int, counter: GitCounter, baseline: Path | None = None) -> dict:
     ws, fork = case["ws"], case["fork"]
     argv = [sys.executable, "-m", "porttrack", "import", str(pr), "--offline", "--json"]
     env = ws.env(PYTHONDONTWRITEBYTECODE=None)
-    walls, cpus = [], []
-    out = None
-    for k in range(runs + 2):
+    base_env = None if baseline is None else {**env, "PYTHONPATH": str(baseline)}
+    if baseline is not None:  # compiled once, as this checkout's own code is by its first run
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(baseline / "porttrack")], capture_output=True)
+    walls, cpus, base_walls, base_cpus = [], [], [], []
+    out = base_out = None
+
+    def one(run_env: dict) -> tuple[subprocess.CompletedProcess, float, float]:
         shutil.rmtree(ws.root / "patches", ignore_errors=True)
-        counted = k == runs + 1
-        counter.reset()
-        run_env = {**env, **counter.env(env)} if counted else env
         t0, c0 = time.perf_counter(), cpu_children()
         proc = subprocess.run(argv, env=run_env, cwd=ws.root, capture_output=True, text=True)
         wall, cpu = time.perf_counter() - t0, cpu_children() - c0
         if proc.returncode not in (0, 1):
             raise SystemExit(f"import {pr}: exit {proc.returncode}: {proc.stderr[-800:]}")
-        if 0 < k <= runs:
-            walls.append(wall)
-            cpus.append(cpu)
-        if counted:
-            git_calls = counter.summary()
-        out = proc
-    plan = json.loads(out.stdout) if out.stdout.startswith("{") else {}
+        return proc, wall, cpu
+
     scratch = fork / ".git" / "floor-index"
     fenv = {**os.environ, "GIT_INDEX_FILE": str(scratch)}
 
@@ -154,13 +162,32 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
         subprocess.run(["git", "read-tree", case["base"]], cwd=fork, env=fenv, check=True, capture_output=True)
         subprocess.run(["git", "apply", "--cached", "--check", "-"], cwd=fork, env=fenv, input=diff, capture_output=True)
 
-    floors, floor_cpus = [], []
-    for k in range(runs + 1):
-        t0, c0 = time.perf_counter(), cpu_children()
-        floor()
-        if k:
-            floors.append(time.perf_counter() - t0)
-            floor_cpus.append(cpu_children() - c0)
+    floors: list[float] = []
+    floor_cpus: list[float] = []
+    for k in range(runs + 2):  # a warm-up, `runs` timed, one counted; the floor and the baseline between
+        counted = k == runs + 1
+        counter.reset()
+        run_env = {**env, **counter.env(env)} if counted else env
+        proc, wall, cpu = one(run_env)
+        if 0 < k <= runs:
+            walls.append(wall)
+            cpus.append(cpu)
+        if counted:
+            git_calls = counter.summary()
+        out = proc
+        if k <= runs:
+            t0, c0 = time.perf_counter(), cpu_children()
+            floor()
+            if k:
+                floors.append(time.perf_counter() - t0)
+                floor_cpus.append(cpu_children() - c0)
+        if base_env is not None and k <= runs:
+            base_out, bwall, bcpu = one(base_env)
+            if k:
+                base_walls.append(bwall)
+                base_cpus.append(bcpu)
+    plan = json.loads(out.stdout) if out.stdout.startswith("{") else {}
+    base_plan = None if base_out is None else (json.loads(base_out.stdout) if base_out.stdout.startswith("{") else {})
     scratch.unlink(missing_ok=True)
     reasons: dict[str, int] = {}
     for h in plan.get("hunks", []):
@@ -178,6 +205,18 @@ def measure(case: dict, pr: int, runs: int, counter: GitCounter) -> dict:
         "regenerated": None if not plan.get("regenerated") else plan["regenerated"]["how"],
         "timings": plan.get("timings"),
     }
+    if base_plan is not None:
+        same = _verdicts(plan) == _verdicts(base_plan)
+        result["baseline"] = {"code": baseline.name, "wall_s": spread(base_walls), "cpu_s": spread(base_cpus),
+                              "ratio_to_floor": round(statistics.median(base_walls) / statistics.median(floors), 2),
+                              "cpu_ratio_to_floor": round(statistics.median(base_cpus) / statistics.median(floor_cpus), 2),
+                              "same_plan": same, "timings": base_plan.get("timings")}
+        print(f"    baseline ({baseline.name}): {spread(base_walls)['median']:.3f} s wall ({result['baseline']['ratio_to_floor']}x), "
+              f"CPU {spread(base_cpus)['median']:.3f} s ({result['baseline']['cpu_ratio_to_floor']}x); this code / baseline: wall "
+              f"{statistics.median(walls) / statistics.median(base_walls):.2f}, CPU {statistics.median(cpus) / statistics.median(base_cpus):.2f}; "
+              f"same plan: {same}", flush=True)
+        if not same:
+            raise SystemExit(f"import {pr}: the plan differs from the baseline's")
     print(f"  import {pr if pr != MANY else 'many'}: {result['pr_hunks']} hunks, {result['taken']} taken, left out {reasons}; "
           f"{spread(walls)['median']:.3f} s [{spread(walls)['min']:.3f}..{spread(walls)['max']:.3f}], floor "
           f"{spread(floors)['median']:.3f} s ({result['ratio_to_floor']}x); CPU {spread(cpus)['median']:.3f} s, floor "
@@ -192,6 +231,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path, help="write the figures here as JSON")
     ap.add_argument("--cases", default="48407,46849,many")
+    ap.add_argument("--baseline", type=Path, help="a checkout of other code, run interleaved with this one's (see above)")
     ap.add_argument("--keep", type=Path, help="build in this (new) folder and leave it there, to run a case by hand")
     args = ap.parse_args()
     source = args.repo.resolve()
@@ -237,14 +277,16 @@ def main() -> int:
                 case = build_case(tmp, source, pr, git(source, "rev-parse", f"{squash}^"), squash)
             print(f"case {name}: built in {time.perf_counter() - t0:.1f} s; fork base {case['base'][:12]}, "
                   f"{case['fork_behind']} commits behind the PR's base", flush=True)
-            results[name] = measure(case, pr, args.runs, counter)
+            results[name] = measure(case, pr, args.runs, counter, args.baseline.resolve() if args.baseline else None)
             if "commits_taken" in case:
                 results[name]["upstream_commits_in_the_pr"] = case["commits_taken"]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"history": history, "machine": {"cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load],
                                                                      "load_at_end": [round(x, 2) for x in os.getloadavg()]},
-                                         "runs": args.runs,
+                                         "runs": args.runs, "code": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                         capture_output=True, text=True).stdout.strip(),
+                                         "baseline": None if not args.baseline else args.baseline.name,
                                          "fork_base_date": FORK_BASE_DATE, "results": results}, indent=2) + "\n")
     return 0
 

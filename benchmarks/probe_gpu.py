@@ -47,9 +47,8 @@ def scenario(name: str, out: Path) -> None:
     from porttrack import probe
 
     probe.install()
-    import torch
-
     import probe_gpu_kernels as k
+    import torch
 
     report: dict = {}
     steps = {}

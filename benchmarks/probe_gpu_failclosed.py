@@ -73,9 +73,8 @@ def case(name: str, out: Path) -> None:
         out.write_text(json.dumps(report))
         return
 
-    import triton
-
     import probe_gpu_kernels as k
+    import triton
 
     table = torch.randn((4096, 128), device="cuda", dtype=torch.float16)
     idx = torch.randint(0, 4096, (32,), device="cuda", dtype=torch.int32)
@@ -154,9 +153,8 @@ def overhead(out: Path, steady_s: float) -> None:
     from porttrack import probe
 
     probe.install()
-    import torch
-
     import probe_gpu_kernels as k
+    import torch
 
     step = k.DecodeStep(1, 8, 256, 128, torch.float16)
     with probe.graphed_region("decode"):

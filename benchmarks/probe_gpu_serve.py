@@ -28,10 +28,9 @@ from porttrack import probe  # noqa: E402
 
 probe.install()
 
+import kernels  # noqa: E402  (demo/kernels.py: the Triton kernels)
 import torch  # noqa: E402
 import triton  # noqa: E402
-
-import kernels  # noqa: E402  (demo/kernels.py: the Triton kernels)
 
 HEADS, DIM = 8, 128
 SIDE_REQUEST_DTYPE = None  # None: every request is served in the warmed-up dtype

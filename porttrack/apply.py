@@ -41,20 +41,19 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.common.clock import utcnow
-from porttrack.tracks.config import Config
 from porttrack.common.errors import ConfigError, ConflictError, GitError, InputError, PreconditionError, UnsafeInput
-from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex, fork_branch_ref
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, build_patch, parse_diff
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets
+from porttrack.gitrepo import CommitInfo, GitRepo, ScratchIndex, fork_branch_ref
+from porttrack.tracks.config import Config
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, append_run, checkpoint, commit_point, lock, sigterm_as_interrupt
+from porttrack.workspace.files import load_runs as _load_runs
 from porttrack.workspace.queue import Patch
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, append_run, commit_point, load_runs as _load_runs, lock, sigterm_as_interrupt
 
 SCHEMA = "porttrack/apply/v1"
 RECORD_SCHEMA = "porttrack/apply-runs/v1"
@@ -165,8 +164,11 @@ def apply(
     force: bool = False,
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
+    queue: queue_mod.Queue | None = None,
 ) -> ApplyRun:
     """Build `target`'s branch from the upstream base plus the queue; move it if all applied.
+    `queue`: the queue as the caller read it, for a dry run (which writes nothing, so needs no
+    read of its own under the lock); a real build reads it under the lock.
 
     Raises `ApplyConflict` (exit 4, carrying the report) when a patch conflicts,
     `PreconditionError` on a dirty fork or a branch that moved during the build.
@@ -181,17 +183,20 @@ def apply(
     with sigterm_as_interrupt(), lock(ws, f"apply --{target}"):
         base_ref = build_base(repo, config)
         found = repo.commits([base_ref, ref])  # one process for both, with the base's tree and date
-        base, old = found[base_ref], (found[ref].sha if found[ref] is not None else None)
-        base_sha = base.sha if base is not None else None
+        base, built = found[base_ref], found[ref]
+        old = built.sha if built is not None else None
         if base is None:
             raise PreconditionError(
                 f"build base {base_ref!r} is not in {repo.path}; fetch or create it first "
                 f"(fork.build_base in tracks.yaml, default: fork.branch)"
             )
+        base_sha = base.sha
         holders = _checked_out_in(repo, ref)
         if not force:
             _refuse_dirty(repo, holders)
-        patches = queue_mod.load(ws, repair=not dry_run).series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
+        if queue is None or not dry_run:
+            queue = queue_mod.load(ws, repair=not dry_run)
+        patches = queue.series(queue_mod.STAGING_STATES if target == "staging" else queue_mod.DEFAULT_STATES)
         contents = {p.name: queue_mod.read_patch(ws, p) for p in patches}  # fail on a bad file before building
         inputs = _inputs(target, base_sha, patches)
         same = _same_as_last(ws, branch, inputs, old)
@@ -444,6 +449,8 @@ def _commit(scratch: ScratchIndex, data: bytes, tree: str, parent: str, parent_t
 def _epoch(date: str | None) -> int | None:
     if not date:
         return None
+    from email.utils import parsedate_to_datetime  # lazy: email.utils pulls in socket (~15 ms of start-up)
+
     try:
         return int(parsedate_to_datetime(date).timestamp())
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -477,7 +484,9 @@ class _Attempt:
 
 def _run_apply(scratch: ScratchIndex, file: Path | None, *flags: str, index: str = "index", patch: bytes | None = None) -> _Attempt:
     """`git apply --cached -v` of `file` (or of `patch` bytes) to a scratch index."""
-    proc = scratch.apply(file if file is not None else patch, "-v", *flags, index=index)
+    source = file if file is not None else patch
+    assert source is not None, "a file or the patch's bytes"
+    proc = scratch.apply(source, "-v", *flags, index=index)
     stderr = proc.stderr.decode("utf-8", "surrogateescape")
     return _parse_verbose(proc.returncode, stderr)
 

@@ -20,6 +20,7 @@ porttrack keeps its own refs under `refs/porttrack/` in the fork checkout:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 from porttrack.common import gitconfig, trace
 from porttrack.common.commitgraph import CommitGraph, read_commit_graph
@@ -39,6 +40,7 @@ from porttrack.workspace.files import sweep_dead_scratch
 
 REF_NS = "refs/porttrack"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -70,7 +72,7 @@ def network_timeout() -> float:
         raise ConfigError(f"PORTTRACK_GIT_TIMEOUT={os.environ['PORTTRACK_GIT_TIMEOUT']!r}: expected seconds") from None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -305,7 +307,7 @@ class GitRepo:
             raise GitError(list(args), proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
 
-    def text(self, *args: str, **kw) -> str:
+    def text(self, *args: str, **kw: Any) -> str:
         """Output as text with the final newline removed (for SHAs, names; never for patches)."""
         return self.run(*args, **kw).stdout.decode("utf-8", "surrogateescape").rstrip("\n")
 
@@ -445,6 +447,31 @@ class GitRepo:
             args += ["--", *paths]
         return self.run(*args).stdout
 
+    def diffs(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """{(base, head): what `diff(base, head)` gives} for many pairs of commits (full SHAs) in one
+        `git diff-tree --stdin -p`: each line `HEAD BASE` diffs BASE -> HEAD, the diff after an echo of
+        HEAD on a line of its own (`--always`: also for an empty diff), in the order asked. A diff line
+        never is a bare SHA (text lines start with a marker, a binary line's length letter is followed
+        by a multiple of 5 characters), so the output splits at the next pair's echo."""
+        asked = [pair for pair in dict.fromkeys(pairs) if all(_FULL_SHA.fullmatch(sha) for sha in pair)]
+        out = {pair: self.diff(*pair) for pair in dict.fromkeys(pairs) if pair not in asked}  # names: one at a time
+        if not asked:
+            return out
+        data = self.run("diff-tree", "--stdin", "-r", "-p", "--always", "--no-ext-diff", "--no-textconv", "--binary",
+                        "--full-index", "-M", input="".join(f"{head} {base}\n" for base, head in asked).encode()).stdout
+        at = 0
+        for i, (base, head) in enumerate(asked):
+            echo = f"{head}\n".encode()
+            if not data.startswith(echo, at):
+                raise GitError(["diff-tree", "--stdin"], 0, f"no diff for {base}..{head} where it was expected")
+            start = at + len(echo)
+            end = data.find(b"\n" + f"{asked[i + 1][1]}\n".encode(), start - 1) + 1 if i + 1 < len(asked) else len(data)
+            if end <= 0:
+                raise GitError(["diff-tree", "--stdin"], 0, f"no diff for {asked[i + 1][0]}..{asked[i + 1][1]} where it was expected")
+            out[(base, head)] = data[start:end]
+            at = end
+        return out
+
     def diff_zero(self, base: str, head: str, paths: Sequence[str] = ()) -> bytes:
         """Changed lines only (`-U0`), text files, no renames: enough to carry line numbers across."""
         args = ["diff", "--no-ext-diff", "--no-textconv", "--no-renames", "-U0", base, head]
@@ -500,7 +527,7 @@ class GitRepo:
         leaving, whatever happened; the checkout itself is never touched. The registration of one
         whose folder a killed run left behind (and a sweep removed) is pruned on the next leave."""
         made = path is None
-        where = Path(tempfile.mkdtemp(prefix="porttrack-worktree-")) / "tree" if made else Path(path)
+        where = Path(tempfile.mkdtemp(prefix="porttrack-worktree-")) / "tree" if path is None else path
         try:
             self.run("worktree", "add", "--detach", "--quiet", str(where), sha)
             yield GitRepo(where)
@@ -547,9 +574,10 @@ class GitRepo:
         tail: list[str] = []
         causes: list[str] = []  # git's fatal:/error: lines, kept apart: progress lines follow them
         assert proc.stderr is not None
+        stderr = cast(io.BufferedReader, proc.stderr)  # a pipe with default buffering: read1 returns what is there
         buf = b""
         try:
-            while chunk := proc.stderr.read1(4096):
+            while chunk := stderr.read1(4096):
                 buf += chunk
                 *lines, buf = re.split(rb"[\r\n]", buf)
                 for line in lines:
@@ -701,9 +729,12 @@ def _tree_entries(data: bytes, hash_len: int) -> dict[str, tuple[str, str]]:
     return out
 
 
+_PIPE_SAFE = 4096  # POSIX's smallest pipe capacity (PIPE_BUF): a write this size never waits on the reader
+
+
 class _Reader:
     """One `git cat-file --batch` for the life of a GitRepo: names in, objects out, one batch at a
-    time (written from a thread, so a batch larger than the pipe cannot deadlock). Closed, and
+    time (a batch larger than the pipe is written from a thread, so it cannot deadlock). Closed, and
     waited for, when the GitRepo goes or the interpreter exits."""
 
     def __init__(self, repo: GitRepo) -> None:
@@ -726,11 +757,15 @@ class _Reader:
     def _read(self, specs: list[str]) -> list[tuple[str, str, bytes] | None]:
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
-        writer = threading.Thread(target=_Reader._send, args=(proc, "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")),
-                                  daemon=True)
-        writer.start()
+        data = "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")
+        writer: threading.Thread | None = None
+        if len(data) > _PIPE_SAFE:
+            writer = threading.Thread(target=_Reader._send, args=(proc, data), daemon=True)
+            writer.start()
         out: list[tuple[str, str, bytes] | None] = []
         try:
+            if writer is None:  # fits the pipe whatever git is doing: written here, no thread (a thread's start
+                _Reader._send(proc, data)  # and join cost more than most batches, of one or a few names)
             for _ in specs:
                 header = proc.stdout.readline()
                 if not header.endswith(b"\n"):
@@ -750,17 +785,20 @@ class _Reader:
             proc.wait()
             raise
         finally:
-            writer.join()
+            if writer is not None:
+                writer.join()
         return out
 
     @staticmethod
-    def _send(proc: subprocess.Popen, data: bytes) -> None:
+    def _send(proc: subprocess.Popen[bytes], data: bytes) -> None:
+        assert proc.stdin is not None  # opened with stdin=PIPE
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(data)
             proc.stdin.flush()
 
     @staticmethod
-    def close(proc: subprocess.Popen) -> None:
+    def close(proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None  # opened with both as pipes
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:

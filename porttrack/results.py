@@ -1,7 +1,7 @@
 """The results file a gate job writes, and the strict reader porttrack ingests it with.
 
-Format: `porttrack/schemas/results.schema.json` (schema `porttrack/results/v1`, documented in the
-README). One file per job run on one target; one cell per model × context × batch × phase.
+Format: `porttrack/schemas/results.schema.json` (schema `porttrack/results/v1`, documented in
+docs/gates-and-probes.md). One file per job run on one target; one cell per model × context × batch × phase.
 A fork under tracks.yaml profile neutral writes `porttrack/results/v2`
 (`porttrack/schemas/results.v2.schema.json`): the machine instead of the GPU fingerprint, and cells
 keyed by the gate's named axes (`axes: {python: "3.12"}`), the phase only when the gate has phases:
@@ -38,9 +38,12 @@ import os
 import platform
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
 
 from porttrack.common.errors import InputError
+
+if TYPE_CHECKING:  # imported where it validates: jobs on the GPU machines read results without it
+    import jsonschema
 
 SCHEMA = "porttrack/results/v1"
 SCHEMA_FILE = "results.schema.json"
@@ -62,8 +65,9 @@ ENV_VARS = {
 
 
 def schema(version: str = SCHEMA) -> dict[str, Any]:
-    text = resources.files("porttrack").joinpath("schemas", SCHEMA_FILES[version]).read_text(encoding="utf-8")
-    return json.loads(text)
+    text = resources.files("porttrack").joinpath("schemas").joinpath(SCHEMA_FILES[version]).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 # -- reading (porttrack's side) ------------------------------------------------------------------
@@ -93,7 +97,7 @@ def parse(data: bytes, where: str) -> dict[str, Any]:
     if problems:
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise InputError(f"{where}: results file does not match {_version(document)}: {shown}")
-    return document
+    return cast("dict[str, Any]", document)  # the schema's top level is an object
 
 
 def validation_problems(document: Any) -> list[str]:
@@ -106,7 +110,7 @@ def validation_problems(document: Any) -> list[str]:
         problems.append(f"{_json_path(error.absolute_path)}: {_describe(error)}")
     if problems:
         return problems
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[Any, ...], int] = {}
     for index, cell in enumerate(document["cells"]):
         key = _cell_key(cell)
         if key in seen:
@@ -120,7 +124,7 @@ def _version(document: Any) -> str:
     return SCHEMA_V2 if isinstance(document, dict) and document.get("schema") == SCHEMA_V2 else SCHEMA
 
 
-def _cell_key(cell: Mapping[str, Any]) -> tuple:
+def _cell_key(cell: Mapping[str, Any]) -> tuple[Any, ...]:
     if "axes" in cell:
         # str or int values (the schema says so, and has run): hashable as they are
         return ("axes", tuple(sorted(cell["axes"].items(), key=lambda item: item[0])), cell.get("phase"))
@@ -151,14 +155,14 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _json_path(path) -> str:
+def _json_path(path: Iterable[str | int]) -> str:
     out = "$"
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
 
 
-def _describe(error) -> str:
+def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         return error.message.replace("is a required property", "is missing")
     if error.validator == "minimum":
@@ -199,7 +203,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _cell_name(key: tuple) -> str:
+def _cell_name(key: tuple[Any, ...]) -> str:
     if key[0] == "axes" and len(key) == 3:
         _, axes, phase = key
         return " ".join(f"{name}={value}" for name, value in axes) + (f" {phase}" if phase else "") or "(the one cell)"

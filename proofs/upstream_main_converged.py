@@ -20,7 +20,10 @@ Independent checks of what the verdicts claim:
   added or adds back a line it removed -- C touched those lines, it is not merely the newest
   commit on the file;
 - upstream's reverts: a PR whose merge a later first-parent commit reverts (subject
-  `Revert "<the PR's subject>"`) is never converged.
+  `Revert "<the PR's subject>"`) is never converged;
+- present / present after churn against upstream main's file itself, byte for byte
+  (`ground_truth`): a present hunk's added lines are all there; a hunk present after churn is not
+  one whose added lines are all gone while the lines it removed are all back.
 The JSON result lists every commit checked with its verdict and counts.
 """
 
@@ -141,12 +144,21 @@ def check_one(m: dict) -> tuple[dict, list[str], Counter]:
             row["relanded"] = relanded
             if not relanded:
                 failures.append(f"#{m['pr']} {m['commit'][:12]}: reverted upstream by {revert[:12]}, yet converged")
+    from porttrack.diff import hunks as hunks_mod
+
+    by_id = {h.id: h for fd in hunks_mod.parse_diff(repo.diff(v.commits.merge_parent or f"{m['commit']}^", m["commit"]))
+             for h in fd.hunks}
+    truth = ground_truth(repo, v, by_id)
+    if truth["disagree"]:
+        row["ground_truth"] = truth
+        for item in truth["disagree"]:
+            failures.append(f"#{m['pr']} {item}")
+    row["ground_truth_counts"] = {k: (len(val) if isinstance(val, list) else val) for k, val in truth.items() if k != "disagree"}
+    for key in ("reindented_only", "pre_image_back_reindented"):
+        if truth[key]:
+            row[key] = truth[key]
     undone = [h for h in v.hunks if h.state == "undone-upstream"]
     if undone:
-        from porttrack.diff import hunks as hunks_mod
-
-        by_id = {h.id: h for fd in hunks_mod.parse_diff(repo.diff(v.commits.merge_parent or f"{m['commit']}^", m["commit"]))
-                 for h in fd.hunks}
         row["undone_by"] = sorted({h.changed_by.commit for h in undone if h.changed_by})
         for h in undone:
             c = h.changed_by
@@ -163,6 +175,81 @@ def check_one(m: dict) -> tuple[dict, list[str], Counter]:
             else:
                 failures.append(f"#{m['pr']} hunk {h.id} ({h.path}): named {c.commit[:12]} does not touch its lines")
     return row, failures, Counter(h.state for h in v.hunks)
+
+
+def ground_truth(repo, v, by_id: dict) -> dict:
+    """An independent look at every text hunk called present or present-after-churn, in upstream
+    main's own file at the hunk's path (no trail involved):
+
+    - present (upstream never touched the lines): every non-blank line the hunk added (and not in
+      its own pre-image) occurs in the file byte for byte, indentation included -- else a
+      disagreement;
+    - present after churn (a later commit rewrote them, so the PR's lines may be gone): a
+      disagreement when it removed lines, none of its worded added lines is left, byte for byte,
+      and its whole pre-image -- context and removed lines, byte for byte -- is in the file more
+      often than in the merge commit's own file: the pre-image restored where it was, so undone,
+      not churn (a lone common line such as `return True` back elsewhere is not evidence). Listed for a look, not failures (stripped
+      matching finds the same words anywhere in the file, e.g. an import moved under
+      `if TYPE_CHECKING:` by a rewrite): `pre_image_back_reindented`, the same with indentation
+      ignored; `reindented_only`, most of its worded lines are there only with other indentation;
+    - a hunk whose file is not at main under its path (renamed since) is counted, not judged."""
+    tip = v.commits.upstream_base_sha or v.commits.fork_sha
+    wanted = [h for h in v.hunks if h.state in ("present", "present-after-churn") and h.kind == "text"
+              and by_id.get(h.id) is not None and by_id[h.id].kind == "text"]
+    merge = v.commits.merge_commit
+    blobs = repo.read_objects([f"{rev}:{p}" for p in sorted({h.path for h in wanted}) for rev in (tip, merge)])
+    counts = {"judged": 0, "agree": 0, "not_at_main_path": 0, "reindented_only": [], "pre_image_back_reindented": [], "disagree": []}
+    for h in wanted:
+        ph = by_id[h.id]
+        got = blobs.get(f"{tip}:{h.path}")
+        if got is None:
+            counts["not_at_main_path"] += 1
+            continue
+        text = got[1].split(b"\n")
+        have, flat = set(text), [line.strip() for line in text]
+        own = [line for line in ph.added_lines() if line.strip() and line not in set(ph.pre_image())]
+        if not own:
+            continue
+        counts["judged"] += 1
+        left = [line for line in own if line in have]
+        if h.state == "present" and len(left) < len(own):
+            counts["disagree"].append(f"hunk {h.id} ({h.path}) present, but {len(own) - len(left)} of its {len(own)} added lines "
+                                      f"are not in upstream main's file")
+            continue
+        worded_left = [line for line in left if re.search(rb"\w", line)]
+        if h.state == "present-after-churn" and not worded_left:
+            then = ((blobs.get(f"{merge}:{h.path}") or ("", b""))[1]).split(b"\n")
+            runs = _removed_runs(ph)
+            pre = ph.pre_image()
+            if runs and _count(text, pre) > _count(then, pre):  # back where it was, context and indentation and all
+                counts["disagree"].append(f"hunk {h.id} ({h.path}) present after churn, but none of its added lines is in upstream "
+                                          f"main's file and its whole pre-image (context and removed lines) is back there, byte for byte: undone")
+                continue
+            stripped = set(flat)
+            worded = [line.strip() for line in own if re.search(rb"\w", line)]
+            runs_s = [[x.strip() for x in r] for r in runs]
+            then_s = [line.strip() for line in then]
+            if runs_s and not any(line in stripped for line in worded) and all(_count(flat, r) > _count(then_s, r) for r in runs_s):
+                counts["pre_image_back_reindented"].append(f"{h.id} {h.path}")
+            elif worded and 2 * sum(1 for line in worded if line in stripped) >= len(worded):
+                counts["reindented_only"].append(f"{h.id} {h.path}")
+        counts["agree"] += 1
+    return counts
+
+
+def _count(hay: list[bytes], run: list[bytes]) -> int:
+    return sum(1 for i in range(len(hay) - len(run) + 1) if hay[i:i + len(run)] == run)
+
+
+def _removed_runs(h) -> list[list[bytes]]:
+    """The runs of non-blank lines the hunk removed (read from the hunk itself, not from porttrack's trail)."""
+    runs: list[list[bytes]] = [[]]
+    for marker, content in h._lines():
+        if marker == b"-":
+            runs[-1].append(content)
+        elif marker != b"\\" and runs[-1]:
+            runs.append([])
+    return [r for r in runs if r and any(x.strip() for x in r)]
 
 
 def touches_through(repo: Path, merge: str, commit: str, added: list[bytes]) -> str | None:
@@ -182,6 +269,12 @@ def touches_through(repo: Path, merge: str, commit: str, added: list[bytes]) -> 
             if changed(x, b"+") & gone:
                 return x
     return None
+
+
+def as_text(result: dict) -> str:
+    """The result as JSON, one merge a line (a reviewable diff between runs)."""
+    rows = ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in result["merges"])
+    return json.dumps({**result, "merges": []}, indent=1).replace('"merges": []', '"merges": [\n' + rows + "\n ]") + "\n"
 
 
 def main() -> int:
@@ -237,9 +330,14 @@ def main() -> int:
         print(f"reverted upstream: {len(reverted)}; their verdicts: "
               f"{dict(Counter(r['verdict'] for r in rows if r.get('reverted_by')))}; converged after a re-land: "
               f"{sum(1 for r in rows if r.get('relanded'))}")
+        gt = Counter()
+        for r in rows:
+            gt.update(r.get("ground_truth_counts", {}))
+        result["ground_truth"] = {**dict(gt), "disagreements": sum(len(r.get("ground_truth", {}).get("disagree", [])) for r in rows)}
+        print(f"ground truth (upstream main's files, byte for byte) on present / present-after-churn hunks: {result['ground_truth']}")
         print("failures: " + ("\n  " + "\n  ".join(failures) if failures else "none"))
         if args.json:
-            args.json.write_text(json.dumps(result, indent=1) + "\n")
+            args.json.write_text(as_text(result))
         return 1 if failures else 0
 
 

@@ -100,7 +100,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from testing.gitfixtures import (
-    Executable, Gitlink, Symlink, Upstream, clone_fork, fork_commit, git, git_bytes, is_ancestor, reset_clock,
+    Executable,
+    Gitlink,
+    Symlink,
+    Upstream,
+    clone_fork,
+    fork_commit,
+    git,
+    git_bytes,
+    is_ancestor,
+    reset_clock,
 )
 
 __all__ = [
@@ -1105,7 +1114,6 @@ def build_kind_scenario(seed: int, root: Path) -> Scenario:
     pr: dict = {}
     later: list[tuple[dict, str, str | None, frozenset[str]]] = []  # (files, message, renamed_to, origins)
     wrong: dict = {}  # what a fork that takes the change wrongly writes
-    take_extra: dict = {}  # for a fork that takes it exactly and then moves it with upstream (added-then-moved)
     if kind == "rename":
         body = _numbered("b", 30, rng)
         base["src/body.py"] = body

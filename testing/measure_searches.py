@@ -3,15 +3,20 @@
 Requests per `status` with the searches on, for the shipped workspace's five PRs (emulated):
 48804 closed (author leihuang-sketch) with a merged successor 56323 and one more same-author PR;
 46076, 46514 (stacked on 46076), 46849, 48407 merged; one queued patch; 20 open upstream PRs."""
-import json, sys, tempfile
+import json
+import sys
+import tempfile
 from pathlib import Path
+
 sys.path.insert(0, sys.argv[1])
-from testing.github_emulator import running_emulator
-from testing.world import World
+import os
+
 from testing.gitfixtures import isolated_git_env
+from testing.github_emulator import running_emulator
 from testing.text import numbered
 from testing.workspace import make_workspace, track
-import os
+from testing.world import World
+
 tmp = Path(tempfile.mkdtemp())
 os.environ.update(isolated_git_env(tmp / "home"))
 with running_emulator() as fake:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.diff.hunks import parse_diff
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
+from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
 
 
 def queue_mail(root: Path, data: bytes, *, name: str, track: str, pr: int, title: str, head: str, base: str,

@@ -18,10 +18,10 @@ import yaml
 
 from porttrack import apply as apply_mod
 from porttrack.cli import testhooks
-from porttrack.workspace import queue as queue_mod
 from porttrack.diff.hunks import parse_diff
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
+from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
 from testing.gitfixtures import Executable, Upstream, clone_fork, fork_commit, git, git_bytes
 from testing.workspace import make_workspace, track
 

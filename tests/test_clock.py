@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from porttrack.common import clock
-from porttrack.workspace import state
 from porttrack.common.errors import InputError
+from porttrack.workspace import state
 
 
 def test_a_date_is_midnight_utc_and_a_naive_time_is_utc():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from porttrack.observe.collisions import compare
 from porttrack.diff.hunks import parse_diff
+from porttrack.observe.collisions import compare
 from testing.gitfixtures import git
 from testing.text import edit, numbered
 from testing.workspace import make_workspace, track

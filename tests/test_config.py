@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from porttrack.common.errors import ConfigError
 from porttrack.tracks.config import MAX_ALIASES, Config
 from porttrack.tracks.file import load_config, parse_config
-from porttrack.common.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL = REPO_ROOT / "tracks.yaml"

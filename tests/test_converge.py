@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from porttrack.common.errors import ExitCode
 from porttrack.converge import record as converge_record
 from porttrack.gitrepo import GitRepo
 from porttrack.workspace import queue as queue_mod
-from porttrack.common.errors import ExitCode
+from porttrack.workspace.files import Workspace
 from porttrack.workspace.queue import Patch
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.state import save as save_state
-from porttrack.workspace.files import Workspace
-from testing.queueing import queue_mail
 from testing.gitfixtures import git, git_bytes
+from testing.queueing import queue_mail
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track
 
@@ -612,3 +612,22 @@ def test_json_shape_is_stable(tmp_path, world):
     assert sorted(data["hunks"][0]) == ["changed_by", "detail", "header", "id", "kind", "method", "path", "state"]
     assert sorted(data["regression"]) == ["command", "duration_s", "exit_code", "output_tail", "passed", "workdir"]
     assert (data["pr"], data["title"], data["track"]) == (PR, TITLE, TRACK)
+
+
+def test_a_fork_lacking_what_the_pr_builds_on_is_not_called_the_forks_own_version(tmp_path, world):
+    """An older fork: upstream changed a function (a prerequisite), then #48407 changed it again.
+    The fork has neither image there because it lacks the prerequisite, not because it made its own
+    version: the words say what is known (the PR is not in the fork; its pre-image is not there)."""
+    world.upstream.commit({MLA: module("mla", {3: "return x + 3  # prerequisite"})}, "A change #48407 builds on")
+    world.open_pr(PR, {MLA: module("mla", MLA_EDITS)}, title=TITLE)
+    world.squash_merge(PR)
+    git(world.fork, "fetch", "-q", "upstream")  # upstream/main has the merge; the fork's branch is older
+    ws = workspace(tmp_path, world)
+
+    code, data, err = verify_json(ws)
+
+    assert code == 1 and data["ancestry"] == {"fork_ref": False, "upstream_base": True}, err
+    [h] = [h for h in data["hunks"] if h["state"] == "unknown"]
+    assert "fork's own version" not in h["detail"]
+    assert "#48407 is not in the fork" in h["detail"] and "its pre-image is not there either" in h["detail"]
+    assert {x["state"] for x in data["hunks"]} == {"unknown", "missing"}

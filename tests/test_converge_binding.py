@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.diff.hunks import parse_diff
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace
 from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace.state import RecordedPR, UpstreamState
 from porttrack.workspace.state import save as save_state
-from porttrack.workspace.files import Workspace
 from testing.gitfixtures import git, git_bytes
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track

@@ -18,8 +18,15 @@ from collections import Counter
 from porttrack.converge.verify import MergedPR, decide, summary
 from porttrack.gitrepo import GitRepo
 from testing.convergence_scenarios import (
-    PatchHunk, ScratchIndex, Scenario, apply_state, build_scenario, check_scenario, confusion_tables,
-    oracle_states, split_diff,
+    PatchHunk,
+    Scenario,
+    ScratchIndex,
+    apply_state,
+    build_scenario,
+    check_scenario,
+    confusion_tables,
+    oracle_states,
+    split_diff,
 )
 from testing.gitfixtures import Upstream, git_bytes
 

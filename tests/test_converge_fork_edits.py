@@ -199,8 +199,8 @@ def test_an_added_file_absent_from_the_fork_is_missing_even_after_upstream_chang
 
 
 def test_an_orphaned_pr_says_the_fork_carries_only_commits_it_has():
-    from porttrack.workspace.state import RecordedPR
     from porttrack.report.status import Knowledge, next_action
+    from porttrack.workspace.state import RecordedPR
 
     pr = RecordedPR(
         number=7, title="t", author="a", state="closed", html_url="", created_at=None, updated_at=None,

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from porttrack.diff import presence
-from porttrack.workspace import queue as queue_mod
 from porttrack.diff.hunks import parse_diff
-from porttrack.workspace.queue import Patch
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
-from testing.queueing import queue_mail
+from porttrack.workspace.queue import Patch
 from testing.gitfixtures import git, git_bytes
+from testing.queueing import queue_mail
 from testing.workspace import TestWorkspace as WorkspaceHandle  # (renamed: pytest would collect Test*)
 from testing.workspace import make_workspace, track
 

@@ -25,8 +25,20 @@ from pathlib import Path
 import pytest
 
 from porttrack.diff import hunks as hunks_mod
-from testing.realhistory import (SLICE_MERGES, SLICE_TIP, apply_change, cherry_pick, commit_tree, diff, git, hand_port,
-                                 make_fork, record_merges, slice_bundle, upstream_from_bundle)
+from testing.realhistory import (
+    SLICE_MERGES,
+    SLICE_TIP,
+    apply_change,
+    cherry_pick,
+    commit_tree,
+    diff,
+    git,
+    hand_port,
+    make_fork,
+    record_merges,
+    slice_bundle,
+    upstream_from_bundle,
+)
 from testing.workspace import make_workspace, track
 
 REVERTED = 48597  # "[Perf][GLM-5.2] Blackwell decode optimizations", reverted upstream by #49768
@@ -283,3 +295,26 @@ def test_status_after_an_undone_upstream_verdict_never_says_port_the_missing_hun
     text = pr["next_action"]["text"]
     assert "upstream has since undone part of it" in text and "keep carrying those hunks or drop them" in text
     assert "port the missing hunks" not in text
+
+
+def test_import_on_a_fork_that_has_the_pr_after_churn_says_already_present_never_a_conflict(tmp_path, fork):
+    """The fork at upstream main has #46076 (merged, then changed by later upstream commits): verify
+    says present / present after churn for every hunk. `import` must agree: every hunk already in
+    the fork, none "conflicts with fork", nothing queued, and a clear message."""
+    ws = workspace(tmp_path, fork)
+    _code, data, _err = verify(ws, 46076)
+    churned = {h["id"] for h in data["hunks"] if h["state"] == "present-after-churn"}
+    assert churned and data["verdict"] == "converged"
+    out = ws.run_in_process("import", "46076", "--offline", "--json", env=ws.env())
+    assert out.stdout.startswith("{"), out.stderr
+    plan = json.loads(out.stdout)
+    hunks = plan.get("hunks") or plan["plan"]["hunks"]
+    reasons = {h["id"]: (h.get("reason") or "") for h in hunks}
+    assert not [r for r in reasons.values() if "conflicts with fork" in r], reasons
+    assert all("already in the fork" in reasons[hid] for hid in churned), reasons
+    assert all("upstream" in reasons[hid] for hid in churned)  # says the fork has upstream's later form
+    assert not any(h["taken"] for h in hunks) and out.returncode == 1
+    human = ws.run_in_process("import", "46076", "--offline", env=ws.env())
+    assert human.returncode == 1 and "conflicts with fork" not in human.stdout
+    assert "#46076 is already in the fork: every hunk is there" in human.stderr, human.stderr
+    assert ws.run_in_process("queue", "--json", env=ws.env()).stdout.count('"name"') == 0  # nothing queued

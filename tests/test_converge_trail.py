@@ -153,3 +153,114 @@ def test_a_removed_blank_line_reverted_and_removed_again_by_a_re_land_is_not_und
     repo2, shas2 = _history(tmp_path / "b", [gap, without, gap])
     [h2], t2 = _trails(repo2, shas2)
     assert _undone(repo2, h2, t2[id(h2)], shas2[2]) and t2[id(h2)].touched[-1].sha == shas2[2]
+
+
+def _block(body: list[str], at: int, inner: list[str]) -> list[str]:
+    return body[:at] + inner + body[at:]
+
+
+def test_a_revert_that_moves_the_prs_lines_back_de_indented_is_undone_not_a_move(tmp_path):
+    """Real case: #48641's vllm/v1/worker/gpu/sample/sampler.py. The PR moves four lines from a
+    function's body into an `if` block (indented deeper); upstream's revert moves them back, at the
+    old indentation. Stripped, the restored pre-image reads as the PR's lines "moved": it is not."""
+    four = ["a = states.max_num(idx)", "b = state.max_ids(", "    idx", ")"]
+    gap = [""] + [f"    w_{i} = {i}" for i in range(8)] + [""]
+    base = (["def f(idx):", "    x = 1"] + [f"    {line}" for line in four] + ["    ok = a or b"] + gap + ["    if ok:", "        y = 2"]
+            + [f"        z_{i} = {i}" for i in range(12)])
+    pr = (["def f(idx):", "    x = 1", "    ok = has(idx)"] + gap + ["    if ok:", "        y = 2"] + [f"        {line}" for line in four]
+          + [f"        z_{i} = {i}" for i in range(12)])
+    repo, shas = _history(tmp_path, ["\n".join(base) + "\n", "\n".join(pr) + "\n", "\n".join(base) + "\n"])
+    hunks, t = _trails(repo, shas)
+    inner = [h for h in hunks if any(line.startswith(b"        a = ") for line in h.added_lines())]
+    assert len(inner) == 1
+    h = inner[0]
+    assert trail.undone(h, t[id(h)]), t[id(h)].form
+    assert t[id(h)].touched[-1].sha == shas[2] and t[id(h)].lost == []
+    assert all(trail.undone(x, t[id(x)]) for x in hunks)  # every hunk: the revert undid them all
+
+
+def test_the_pre_image_restored_then_re_indented_upstream_is_undone_by_the_revert(tmp_path):
+    """Real case: #48641's topk_topp_triton.py. The PR rewrites two lines; upstream reverts it, then
+    a later commit wraps the restored lines in a `with` block (re-indented). Upstream's newest form
+    is the pre-image, re-indented: undone, by the revert (not present after the later churn)."""
+    base = lines(30, l10="    t1 = logits.new_tensor(A)", l11="    t2 = logits.new_tensor(B)")
+    pr = lines(30, l10="    t1 = torch.tensor(\n        A, dtype=f32\n    )", l11="    t2 = torch.tensor(\n        B, dtype=f32\n    )")
+    wrapped = lines(30, l10="    with allowed():\n        t1 = logits.new_tensor(A)", l11="        t2 = logits.new_tensor(B)")
+    repo, shas = _history(tmp_path, [base, pr, base, wrapped])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].touched[-1].sha == shas[3]
+    assert trail.undone(h, t[id(h)]) and trail.undone_index(h, t[id(h)]) == 0  # the revert (touch 0)
+
+    repo2, shas2 = _history(tmp_path / "b", [base, pr, lines(30, l10="    with allowed():\n        t1 = torch.tensor(\n            A, dtype=f32\n        )",
+                                                                   l11="        t2 = logits.new_tensor(B)")])
+    [h2], t2 = _trails(repo2, shas2)
+    assert not trail.undone(h2, t2[id(h2)])  # one of the PR's lines is left (re-indented): not undone
+
+
+def test_a_pr_that_only_re_indents_is_not_undone_by_a_later_edit(tmp_path):
+    """A hunk that only changes indentation has no line of its own once stripped: only the exact
+    pre-image says undone; a later edit of the re-indented lines is churn."""
+    base = lines(20, l5="x = 1", l6="y = 2")
+    pr = lines(20, l5="if True:\n    x = 1", l6="    y = 2")
+    repo, shas = _history(tmp_path, [base, pr, lines(20, l5="if True:\n    x = 1", l6="    y = 3")])
+    [h], t = _trails(repo, shas)
+    assert not trail.undone(h, t[id(h)])
+
+
+def test_a_revert_in_place_is_undone_though_the_same_commit_adds_like_lines_elsewhere(tmp_path):
+    """Real case: #43108's cutlass_moe.py. The PR replaces `expert_map,` by a comment and `None,`;
+    a later commit puts `expert_map,` back where it stood and, in another file, adds a `None,`.
+    Stripped and half-matched, that read as the PR's lines moved out of the file: it is a revert."""
+    from porttrack.converge.decide import MergedPR, decide
+
+    repo_dir = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo_dir)], check=True)
+    call = ["def run(x):", "    return kernel(", "        x,", "        topk_ids,", "        expert_map,", "        scale,", "    )"]
+    body = lambda lines: "\n".join([f"line_{i} = {i}" for i in range(20)] + lines + [f"tail_{i} = {i}" for i in range(20)]) + "\n"
+    tests = "\n".join(f"def test_{i}():\n    assert {i}" for i in range(10)) + "\n"
+
+    def commit(a: str, b: str, message: str) -> str:
+        (repo_dir / "a.py").write_text(a)
+        (repo_dir / "b.py").write_text(b)
+        _git(repo_dir, "add", "a.py", "b.py")
+        _git(repo_dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+        return _git(repo_dir, "rev-parse", "HEAD").strip()
+
+    commit(body(call), tests, "base")
+    pr = call[:4] + ["        # our own expert map.", "        None,"] + call[5:]
+    merge = commit(body(pr), tests, "Use our own expert map (#1)")
+    commit(body(call), tests + "def test_more():\n    f(\n        None,\n    )\n", "Fix the tests (#2)")
+    repo = GitRepo.open(repo_dir)
+    v = decide(repo, MergedPR(1, "x", merge, None, "recorded"), fork_ref="refs/heads/main", upstream_base="refs/heads/main")
+    assert [h.state for h in v.hunks] == ["undone-upstream"], [h.detail for h in v.hunks]
+
+
+def test_the_restored_pre_image_moved_later_stays_undone(tmp_path):
+    """Real case: #49659's kernel_warmup.py. Upstream restores the PR's pre-image (undone), then a
+    later commit moves those restored lines elsewhere in the file. Following the pre-image's move
+    is right (it is still the pre-image): only the change's own lines replaced by its pre-image are
+    "restored, not moved"."""
+    body = [f"line_{i} = {i}" for i in range(40)]
+    block = ["if cap(90):", "    warm()"]
+    base = body[:10] + block + body[10:]
+    pr = body[:10] + ["if cap(90) and moe:", "    warm()"] + body[10:]
+    moved = body[:30] + block + body[30:]
+    repo, shas = _history(tmp_path, ["\n".join(v) + "\n" for v in (base, pr, base, moved)])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].form == [b"if cap(90):"], t[id(h)].form
+    assert trail.undone(h, t[id(h)]) and trail.undone_index(h, t[id(h)]) == 0  # the revert undid it
+
+
+def test_a_hunk_that_removed_only_a_bracket_is_not_undone_by_a_rewrite_with_a_bracket(tmp_path):
+    """Real case: #45074's mla_attention.py. The PR turns `)` into `).pin_memory()`; upstream later
+    rewrites the expression (pinning another way), and its new lines hold a `)` again. A lone `)`
+    back is no revert: present after churn. A true revert (only the `)` left) is undone."""
+    base = lines(30, l10="    starts = (", l11="        arange(n)", l12="    )")
+    pr = lines(30, l10="    starts = (", l11="        arange(n)", l12="    ).pin_memory()")
+    rewrite = lines(30, l10="    starts = empty(n, pin_memory=True).copy_(", l11="        arange(n).mul_(k)", l12="    )")
+    repo, shas = _history(tmp_path, [base, pr, rewrite])
+    [h], t = _trails(repo, shas)
+    assert t[id(h)].touched and not trail.undone(h, t[id(h)])
+    repo2, shas2 = _history(tmp_path / "b", [base, pr, base])
+    [h2], t2 = _trails(repo2, shas2)
+    assert trail.undone(h2, t2[id(h2)])

@@ -8,13 +8,12 @@ after proving ...", "success in one track does not establish support for another
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from pathlib import Path
 
 import pytest
 
-from porttrack.tracks.file import load_config, parse_config
+from porttrack.common.errors import NotFound
 from porttrack.tracks.eligibility import (
     CONDITIONAL,
     ELIGIBLE,
@@ -24,7 +23,7 @@ from porttrack.tracks.eligibility import (
     requirement_failures,
     to_json,
 )
-from porttrack.common.errors import NotFound
+from porttrack.tracks.file import load_config, parse_config
 
 REAL = Path(__file__).resolve().parent.parent / "tracks.yaml"
 

@@ -29,9 +29,9 @@ from testing.github_emulator.handlers import actions as actions_area
 from testing.github_emulator.handlers import graphql as graphql_area
 from testing.github_emulator.handlers import issues as issues_area
 from testing.github_emulator.handlers import meta as meta_area
-from testing.github_emulator.handlers import searches as searches_area
 from testing.github_emulator.handlers import pulls as pulls_area
 from testing.github_emulator.handlers import repos as repo_area
+from testing.github_emulator.handlers import searches as searches_area
 from testing.world import FORK_REPO, UPSTREAM_REPO, World
 
 UP, FORK = UPSTREAM_REPO, FORK_REPO

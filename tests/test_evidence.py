@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.prove import evidence, run as gaterun, gates
 from porttrack import results
-from porttrack.workspace import queue as queue_mod
-from porttrack.tracks.file import load_config
 from porttrack.common.errors import InputError, NotFound, PreconditionError
-from testing.scenario_job import build
-from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from porttrack.prove import evidence, gates
+from porttrack.prove import run as gaterun
+from porttrack.tracks.file import load_config
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, dump_json
+from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from testing.scenario_job import build
 from testing.workspace import make_workspace
 
 SHA_REF, SHA_BASE = "c" * 40, "d" * 40

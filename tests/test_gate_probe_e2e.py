@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from testing.gate_demo import GateDemo, failed_checks, pythonpath
 

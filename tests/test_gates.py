@@ -14,23 +14,24 @@ import hashlib
 import json
 import os
 import sys
+import types
 from pathlib import Path
 from typing import Any
-import types
 
 import pytest
 
-from porttrack.prove import evidence, run as gaterun, gates
 from porttrack import results
-from porttrack.workspace import queue as queue_mod
-from porttrack.tracks.file import load_config
 from porttrack.common.errors import InputError
 from porttrack.gitrepo import GitRepo
-from testing.scenario_job import build
-from porttrack.workspace.queue import Patch, Revision, patch_file_name
+from porttrack.prove import evidence, gates
+from porttrack.prove import run as gaterun
+from porttrack.tracks.file import load_config
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, dump_json
+from porttrack.workspace.queue import Patch, Revision, patch_file_name
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
 from testing.queueing import queue_mail
+from testing.scenario_job import build
 from testing.workspace import make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -666,6 +667,37 @@ def test_gate_ingest_accepts_results_for_the_build_gate_run_would_measure(gw):
     assert len(records) == 4 and {r["job"]["kind"] for r in records} == {"manual"}
     assert {r["commits"]["ref_under_test"] for r in records if r["role"] == "candidate"} == {planned}
     assert gw.cli("promote", "0001-pr101").returncode == 0
+
+
+def test_one_gate_ingest_loads_queue_and_evidence_at_most_twice_and_judges_the_subject_once(gw, monkeypatch):
+    """Issue 35: `gate ingest` records, moves the patch's state and judges in `prove`, not back and
+    forth through the CLI (which loaded the queue 4x, the evidence 4x and judged the subject twice)."""
+    candidate, baseline = hand_results(gw), hand_results(gw, "baseline")  # made before counting starts
+    counts = {"queue": 0, "evidence": 0, "judged": 0}
+
+    def counted(key: str, real):
+        def wrapper(*args, **kw):
+            counts[key] += 1
+            return real(*args, **kw)
+        return wrapper
+
+    real_check = gates.check
+
+    def check(config, subject, log, proofs_passed):
+        counts["judged"] += subject.name == "0001-pr101"  # a proof judged for `proofs_passed` is not the subject
+        return real_check(config, subject, log, proofs_passed)
+
+    monkeypatch.setattr(queue_mod, "load", counted("queue", queue_mod.load))
+    monkeypatch.setattr(evidence, "load", counted("evidence", evidence.load))
+    monkeypatch.setattr(gates, "check", check)
+    for role, path, code in ((["--baseline"], baseline, 7), ([], candidate, 7)):
+        counts.update(queue=0, evidence=0, judged=0)
+        out = gw.cli("gate", "ingest", "0001-pr101", *role, "--target", "sm_121a", "--results", str(path), "--json")
+        assert out.returncode == code and "recorded" in out.stderr, out.stderr
+        assert counts["queue"] <= 2 and counts["evidence"] <= 2 and counts["judged"] == 1, counts
+    data = json.loads(out.stdout)
+    # the verdict printed is of the patch as it now stands: its state moved with the same verdict
+    assert data["check"]["subject"]["state"] == gw.state("0001-pr101")
 
 
 REFUSED = {

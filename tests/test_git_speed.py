@@ -14,7 +14,7 @@ import pytest
 
 from testing.gitcount import GitCounter, describe
 from testing.gitfixtures import git
-from testing.workspace import make_workspace, track
+from testing.workspace import DOCUMENTS, make_workspace, track
 
 STATUS_OFFLINE_GOAL = 6
 VERIFY_ANCESTRY_GOAL = 5
@@ -73,6 +73,32 @@ def test_status_offline_with_a_fork_starts_at_most_six_git_processes(tmp_path, w
     print(f"status --offline with a fork: cold {describe(cold_count)}; warm {describe(summary)}")
     assert summary["processes"] <= STATUS_OFFLINE_GOAL, (
         f"{describe(summary)}; goal <= {STATUS_OFFLINE_GOAL}:\n" + "\n".join(" ".join(c.argv) for c in counter.calls()))
+    assert cold_count["processes"] <= STATUS_OFFLINE_GOAL, f"cold: {describe(cold_count)}; goal <= {STATUS_OFFLINE_GOAL} (issue 34)"
+
+
+def test_status_offline_cold_starts_as_many_git_processes_for_twelve_prs_as_for_six(tmp_path, world):
+    """Cold, the PRs' diffs, merge bases and commits are read for all PRs at once (issue 34): six
+    more open PRs add no git process; fork commits listed in tracks.yaml (four tracks, three each)
+    add one, for all of them."""
+    ws = _busy_workspace(tmp_path, world)
+    fork_log = git(world.fork, "rev-list", "--max-count=3", "HEAD").split()
+    counts = []
+    for extra in (0, 6):
+        if extra:
+            for n in range(extra):
+                world.open_pr(201 + n, {f"m{n}.py": f"more {n}\n"}, f"more {n}")
+            tracks = {f"t{n}": track([101 + n], f"track {n}", **({"fork_commits": [fork_log[0][:9], fork_log[2], "0" * 40]}
+                                                                 if n < 4 else {})) for n in range(6)}
+            tracks.update({f"u{n}": track([201 + n], f"more {n}") for n in range(extra)})
+            ws.write_tracks(DOCUMENTS["vllm-gpu"](tracks))
+            assert (poll := ws.run("status")).returncode == 0, poll.stderr
+        shutil.rmtree(ws.root / ".porttrack" / "prdiff", ignore_errors=True)
+        shutil.rmtree(ws.root / ".porttrack" / "coverage", ignore_errors=True)
+        cold, count, _ = _counted(ws, tmp_path, "status", "--offline", "--json")
+        assert cold.returncode == 0, cold.stderr
+        counts.append(count["processes"])
+    print(f"status --offline cold: 6 PRs {counts[0]}, 12 PRs with listed fork commits {counts[1]} git processes")
+    assert counts[0] <= counts[1] <= counts[0] + 1 <= STATUS_OFFLINE_GOAL
 
 
 def test_a_kept_diff_is_used_only_under_its_own_shas(tmp_path, world):
@@ -172,9 +198,9 @@ def test_the_goal_is_not_met_by_skipping_the_fork(tmp_path, world, argv):
 # -- the batched lookups of the git door, against git answering one name at a time ------------------
 
 import random  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-import subprocess  # noqa: E402
 
 from porttrack.gitrepo import GitRepo  # noqa: E402
 from testing.gitfixtures import git_bytes  # noqa: E402
@@ -382,3 +408,115 @@ def test_an_interrupt_in_the_middle_of_a_batch_ends_at_once(tmp_path):
     assert proc.returncode == 0 and lines[0].startswith("interrupted after"), (proc.returncode, proc.stdout, proc.stderr[-2000:])
     assert float(lines[0].split()[-1].rstrip("s")) < 5
     assert lines[1] == "True"
+
+
+def test_diffs_give_what_diff_gives_pair_by_pair_byte_for_byte(tmp_path):
+    """GitRepo.diffs (one `diff-tree --stdin`) against GitRepo.diff per pair: binary and text
+    files, a rename, a mode change, a deletion, empty diffs, one head asked against several bases,
+    a pair asked twice, and a name (not a SHA) that is diffed on its own."""
+    repo = _repo_with_history(tmp_path)
+    root = repo.path
+    git(root, "mv", "f2.txt", "renamed.txt")
+    (root / "f3.txt").chmod(0o755)
+    (root / "dir" / "same.txt").unlink()
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "rename, mode, delete")
+    shas = git(root, "rev-list", "HEAD").split()
+    rng = random.Random(34)
+    pairs = [(shas[1], shas[0]), (shas[0], shas[0]), (shas[5], shas[0]), (shas[-1], shas[3]), (shas[3], shas[-1])]
+    pairs += [(rng.choice(shas), rng.choice(shas)) for _ in range(12)] + [(shas[1], shas[0]), ("HEAD~2", shas[0])]
+    batched = repo.diffs(pairs)
+    assert set(batched) == set(pairs)
+    for pair in pairs:
+        assert batched[pair] == repo.diff(*pair), pair
+    assert batched[(shas[0], shas[0])] == b"" and b"rename from f2.txt" in batched[(shas[1], shas[0])]
+    assert b"GIT binary patch" in b"".join(batched.values())
+
+
+def test_open_prs_merge_bases_and_commits_from_one_walk_equal_git_merge_base_and_rev_list(tmp_path):
+    """converge.coverage._open_bases (one `rev-list --boundary` walk) against `git merge-base` and
+    `rev-list BASE..HEAD` per PR: a plain branch, one that merged upstream in, one upstream has
+    merged, a head upstream's branch already holds, one with no shared history; and _own_commits
+    (the reader's walk down one-parent lines) against rev-list, for a squash, a line and a merge."""
+    from porttrack.converge import coverage
+    from porttrack.converge.ports import pr_commits
+
+    repo = _repo_with_history(tmp_path, commits=12)
+    root = repo.path
+
+    def commit(branch, name, text):
+        if branch != "alone":  # made by checkout --orphan: no commit to check out yet
+            git(root, "checkout", "-q", branch)
+        (root / name).write_text(text)
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"{branch} {name}")
+        return git(root, "rev-parse", "HEAD")
+
+    git(root, "branch", "plain", "HEAD~3")
+    git(root, "branch", "merging", "HEAD~6")
+    git(root, "branch", "landed", "HEAD~4")
+    for n in range(3):
+        commit("plain", f"p{n}.txt", "p\n")
+        commit("merging", f"m{n}.txt", "m\n")
+        commit("landed", f"l{n}.txt", "l\n")
+    commit("main", "up1.txt", "u\n")
+    git(root, "checkout", "-q", "merging")
+    git(root, "merge", "-q", "--no-edit", "main")
+    commit("merging", "m9.txt", "m\n")
+    git(root, "checkout", "-q", "main")
+    git(root, "merge", "-q", "--no-edit", "landed")
+    commit("main", "up2.txt", "u\n")
+    git(root, "checkout", "-q", "--orphan", "alone")
+    git(root, "rm", "-q", "-rf", ".")
+    commit("alone", "a.txt", "a\n")
+    git(root, "checkout", "-q", "main")
+    heads = {n: git(root, "rev-parse", b) for n, b in enumerate(["plain", "merging", "landed", "main~2", "alone"])}
+    walk = GitRepo.open(root)
+    found = coverage._open_bases(walk, {n: coverage._Wanted(f"k{n}", h, default="main") for n, h in heads.items()})
+    for n, head in heads.items():
+        base = repo.merge_base(head, "main")
+        if base is None:
+            assert found[n] == "#4's head shares no history with main"
+            continue
+        assert found[n][0] == base, n
+        assert set(found[n][1]) == set(pr_commits(repo, base, head)) and len(found[n][1]) == len(pr_commits(repo, base, head)), n
+    assert found[0][1] and found[1][1] and found[2] == (heads[2], ()) and found[3] == (heads[3], ())
+    squash, line_base = git(root, "rev-parse", "main"), git(root, "rev-parse", "plain~3")
+    merge = git(root, "rev-parse", "main~1")
+    for base, head in [(f"{squash}~1", squash), (line_base, heads[0]), (f"{merge}^1", merge)]:
+        base = git(root, "rev-parse", base)
+        assert coverage._own_commits(walk, base, head) == pr_commits(repo, base, head), (base, head)
+
+
+def test_listed_commits_outside_the_branch_from_one_walk_equal_is_ancestor_one_at_a_time(tmp_path):
+    """converge.coverage._outside_branch (one `rev-list --stdin`) against `has_commit` and
+    `merge-base --is-ancestor` per name: ancestors, the tip, commits of other branches, abbreviated
+    SHAs, a SHA not in the checkout, and names that are no SHA."""
+    from porttrack.converge import coverage
+
+    repo = _repo_with_history(tmp_path)
+    tip = git(repo.path, "rev-parse", "side/14")
+    shas = git(repo.path, "rev-list", "--all").split()
+    names = [*shas, *(s[:9] for s in shas[::3]), tip, "0" * 40, "deadbeef1", "main", "not a sha", ""]
+    outside = coverage._outside_branch(repo, tip, names)
+    alone = {n for n in set(names) if not (repo.has_commit(n) and repo.is_ancestor(n, tip))}
+    assert outside == alone
+    assert set(shas) - outside and set(shas) & outside  # both kinds were asked
+
+
+def test_a_kept_diff_the_parser_refuses_is_that_prs_problem_not_the_commands(tmp_path, world):
+    """Read for all PRs at once, one PR's unparsable diff (kept under its right key) still makes
+    only that PR's coverage unknown: the command answers, the other PRs as before."""
+    ws = _busy_workspace(tmp_path, world)
+    cache, kept = ws.root / ".porttrack" / "prdiff", ws.root / ".porttrack" / "coverage"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(kept, ignore_errors=True)
+    fresh = ws.run("status", "--offline", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    target = sorted(cache.iterdir())[0]
+    data = json.loads(target.read_text())
+    target.write_text(json.dumps({**data, "diff": "diff --git a/x b/x\n@@ -1 +1 @@\n garbage\n"}))
+    shutil.rmtree(kept, ignore_errors=True)
+    again = ws.run("status", "--offline", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["tracks"] == json.loads(fresh.stdout)["tracks"] or "coverage unknown" in again.stdout

@@ -60,3 +60,31 @@ def test_scratch_index_probes_without_touching_the_checkout_and_is_removed(tmp_p
     assert not folder.exists()
     assert git(repo.path, "status", "--porcelain") == status_before
     assert git(repo.path, "rev-parse", "HEAD") == fork
+
+
+def test_the_object_reader_writes_a_small_batch_itself_and_a_large_one_from_a_thread(tmp_path, monkeypatch):
+    """A batch of a few names (up to `_PIPE_SAFE` bytes: the pipe holds it whatever git does) is
+    written without a thread, whose start and join cost more than the batch; a larger one still
+    goes through a thread (else git, blocked writing answers nobody reads yet, and we, blocked
+    writing names, would wait on each other). Both answer the same."""
+    import threading
+
+    from porttrack import gitrepo
+
+    repo, base, fork, _shas = _repo(tmp_path)
+    started: list[int] = []
+    real_thread = threading.Thread
+
+    class CountingThread(real_thread):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            started.append(1)
+            super().start()
+
+    monkeypatch.setattr(gitrepo.threading, "Thread", CountingThread)
+    small = repo.objects([base, fork, f"{base}:f.txt"])
+    assert started == [] and small[f"{base}:f.txt"][2] == LINES.encode()
+    names = [f"{base}:f.txt"] + [f"refs/heads/no-such-{n:05d}" for n in range(gitrepo._PIPE_SAFE // 20)]
+    assert len("".join(f"{n}\n" for n in names)) > gitrepo._PIPE_SAFE
+    large = repo.read_objects(names)
+    assert started == [1] and large[f"{base}:f.txt"] == ("blob", LINES.encode())
+    assert all(large[n] is None for n in names[1:])

@@ -18,8 +18,8 @@ from porttrack.diff.hunks import (
     build_patch,
     parse_diff,
 )
-from porttrack.diff.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
 from porttrack.diff.presence import change_undone, hunk_state, post_image_present, pre_image_present
+from porttrack.diff.relations import dependency_edges, dependency_groups, diff_of_diffs, missing_dependencies
 
 # ---- builders ------------------------------------------------------------------------------
 
@@ -448,6 +448,24 @@ def test_a_later_commit_that_builds_on_an_earlier_one(new_repo):
     assert frozenset({add.id, tweak.id}) in groups and frozenset({far.id}) in groups
     assert missing_dependencies({tweak.id}, groups) == {add.id}
     assert any(e.reason == "builds-on" for e in dependency_edges(per_commit))
+
+
+def test_builds_on_follows_a_rename_and_never_points_back(new_repo):
+    """builds-on edges only go from an earlier entry to a later one whose old path is the earlier
+    entry's new path (here: f, then f renamed to g); the pass skips every other entry's lines,
+    so these are the edges there are, in order, and nothing from a later entry to an earlier one."""
+    base = numbered("l{}", 60)
+    c0 = new_repo.commit_tree({"f": base, "other": base})
+    with_helper = base.replace(b"l30\n", b"l30\ndef helper():\n    return 41\n")
+    c1 = new_repo.commit_tree({"f": with_helper, "other": with_helper})
+    c2 = new_repo.commit_tree({"g": with_helper.replace(b"return 41", b"return 42"), "other": with_helper})
+    per_commit = [fd for a, b in ((c0, c1), (c1, c2)) for fd in parse_diff(new_repo.diff(a, b))]
+    f_add, other_add = (next(fd for fd in per_commit[:2] if fd.new_path == p).text_hunks[0] for p in ("f", "other"))
+    (renamed,) = [fd for fd in per_commit[2:] if fd.new_path == "g"]
+    assert renamed.old_path == "f"
+    builds_on = [(e.a, e.b) for e in dependency_edges(per_commit) if e.reason == "builds-on"]
+    assert builds_on == [(f_add.id, renamed.text_hunks[0].id)]
+    assert other_add.id not in {x for edge in builds_on for x in edge}
 
 
 # ---- presence -----------------------------------------------------------------------------------

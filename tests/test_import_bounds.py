@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, check_sources, name_uses
 from porttrack.diff.hunks import parse_diff
+from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, check_sources, name_uses
 from testing.workspace import make_workspace, track
 
 NESTED = {

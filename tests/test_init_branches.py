@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from porttrack.converge.verify import resolve_refs
 from porttrack.common.errors import GitError, PreconditionError
+from porttrack.converge.verify import resolve_refs
 from porttrack.gitrepo import GitRepo, qualify_branch
 from testing.gitfixtures import git
 from testing.text import numbered

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import subprocess
+import sys
 from pathlib import Path
 
 from porttrack.bootstrap.init import Options, workspace_files

@@ -34,13 +34,12 @@ def test_huge_hostile_body_is_scanned_quickly():
 
 # -- fetching PR heads: one fetch when all are there; a missing refs/pull/N/head fails that PR only --
 
-from testing.gitfixtures import git  # noqa: E402
-
 from porttrack.common.errors import GitError, git_cause  # noqa: E402
 from porttrack.github.client import GitHubClient  # noqa: E402
 from porttrack.gitrepo import GitRepo, pull_ref  # noqa: E402
 from porttrack.observe.poll import poll  # noqa: E402
 from porttrack.workspace.state import UpstreamState  # noqa: E402
+from testing.gitfixtures import git  # noqa: E402
 
 PRS = (101, 102, 103, 104)
 

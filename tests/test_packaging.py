@@ -92,3 +92,16 @@ def test_an_internal_error_writes_its_log_in_the_cache_dir(tmp_path, monkeypatch
     log = Path(platformdirs.user_cache_dir("porttrack", appauthor=False)) / "crash.log"
     assert out.returncode != 0 and str(log) in out.stderr, out.stderr
     assert "RuntimeError: boom" in log.read_text()
+
+
+def test_every_package_data_pattern_ships_a_file() -> None:
+    """A pattern that matches nothing ships nothing and misleads the reader (issue 35: `data/*`)."""
+    import re
+
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")  # no tomllib before Python 3.11
+    line = re.search(r"^\[tool\.setuptools\.package-data\]\n(?:#.*\n)*porttrack = \[(.*)\]$", pyproject, re.M)
+    assert line, "porttrack's package-data line"
+    patterns = re.findall(r'"([^"]+)"', line.group(1))
+    assert patterns
+    empty = [p for p in patterns if not any((REPO_ROOT / "porttrack").glob(p))]
+    assert not empty, f"package-data patterns matching no file: {empty}"

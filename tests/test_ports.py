@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from porttrack.gitrepo import pull_ref
 from porttrack.converge.ports import read_markers
+from porttrack.gitrepo import pull_ref
 from testing.gitfixtures import git
 from testing.text import edit, numbered
 from testing.workspace import make_workspace, track

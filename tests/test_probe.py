@@ -7,8 +7,8 @@ vLLM's worker). The GPU proof is benchmarks/probe_gpu.py and its committed resul
 
 from __future__ import annotations
 
-import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -553,7 +553,7 @@ def test_a_launch_hook_removed_from_the_chain_makes_region_launches_not_measured
     assert any("region-launches not measured" in p for p in s.problems)
 
 
-def _random_program(rng: "random.Random") -> tuple[str, str]:
+def _random_program(rng: random.Random) -> tuple[str, str]:
     """A random program on the stand-ins and the truth about it, worked out from its steps alone:
     "blind" (a hook replaced before a compile after warmup could be seen), "offends" (something
     compiled or autotuned after warmup), or "clean"."""

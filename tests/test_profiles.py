@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.tracks import eligibility
-from porttrack.prove import gates
 from porttrack import results
-from porttrack.tracks.config import PROFILES, Config, NeutralConfig, ReportConfig
 from porttrack.common.errors import ConfigError, InputError
+from porttrack.prove import gates
+from porttrack.tracks import eligibility
+from porttrack.tracks.config import PROFILES, Config, NeutralConfig, ReportConfig
 from porttrack.tracks.file import load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

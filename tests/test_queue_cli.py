@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.cli.testhooks import PAUSE_ENV
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Symlink, git
-from testing.workspace import make_workspace, track, tracks_document
 from testing.text import edit, numbered
+from testing.workspace import make_workspace, track, tracks_document
 
 GATE = {"job": {"command": "true"}, "matrix": {"contexts": [1024], "batches": [1]}, "promote": False}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.workspace import queue as queue_mod
 from porttrack.diff.hunks import parse_diff
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
 from testing.gitfixtures import git, git_bytes
 from testing.text import edit, numbered

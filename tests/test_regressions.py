@@ -22,15 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
 
 import rel_harness as H  # noqa: E402
 from rel_harness import Rig, cases, secret_guard  # noqa: E402,F401 - fixtures used by this module
-from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
-from testing.workspace import TOKEN  # noqa: E402
 
-from porttrack.common import errors, secrets, text
-from porttrack.workspace import queue as queue_mod
 from porttrack import results  # noqa: E402
+from porttrack.common import errors, secrets, text
 from porttrack.github.client import GitHubClient, WriteUncertain  # noqa: E402
 from porttrack.github.records import MalformedResponse  # noqa: E402
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, atomic_write_text, dump_json  # noqa: E402
+from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
+from testing.workspace import TOKEN  # noqa: E402
 
 REPO = "vllm-project/vllm"
 
@@ -423,8 +423,8 @@ def test_stacking_cycle_is_named_not_followed(tmp_path, world):
 
 
 def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_error(tmp_path, world):
-    from porttrack.common import markdown
     from porttrack import report as report_render
+    from porttrack.common import markdown
     from testing.workspace import track
 
     assert markdown.clean("a\ud800b\udcff") == "a\ufffdb\ufffd"
@@ -439,8 +439,8 @@ def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_erro
 
 
 def test_renamed_and_force_pushed_pr_grows_the_state_file_no_more(world):
-    from porttrack.workspace import state as state_mod
     from porttrack.observe.poll import poll
+    from porttrack.workspace import state as state_mod
 
     world.open_pr(7, {"a.py": "a = 0\n"}, "title")
     client = GitHubClient(world.upstream_repo, world.token, world.fake.base_url, backoff_s=0.01, max_attempts=2)

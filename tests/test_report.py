@@ -18,15 +18,16 @@ from typing import Any
 
 import pytest
 
+from porttrack import report as rep
 from porttrack.common import clock
 from porttrack.prove import evidence
-from porttrack.workspace import queue as queue_mod, state as state_mod
-from porttrack import report as rep
-from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace, write_json
-from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
-from testing.gfm import cmark
+from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState
 from testing import workspace as test_workspace
+from testing.gfm import cmark
+from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
 from testing.workspace import make_workspace, track
 
 GOLDEN = Path(__file__).parent / "golden"

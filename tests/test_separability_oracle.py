@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pyflakes import checker, messages
 
 from porttrack.diff.hunks import parse_diff
-from porttrack.diff.pycheck import may_share_words, as_edges, name_uses
+from porttrack.diff.pycheck import as_edges, may_share_words, name_uses
 from porttrack.diff.relations import dependency_groups, missing_dependencies
 
 SPACING = 12  # lines between edit sites: one hunk each, never "adjacent" (3 lines) to another

@@ -54,6 +54,22 @@ def test_the_test_command_runs_the_suite_on_every_core():
     assert runs == ['exec python -m pytest -q -n auto "$@"'], runs
 
 
+def test_the_test_command_runs_ruff_and_mypy_before_the_suite_and_fails_with_them():
+    """Issue 35: the linter and the type checker run in CI before the tests (README's test command,
+    which `.ci/run` runs), each failing the run, and the [test] extra installs both."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^test = \[\n(.*?)^\]", pyproject, re.S | re.M).group(1)
+    for tool in ("ruff", "mypy"):
+        assert re.search(rf'^\s*"{tool}[>=~]', extra, re.M), f"{tool} is not in the [test] extra"
+    lines = [line.strip() for line in (ROOT / "setup.sh").read_text().splitlines() if not line.lstrip().startswith("#")]
+    test_case = lines[lines.index("test)"):]
+    test_case = test_case[:test_case.index(";;")]
+    runs = [i for i, line in enumerate(test_case) if line.startswith(("python -m ruff", "python -m mypy", "exec python -m pytest"))]
+    assert [test_case[i].split("python -m ")[1].split()[0] for i in runs] == ["ruff", "mypy", "pytest"], test_case
+    for i in runs[:2]:
+        assert "|| {" in test_case[i] and "exit 1" in test_case[i], f"a failure must fail the run: {test_case[i]}"
+
+
 def test_setup_says_what_to_install_when_quilt_is_missing_and_cannot_be_installed(tmp_path):
     # a PATH with python3 and the shell's few tools, but neither quilt nor apt-get
     bin_dir = tmp_path / "bin"

@@ -24,7 +24,7 @@ HELP_MODULES = {"porttrack", "porttrack.cli", "porttrack.cli.terminal", "porttra
 # libraries no `--help` needs (each 5-60 ms to import)
 HEAVY = {"rich", "pydantic", "jinja2", "requests", "urllib3", "github", "yaml", "jsonschema", "unidiff", "pyflakes",
          "platformdirs", "pygments", "markdown_it", "cmarkgfm"}
-COMMAND_MODULES = {f"porttrack.cli.{module}" for module, _ in cli_mod.COMMANDS.values()}
+COMMAND_MODULES = {info.module_path for info in cli_mod.COMMANDS.values()}
 
 # runs porttrack's entry point in a fresh interpreter and prints what it left in sys.modules
 _PROBE = """
@@ -68,7 +68,7 @@ def test_top_level_help_imports_no_command_module_and_no_heavy_library():
 @pytest.mark.parametrize("name", sorted(cli_mod.COMMANDS))
 def test_a_commands_help_imports_its_own_module_alone(name):
     result = _run(name, "--help")
-    own = f"porttrack.cli.{cli_mod.COMMANDS[name][0]}"
+    own = cli_mod.COMMANDS[name].module_path
     assert own in result["modules"]
     assert _ours(result["modules"]) & COMMAND_MODULES == {own}
     assert not _heavy(result["modules"]), f"porttrack {name} --help loads {sorted(_heavy(result['modules']))}"
@@ -77,22 +77,22 @@ def test_a_commands_help_imports_its_own_module_alone(name):
 
 def test_the_table_names_every_command_with_its_own_short_help():
     """The table's short help is the first sentence of the command's docstring, so the listing
-    reads as click would print it with every module loaded; and every module registers exactly
-    the commands the table gives it."""
-    for module in {m for m, _ in cli_mod.COMMANDS.values()}:
-        __import__(f"porttrack.cli.{module}")
-    cli = cli_mod.cli
-    assert set(cli.commands) == set(cli_mod.COMMANDS)
-    for name, (module, short) in cli_mod.COMMANDS.items():
-        command = cli.commands[name]
-        assert command.callback.__module__ == f"porttrack.cli.{module}", name
-        assert short == command.get_short_help_str(limit=10**6), name
+    reads as click would print it with every module loaded; each entry names a click command of
+    that name defined in its module; resolving every name gives `cli` exactly the table's commands."""
+    for name, info in cli_mod.COMMANDS.items():
+        command = cli_mod.load_command(name)
+        assert isinstance(command, click.Command) and command.name == name, name
+        assert command.callback.__module__ == info.module_path, name
+        assert info.summary == command.get_short_help_str(limit=10**6), name
+    for name in cli_mod.COMMANDS:
+        assert cli_mod.cli.get_command(click.Context(cli_mod.cli), name) is cli_mod.load_command(name)
+    assert set(cli_mod.cli.commands) == set(cli_mod.COMMANDS)
 
 
 def test_the_lazy_listing_is_clicks_own():
     lazy = _run("--help")["out"]
-    for module in {m for m, _ in cli_mod.COMMANDS.values()}:
-        __import__(f"porttrack.cli.{module}")
+    for name in cli_mod.COMMANDS:
+        cli_mod.cli.get_command(click.Context(cli_mod.cli), name)
     # COLUMNS=80 in _run: click lays help out 2 columns narrower
     loaded = cli_mod.cli.get_help(click.Context(cli_mod.cli, info_name="porttrack", terminal_width=78,
                                                 **cli_mod.cli.context_settings))
@@ -100,3 +100,16 @@ def test_the_lazy_listing_is_clicks_own():
     formatter = click.HelpFormatter(width=78)
     click.Group.format_commands(cli_mod.cli, click.Context(cli_mod.cli), formatter)  # click's, all loaded
     assert formatter.getvalue() in lazy
+
+
+# what `status --offline` has no use for: the GitHub door, the live searches and their threads, and
+# the diff parser when no diff is parsed (issue 34: the offline path imports what it reads)
+OFFLINE_UNUSED = {"porttrack.github.client", "porttrack.github.graphql", "porttrack.github.policy",
+                  "porttrack.observe.collisions", "concurrent.futures", "unidiff"}
+
+
+def test_status_offline_imports_no_github_door_no_search_and_no_diff_parser():
+    """The checkout's own workspace (tracks.yaml and state/upstream.json, no fork checkout)."""
+    result = _run("status", "--offline")
+    assert "upstream state as of" in result["out"]
+    assert not set(result["modules"]) & OFFLINE_UNUSED, sorted(set(result["modules"]) & OFFLINE_UNUSED)

@@ -297,8 +297,8 @@ def test_fresh_checkout_status_with_github_unreachable_falls_back_saying_how_old
 
 
 def test_queued_pr_that_moved_upstream_asks_for_a_refresh():
-    from porttrack.workspace.state import RecordedPR
     from porttrack.report.status import Knowledge, next_action
+    from porttrack.workspace.state import RecordedPR
 
     pr = RecordedPR(
         number=7, title="t", author="a", state="open", html_url="", created_at=None, updated_at=None,

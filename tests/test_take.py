@@ -12,21 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from porttrack.workspace import queue as queue_mod
-from porttrack.tracks.file import load_config
-from porttrack.converge.coverage import track_coverage
 from porttrack.common.errors import InputError, NotFound, PreconditionError, UnsafeInput
-from porttrack.report.knowledge import gather
-from porttrack.workspace.queue import Selection
+from porttrack.converge.coverage import track_coverage
 from porttrack.github.client import client_for
 from porttrack.gitrepo import GitRepo
-from porttrack.workspace.queue import drop_patch
-from porttrack.take.refresh import refresh_pr
+from porttrack.report.knowledge import gather
 from porttrack.take.importer import import_pr
+from porttrack.take.refresh import refresh_pr
+from porttrack.tracks.file import load_config
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
+from porttrack.workspace.queue import Selection, drop_patch
 from testing.gitfixtures import Executable, Symlink, git, git_bytes
-from testing.workspace import make_workspace, track, tracks_document
 from testing.text import edit, numbered
+from testing.workspace import make_workspace, track, tracks_document
 
 GATE = {"job": {"command": "true"}, "matrix": {"contexts": [1024], "batches": [1]}, "promote": False}
 

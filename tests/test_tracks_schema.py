@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from porttrack.bootstrap import init as init_mod
+from porttrack.common.errors import ConfigError
 from porttrack.tracks import schema as tracks_schema
 from porttrack.tracks.config import PROFILES
-from porttrack.common.errors import ConfigError
 from porttrack.tracks.file import parse_config
 from porttrack.tracks.validation import _record_at
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest

@@ -11,7 +11,7 @@ import pytest
 
 from porttrack.common.errors import ExitCode
 from porttrack.observe.collisions import RESERVE
-from testing.weekly_budget import build, counted, critical_path
+from testing.weekly_budget import build, critical_path
 
 RITUAL = (("status",), ("report", "weekly", "--dry-run"), ("report", "weekly", "--post"))
 

@@ -64,8 +64,8 @@ def test_four_hundred_patches_fit_the_issue_with_summary_gates_and_problems_whol
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
     monkeypatch.setenv("GITHUB_REPOSITORY", "randomvariable/porttrack-workspace")
     monkeypatch.setenv("GITHUB_RUN_ID", "123")
-    from porttrack.report.render import pointer_to_full
     from porttrack.report.records import WeeklyReport  # noqa: F401  (the pointer reads only report_file)
+    from porttrack.report.render import pointer_to_full
 
     class _Report:
         report_file = "reports/weekly-2026-W49.md"

@@ -3,9 +3,10 @@
 Only this package imports click. Heavy modules (PyGithub, jinja2, pydantic, jsonschema) are imported
 inside the commands, and so are the few core modules that are slow to load themselves
 (`porttrack.github.client`, `porttrack.report`), each marked where it is imported. The command
-modules themselves are imported lazily (`COMMANDS`, `LazyGroup`): a command's module only when that
-command runs or shows its own help; `porttrack --help` lists the commands from the table and
-imports none of them. Each command module registers its commands on `cli` when imported; `main()`
+modules themselves are imported lazily (`COMMANDS`, `LazyGroup`, as pip's `commands/__init__.py`):
+a command's module only when that command runs or shows its own help; `porttrack --help` lists the
+commands from the table and imports none of them. The table names each command's module and its
+click command there (each module also registers its commands on `cli` when imported); `main()`
 is the one error boundary that turns `PorttrackError`s into a one-line message and the exit code
 from the published table (`porttrack.common.errors.ExitCode`).
 """
@@ -19,22 +20,22 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 from click.shell_completion import CompletionItem
 
 from porttrack import __version__
-from porttrack.common.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.cli import testhooks
-from porttrack.cli.terminal import COLOR_CHOICES, Terminal, render, show
+from porttrack.cli.terminal import COLOR_CHOICES, Terminal, fit_stderr, render, show
+from porttrack.common.errors import EXIT_CODE_MEANINGS, ExitCode, PorttrackError
 from porttrack.common.secrets import redact, register_configured
 from porttrack.common.text import for_terminal_lines
 
 if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
-    from porttrack.tracks.config import Config
     from porttrack.github.client import GitHubClient
     from porttrack.gitrepo import GitRepo
+    from porttrack.tracks.config import Config
     from porttrack.workspace.files import Workspace
 
 
@@ -116,8 +117,8 @@ class Context:
     def require_tracked(self, number: int) -> None:
         """Refuse a PR number no track names (nor stacked under one), before anything is asked
         of GitHub or git: "#4880 is not tracked; tracked: …; did you mean #48804?" (usage)."""
-        from porttrack.workspace import state as state_mod  # here: `--help` loads no recorded state code
         from porttrack.take.source import check_tracked
+        from porttrack.workspace import state as state_mod  # here: `--help` loads no recorded state code
 
         check_tracked(self.config, state_mod.load(self.workspace.upstream_state_file, self.config.upstream.repo), number)
 
@@ -164,34 +165,51 @@ def _exit_code_epilog() -> str:
     return f"\b\nExit codes:\n{rows}"
 
 
-# Every command, in the README's order: its name, the module under porttrack.cli that registers it
-# on `cli` when imported, and its short help as `porttrack --help` shows it (the first sentence of
-# its docstring; tests/test_startup.py checks each against the command's own). A command's module
+class CommandInfo(NamedTuple):
+    """Where a command lives: the module that defines it, the click command's name there, and its
+    short help as `porttrack --help` shows it (pip's `commands.CommandInfo`)."""
+
+    module_path: str
+    attribute: str
+    summary: str
+
+
+# Every command, in the README's order: the module defining it (a full module path, so a move of
+# modules rewrites this one table), its click command there, and its short help (the first sentence
+# of its docstring; tests/test_startup.py checks each against the command's own). A command's module
 # is imported only when that command is resolved (run, completed, or asked for its own --help).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "status": ("status", "Poll every tracked PR, record its state, and show per track what changed and what to do next."),
-    "eligibility": ("eligibility", "Deployment targets × tracks (under the vllm-gpu profile, its models): eligible, not "
-                                   "(which requirement failed), or conditional (which proof is pending)."),
-    "import": ("take", "Take the stable, separable hunks of upstream PR into the patch queue."),
-    "refresh": ("take", "Per hunk, what changed upstream since the PR was imported (new / removed / changed / unchanged); "
-                        "the queue changes only with --update."),
-    "queue": ("queue", "List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."),
-    "drop": ("queue", "Retire a queued patch (by name, unique prefix, or PR number), recording why."),
-    "gate": ("gates", "Run a patch's gate job and judge its evidence."),
-    "promote": ("gates", "Make a patch default-enabled — refused unless the latest non-superseded evidence satisfies its "
-                         "gate for every required cell on every required target."),
-    "demote": ("gates", "Take a patch out of the default build (it stays in staging); its state follows the evidence."),
-    "evidence": ("gates", "Evidence records: append-only results of gate jobs, and their corrections."),
-    "report": ("report", "Reports for the team: the weekly status issue."),
-    "apply": ("apply", "Build the fork branch from its upstream base plus the patch queue, one commit per patch."),
-    "verify-converged": ("converge", "Prove that a merged upstream PR is present in the fork: ancestry, then patch-id, "
-                                     "then per-hunk content (with upstream churn)."),
-    "init": ("init", "Create a workspace in FOLDER: a commented tracks.yaml (for --profile), an empty patch queue, "
-                     "templates/, .gitignore, and the fork checkout (a blobless clone with an `upstream` remote, or "
-                     "--fork-checkout)."),
-    "doctor": ("doctor", "Check the workspace, the fork checkout and its upstream remote, the token and GitHub, quilt and "
-                         "runner labels: one line each, and the command that fixes what is broken."),
+COMMANDS: dict[str, CommandInfo] = {
+    "status": CommandInfo("porttrack.cli.status", "status", "Poll every tracked PR, record its state, and show per track what changed and what to do next."),
+    "eligibility": CommandInfo("porttrack.cli.eligibility", "eligibility", "Deployment targets × tracks (under the vllm-gpu profile, its models): eligible, not "
+                                                                          "(which requirement failed), or conditional (which proof is pending)."),
+    "import": CommandInfo("porttrack.cli.take", "import_", "Take the stable, separable hunks of upstream PR into the patch queue."),
+    "refresh": CommandInfo("porttrack.cli.take", "refresh", "Per hunk, what changed upstream since the PR was imported (new / removed / changed / "
+                                                            "unchanged); the queue changes only with --update."),
+    "queue": CommandInfo("porttrack.cli.queue", "queue_", "List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."),
+    "drop": CommandInfo("porttrack.cli.queue", "drop", "Retire a queued patch (by name, unique prefix, or PR number), recording why."),
+    "gate": CommandInfo("porttrack.cli.gates", "gate", "Run a patch's gate job and judge its evidence."),
+    "promote": CommandInfo("porttrack.cli.gates", "promote", "Make a patch default-enabled — refused unless the latest non-superseded evidence "
+                                                             "satisfies its gate for every required cell on every required target."),
+    "demote": CommandInfo("porttrack.cli.gates", "demote", "Take a patch out of the default build (it stays in staging); its state follows the evidence."),
+    "evidence": CommandInfo("porttrack.cli.gates", "evidence_group", "Evidence records: append-only results of gate jobs, and their corrections."),
+    "report": CommandInfo("porttrack.cli.report", "report", "Reports for the team: the weekly status issue."),
+    "apply": CommandInfo("porttrack.cli.apply", "apply_command", "Build the fork branch from its upstream base plus the patch queue, one commit per patch."),
+    "verify-converged": CommandInfo("porttrack.cli.converge", "verify_converged", "Prove that a merged upstream PR is present in the fork: ancestry, "
+                                                                                  "then patch-id, then per-hunk content (with upstream churn)."),
+    "init": CommandInfo("porttrack.cli.init", "init_command", "Create a workspace in FOLDER: a commented tracks.yaml (for --profile), an empty patch "
+                                                              "queue, templates/, .gitignore, and the fork checkout (a blobless clone with an `upstream` "
+                                                              "remote, or --fork-checkout)."),
+    "doctor": CommandInfo("porttrack.cli.doctor", "doctor_command", "Check the workspace, the fork checkout and its upstream remote, the token and "
+                                                                    "GitHub, quilt and runner labels: one line each, and the command that fixes what is broken."),
 }
+
+
+def load_command(name: str) -> click.Command:
+    """The click command `name`, its module imported now (a name not in `COMMANDS`: KeyError).
+    Importing it also registers its commands on `cli` (`@cli.command`); the table does not rely on
+    that, so a module may drop the registration (`@click.command`) without a change here."""
+    info = COMMANDS[name]
+    return getattr(importlib.import_module(info.module_path), info.attribute)
 
 
 class LazyGroup(click.Group):
@@ -203,7 +221,7 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            importlib.import_module(f"porttrack.cli.{COMMANDS[cmd_name][0]}")  # registers it on `cli`
+            self.add_command(load_command(cmd_name), cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -216,7 +234,7 @@ class LazyGroup(click.Group):
         for name in names:
             command = self.commands.get(name)
             if command is None:
-                rows.append((name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)))  # click's cut
+                rows.append((name, click.Command(name, help=COMMANDS[name].summary).get_short_help_str(limit)))  # click's cut
             elif not command.hidden:
                 rows.append((name, command.get_short_help_str(limit)))
         if rows:
@@ -272,7 +290,7 @@ _INERT_IN_JSON = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u20
 def say(message: str) -> None:
     """Talk to stderr. It often quotes what GitHub or a stranger wrote (an error `message`, a
     branch name): the terminal cleaner keeps escape sequences and controls out of it."""
-    click.echo(terminal.fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
+    click.echo(fit_stderr(for_terminal_lines(message)), err=True)  # wrapped at words on a terminal
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,7 +48,7 @@ def render(run) -> str:
              f"{'es' if len(run.patches) != 1 else ''} ({run.target} build)"]
     width = max((len(for_terminal(p.name, 60)) for p in run.patches), default=0)
     for p in run.patches:
-        counted = {}
+        counted: dict[str, int] = {}
         for h in p.hunks:
             counted[h.outcome] = counted.get(h.outcome, 0) + 1
         detail = ", ".join(f"{n} {o}" for o, n in counted.items())

@@ -19,8 +19,8 @@ from porttrack.cli.terminal import Terminal
 def eligibility(ctx: Context, as_json: bool) -> int:
     """Deployment targets × tracks (under the vllm-gpu profile, its models): eligible, not (which
     requirement failed), or conditional (which proof is pending). A profile without them has none."""
-    from porttrack.tracks import eligibility as elig
     from porttrack.prove.gates import proofs_passed
+    from porttrack.tracks import eligibility as elig
 
     result = elig.evaluate(ctx.config, proofs_passed(ctx.workspace, ctx.config))
     if as_json:

@@ -23,6 +23,7 @@ def _subject(ctx: Context, patch: str | None, proof: str | None):
     queue = queue_mod.load(ctx.workspace)
     if proof is not None:
         return queue, gates.proof_subject(ctx.config, proof)
+    assert patch is not None  # one of the two, checked above
     return queue, gates.patch_subject(ctx.config, queue, queue.get(patch))
 
 
@@ -48,6 +49,7 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, interleaved, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
+    from porttrack.prove import promote as promote_mod
     from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
@@ -60,7 +62,8 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, interleaved, run_ids
         done = interleave.run(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork, rounds=interleaved,
                               targets=list(targets) or None, say=None if as_json else say, force=force)
         candidate = next(o for o in done if o.role == "candidate")
-        return _judged(ctx, subject, as_json, candidate.ref.sha, list(candidate.plan), [r.id for o in done for r in o.records])
+        change, result = promote_mod.settle(ctx.workspace, ctx.config, subject, warn=say)
+        return _judged(ctx, change, result, as_json, candidate.ref.sha, list(candidate.plan), [r.id for o in done for r in o.records])
     ids = _run_ids(run_ids, targets)
     outcome = gaterun.run(
         ctx.workspace, ctx.config, queue, subject, repo=ctx.fork, client=_gate_client(ctx, subject, dry_run),
@@ -79,7 +82,8 @@ def gate_run(ctx: Context, patch, proof, targets, baseline, interleaved, run_ids
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": outcome.ref.sha, "plan": list(outcome.plan),
                        "job_environment": told, "records": [], "check": None})
         return 0
-    return _judged(ctx, subject, as_json, outcome.ref.sha, list(outcome.plan), [r.id for r in outcome.records])
+    change, result = promote_mod.settle(ctx.workspace, ctx.config, subject, warn=say)
+    return _judged(ctx, change, result, as_json, outcome.ref.sha, list(outcome.plan), [r.id for r in outcome.records])
 
 
 @gate.command("ingest", epilog=examples("porttrack gate ingest 1234 --target cpu --results results.json --dry-run"))
@@ -99,29 +103,29 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
     from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
-    built, record = gaterun.ingest_file(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
-                                        role="baseline" if baseline else "candidate", target=target, path=results_file,
-                                        dry_run=dry_run, say=None if as_json else say)
-    if dry_run:
+    warnings: list[str] = []  # said after the line on what was recorded
+    done = gaterun.record_and_judge(ctx.workspace, ctx.config, queue, subject, repo=ctx.fork,
+                                    role="baseline" if baseline else "candidate", target=target, path=results_file,
+                                    dry_run=dry_run, say=None if as_json else say, warn=warnings.append)
+    built, record = done.built, done.record
+    if done.result is None:  # a dry run
         say(f"dry run: {results_file} matches the {'baseline' if baseline else 'candidate'} build {built.sha[:12]} on {target}; nothing recorded")
         if as_json:
             emit_json({"schema": "porttrack/gate-run/v1", "dry_run": True, "ref": built.sha, "plan": [], "records": [], "check": None})
         return 0
     say(f"{target}: recorded {record.id} ({len(record.cells)} cells) from {results_file}")
-    return _judged(ctx, subject, as_json, built.sha, [], [record.id])
+    for line in warnings:
+        say(line)
+    return _judged(ctx, done.change, done.result, as_json, built.sha, [], [record.id])
 
 
-def _judged(ctx: Context, subject, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
-    """After evidence was recorded (`gate run`, `gate ingest`): move the patch's state to what the
-    evidence says, judge the gate, print the verdict; its exit code is the command's."""
-    from porttrack.prove import evidence, gate_output, gates
-    from porttrack.prove import promote as promote_mod
+def _judged(ctx: Context, change, result, as_json: bool, ref: str, plan: list[str], records: list[str]) -> int:
+    """After evidence was recorded and judged (`gate run`, `gate ingest`): the patch's state change
+    and the verdict, printed; its exit code is the command's."""
+    from porttrack.prove import gate_output
 
-    if subject.kind == "patch":
-        change = promote_mod.sync_state(ctx.workspace, ctx.config, subject.name, warn=say)
-        if change is not None:
-            say(change.message)
-    result = gates.check(ctx.config, _refreshed(ctx, subject), evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
+    if change is not None:
+        say(change.message)
     if as_json:
         emit_json({"schema": "porttrack/gate-run/v1", "dry_run": False, "ref": ref, "plan": plan,
                    "records": records, "check": gate_output.to_json(result)})
@@ -139,16 +143,6 @@ def _gate_client(ctx: Context, subject, dry_run: bool):
     if dry_run or gate is None or gate.job.workflow is None or not has_token():
         return None
     return ctx.github(ctx.config.fork.repo)
-
-
-def _refreshed(ctx: Context, subject):
-    from porttrack.prove import gates
-    from porttrack.workspace import queue as queue_mod
-
-    if subject.kind == "proof":
-        return subject
-    queue = queue_mod.load(ctx.workspace)
-    return gates.patch_subject(ctx.config, queue, queue.get(subject.name))
 
 
 def _run_ids(values, targets) -> dict[str, int]:
@@ -175,10 +169,10 @@ def gate_check(ctx: Context, patch, proof, as_json) -> int:
     what tracks.yaml names: a dataset size, a Python version, or under vllm-gpu model × context ×
     batch). Exit 0: every cell
     passes; 1: the gate failed; 7: it could not be evaluated (missing evidence or baseline)."""
-    from porttrack.prove import evidence, gate_output, gates
+    from porttrack.prove import gate_output, gates
 
     _queue, subject = _subject(ctx, patch, proof)
-    result = gates.check(ctx.config, subject, evidence.load(ctx.workspace), gates.proofs_passed(ctx.workspace, ctx.config))
+    result = gates.judge(ctx.workspace, ctx.config, subject)
     if as_json:
         emit_json(gate_output.to_json(result))
     else:
@@ -251,8 +245,8 @@ def evidence_group() -> None:
 @pass_ctx
 def evidence_list(ctx: Context, subject, as_json, current) -> int:
     """Every record (or those of SUBJECT: a patch name or proof id), oldest first."""
-    from porttrack.prove import evidence
     from porttrack.common.text import for_terminal
+    from porttrack.prove import evidence
 
     log = evidence.load(ctx.workspace)
     records = log.current() if current else log.records

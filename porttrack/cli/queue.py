@@ -3,10 +3,15 @@ Patches enter the queue with `porttrack import` (`porttrack.cli.take`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say, terminal
 from porttrack.common.text import for_terminal
+
+if TYPE_CHECKING:  # rich is imported where output is laid out
+    from rich.text import Text
 
 
 @cli.command("queue", epilog=examples("porttrack queue", "porttrack queue --all --json", "porttrack queue --collisions"))
@@ -88,7 +93,7 @@ def render_queue(entries, coverage) -> list:
     if not entries:
         out.append("the queue is empty (take a PR with `porttrack import N`)")
     else:
-        rows = []
+        rows: list[list[str | Text]] = []
         for e in entries:
             p = e.patch
             reasons = ", ".join(f"{k} {v}" for k, v in e.left_out_by_reason.items())

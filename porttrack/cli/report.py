@@ -13,10 +13,10 @@ import click
 
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.cli.terminal import show
+from porttrack.cli.testhooks import checkpoint
 from porttrack.common import clock
 from porttrack.common.errors import ConfigError, GitHubAuthError
 from porttrack.common.secrets import resolve_token
-from porttrack.cli.testhooks import checkpoint
 
 
 @cli.group(epilog=examples("porttrack report weekly --dry-run"))
@@ -82,7 +82,9 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         age = recorded_ago(weekly_report.upstream["observed_at"], moment)
         say(f"offline: {weekly_report.upstream['offline_reason']}; the upstream state shown was {age}")
     elif upstream is not None and not upstream.authenticated:
-        say(rate_words(upstream.rate_seen, False))
+        words = rate_words(upstream.rate_seen, False)
+        assert words is not None  # None only when it is not known whether a token was used
+        say(words)
 
     if not dry_run:
         with lock(ws, "report weekly: writing the report"):

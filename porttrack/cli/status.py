@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from porttrack.common import clock
 from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say, terminal
 from porttrack.cli.terminal import Progress, Terminal
+from porttrack.common import clock
 from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
@@ -34,8 +34,14 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
     Without a token a public upstream is polled unauthenticated (60 requests an hour; an unchanged
     PR, answered 304, costs none)."""
-    from porttrack.report.knowledge import (gather, record_findings, recorded_findings, search_upstream, start_listing,
-                                            with_findings)
+    from porttrack.report.knowledge import (
+        gather,
+        record_findings,
+        recorded_findings,
+        search_upstream,
+        start_listing,
+        with_findings,
+    )
     from porttrack.report.status import rate_words, recorded_ago, refresh, report_to_json
 
     config = ctx.config
@@ -121,7 +127,6 @@ def render(report: "StatusReport", term: Terminal) -> str:
 
 def parts(report: "StatusReport") -> list:
     """What `status` prints, as terminal parts: wrapped prose, one aligned row per PR, titles cut."""
-    from porttrack.observe.collisions import render_lines as collision_lines
     from porttrack.report.knowledge import findings_lines
     from porttrack.report.status import recorded_ago
 
@@ -151,6 +156,8 @@ def parts(report: "StatusReport") -> list:
         out.append(terminal.paragraph(words, indent=2, hang=6))
         out += [_successor_line(f"    {line}") for line in findings_lines(findings, track)]
     if findings is not None and findings.collisions is not None:
+        from porttrack.observe.collisions import render_lines as collision_lines  # only a live run searched
+
         out.append("")
         out += [terminal.indented(line, untrusted=True) for line in collision_lines(findings.collisions)]
     return out

@@ -32,33 +32,46 @@ def import_(ctx: Context, pr: int, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
-    from porttrack.workspace.queue import Selection
     from porttrack.take.importer import import_pr, plan_to_json
+    from porttrack.workspace.queue import PRESENT, Selection
 
     number = pr
     ctx.require_tracked(number)  # a typo costs no request
     selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
     outcome = import_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), through=through,
-                        selection=selection, dry_run=dry_run, say=say)
+                        selection=selection, dry_run=dry_run, say=say, in_fork=_already_in_fork)
     if as_json:
         emit_json(plan_to_json(outcome, dry_run))
     else:
         click.echo(render_import(outcome))
     plan = outcome.plan
     if not plan.taken:
-        say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
+        if plan.hunks and all(h.why is not None and h.why.kind == PRESENT for h in plan.hunks):
+            say(f"porttrack: #{number} is already in the fork: every hunk is there (as `porttrack verify-converged {number}` "
+                f"finds it); nothing to take, nothing was written")
+        else:
+            say(f"porttrack: nothing of #{number} can be taken (every hunk was left out); nothing was written")
         return 1
     if plan.source_check is not None and not plan.source_check.ok:  # the importer never queues one; say so if it did
         say(f"porttrack: #{number}'s patch fails its source check: {plan.source_check.text}")
         return 1
     if dry_run:
-        say(f"dry run: would write patches/{outcome.patch.file} and add {outcome.patch.name} to the manifest")
+        patch = outcome.patch
+        assert patch is not None  # something was taken: returned above otherwise
+        say(f"dry run: would write patches/{patch.file} and add {patch.name} to the manifest")
     return 0
 
 
+def _already_in_fork(*args):
+    """converge.verify.already_in_fork, imported only when a merged PR asks for it."""
+    from porttrack.converge.verify import already_in_fork
+
+    return already_in_fork(*args)
+
+
 def render_import(outcome) -> str:
-    from porttrack.prove.gates import ungated_fix
     from porttrack.common.text import for_terminal, short_sha
+    from porttrack.prove.gates import ungated_fix
 
     plan = outcome.plan
     rev = plan.revision

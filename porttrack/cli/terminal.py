@@ -343,8 +343,8 @@ def _control(*what: str) -> str:
     """Carriage return and erase-to-end-of-line, as rich spells them."""
     from rich.control import Control, ControlType
 
-    codes = {"\r": (ControlType.CARRIAGE_RETURN,), "erase": (ControlType.ERASE_IN_LINE, 0)}
-    return "".join(str(Control(codes[w])) for w in what)
+    codes = {"\r": Control((ControlType.CARRIAGE_RETURN,)), "erase": Control((ControlType.ERASE_IN_LINE, 0))}
+    return "".join(str(codes[w]) for w in what)
 
 
 def fit_stderr(text: str, stream: IO[str] | None = None) -> str:

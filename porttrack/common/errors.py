@@ -1,7 +1,7 @@
 """One error hierarchy and one published table of exit codes.
 
 Core code raises `PorttrackError` subclasses; only `porttrack.cli` turns them into a one-line
-message and an exit code. The table below is the one the README publishes: keep them in step.
+message and an exit code. The table below is the one docs/exit-codes.md publishes: keep them in step.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ class RateLimited(UpstreamUnreachable):
 
 class NotFound(PorttrackError):
     exit_code = ExitCode.USAGE
+    status = 404  # the HTTP status GitHub answered with, where it was GitHub (porttrack.github.client sets it)
 
 
 class NotTracked(PorttrackError):

@@ -51,7 +51,7 @@ def contains_secret(text: str) -> bool:
     return any(token in text for token in _KNOWN) or _TOKEN_SHAPES.search(text) is not None
 
 
-def resolve_token(env: dict[str, str] | None = None) -> str | None:
+def resolve_token(env: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if env is None else env
     for name in ("GITHUB_TOKEN", "GH_TOKEN"):
         value = (env.get(name) or "").strip()

@@ -26,19 +26,19 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence, Union
 
-from porttrack.workspace import state as state_mod
-from porttrack.tracks.config import Config
 from porttrack.common.errors import CannotEvaluate, PorttrackError
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
-from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
-from porttrack.observe.prdiff import near_match
+from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.diff.presence import hunk_state
-from porttrack.workspace.state import UpstreamState
+from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
+from porttrack.observe.prdiff import near_match
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace, atomic_write_text, read_json
+from porttrack.workspace.state import UpstreamState
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,9 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
     kept = _read_kept(kept_file)
     history: Sequence[ForkCommit] | None = None
     out: dict[int, Coverage] = {}
+    todo = [n for _, n, _ in wanted if not (n in kept and kept[n][0] == keys[n])]
+    diffs: dict[int, _Found] = {}
+    outside: frozenset[str] | None = None
     for tid, n, commits in wanted:
         answer = kept.get(n)
         if answer is not None and answer[0] == keys[n]:
@@ -174,7 +177,16 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
                 history = fork_history(repo, config)
             except PorttrackError:
                 history = ()  # coverage of listed commits still works from the tip
-        out[n] = pr_coverage(repo, config, state, n, tid, commits, history, ws.cache_dir / CACHE_FOLDER)
+            ref = qualify_branch(repo, config.fork.branch)
+            if ref:  # without the branch no PR's diff is read
+                diffs = _pr_diffs(repo, config, state, todo, ws.cache_dir / CACHE_FOLDER)  # every PR's in one batch
+                tip = repo.rev_parse(ref)
+                listed = {c for _, m, cs in wanted if m in todo for c in cs}
+                try:
+                    outside = _outside_branch(repo, tip, listed) if tip and listed else None
+                except PorttrackError:
+                    outside = None  # asked PR by PR, where each PR meets its own error
+        out[n] = pr_coverage(repo, config, state, n, tid, commits, history, ws.cache_dir / CACHE_FOLDER, diffs.get(n), outside)
     if history is not None:
         _write_kept(kept_file, {n: (keys[n], c) for n, c in out.items() if c.problem is None})
     return tuple(c for c in out.values() if c.found)
@@ -239,18 +251,24 @@ def _from_json(d: dict[str, Any]) -> Coverage:
 
 
 def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int, track: str,
-                fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None) -> Coverage:
-    """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diff`)."""
+                fork_commits: Sequence[str] = (), history: Sequence[ForkCommit] = (), cache: Path | None = None,
+                diff: "_Found | None" = None, outside: frozenset[str] | None = None) -> Coverage:
+    """`cache`: a folder for each PR's diff and commits, a pure function of SHAs (see `_pr_diffs`);
+    `diff`: the PR's, already read with the others'; `outside`: which of the listed `fork_commits`
+    the branch lacks, found for every PR at once (`track_coverage`)."""
     branch = config.fork.branch
     ref = qualify_branch(repo, branch)
     tip = repo.rev_parse(ref) if ref else None
     partial = Coverage(number, track, tuple(fork_commits), (), branch, tip, None)
     if tip is None:
         return _with(partial, problem=missing_branch(repo, branch))
-    missing = tuple(c for c in fork_commits if not (repo.has_commit(c) and repo.is_ancestor(c, tip)))
+    lacks = outside if outside is not None else _outside_branch(repo, tip, fork_commits)
+    missing = tuple(c for c in fork_commits if c in lacks)
     partial = _with(partial, fork_commits_missing=missing)
     try:
-        found = _pr_diff(repo, config, state, number, cache)
+        found = diff if diff is not None else _pr_diffs(repo, config, state, [number], cache)[number]
+        if isinstance(found, PorttrackError):
+            raise found
         if isinstance(found, str):
             named = markers_for(history, number, ())
             return _with(partial, problem=found if (fork_commits or named) else None, ports=_ports(named))
@@ -266,6 +284,20 @@ def pr_coverage(repo: GitRepo, config: Config, state: UpstreamState, number: int
         return _with(partial, revision=revision, hunks=hunks, ports=_ports(marked), through=through_sha)
     except PorttrackError as exc:
         return _with(partial, problem=str(exc))
+
+
+def _outside_branch(repo: GitRepo, tip: str, commits: Iterable[str]) -> frozenset[str]:
+    """The names among `commits` that are no commit of the branch at `tip`: not in the checkout, or
+    not an ancestor of `tip` (what `merge-base --is-ancestor` answers one at a time), from one
+    `rev-list C... --not TIP`: a commit the tip does not reach is among what that walk lists."""
+    asked = sorted(set(commits))
+    found = repo.resolve(c for c in asked if repo.has_commit(c))
+    present = {c: sha for c, sha in found.items() if sha}
+    listed: set[str] = set()
+    if present:
+        lines = [*sorted(set(present.values())), f"^{tip}"]
+        listed = set(repo.run("rev-list", "--stdin", input=("\n".join(lines) + "\n").encode()).stdout.decode("ascii", "replace").split())
+    return frozenset(c for c in asked if c not in present or present[c] in listed)
 
 
 def _ports(marked: Sequence[tuple[ForkCommit, Marker]]) -> tuple[PortFound, ...]:
@@ -308,11 +340,84 @@ CACHE_FOLDER = "prdiff"  # under the workspace's .porttrack/: one file per PR, t
 CACHE_SCHEMA = 1
 
 
-def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
-             cache: Path | None = None) -> tuple[str, str, tuple[FileDiff, ...], tuple[str, ...]] | str:
-    """The PR's upstream diff and its own commits from local objects, or why they cannot be had.
+# A PR's diff, base and own commits: (base, head, files, commits); or why they cannot be had (str);
+# or the error reading them met, raised where that PR's coverage is computed.
+_Found = Union[tuple[str, str, tuple[FileDiff, ...], tuple[str, ...]], str, PorttrackError]
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """What a PR's diff is taken between: `base` (None: the merge base of `head` and `default`, an
+    open PR's) and `head`; `key` names the SHAs it is a function of (its cache entry's key)."""
+
+    key: str
+    head: str
+    base: str | None = None
+    default: str | None = None
+
+
+def _pr_diffs(repo: GitRepo, config: Config, state: UpstreamState, numbers: Sequence[int],
+              cache: Path | None = None) -> dict[int, _Found]:
+    """Each PR's upstream diff and its own commits from local objects, or why they cannot be had.
     Names are resolved by the repository's reader; the rest (merge base, diff, commits) depends
-    only on SHAs, so it is kept in `cache` under those SHAs and read back while they stay the same."""
+    only on SHAs, so it is kept in `cache` under those SHAs and read back while they stay the same.
+    What is not kept is read for every PR at once: the open PRs' merge bases and commits in one
+    `rev-list` walk, a merged PR's commits from the reader, every diff in one `diff-tree --stdin`."""
+    out: dict[int, _Found] = {}
+    todo: dict[int, _Wanted] = {}
+    for n in dict.fromkeys(numbers):
+        try:
+            wanted = _wanted(repo, config, state, n)
+        except PorttrackError as exc:
+            out[n] = exc
+            continue
+        if isinstance(wanted, str):
+            out[n] = wanted
+            continue
+        kept = _read_cache(cache / f"{n}.json", wanted.key) if cache is not None else None
+        if kept is not None:
+            base, diff, commits = kept
+            out[n] = _parsed(base, wanted.head, diff, commits)
+        else:
+            todo[n] = wanted
+    found: dict[int, tuple[str, tuple[str, ...]] | str | PorttrackError] = {}
+    found.update(_open_bases(repo, {n: w for n, w in todo.items() if w.base is None}))
+    for n, w in todo.items():
+        if w.base is not None:
+            try:
+                found[n] = (w.base, _own_commits(repo, w.base, w.head))
+            except PorttrackError as exc:
+                found[n] = exc
+    pairs = {n: (f[0], todo[n].head) for n, f in found.items() if isinstance(f, tuple)}
+    try:
+        diffs = repo.diffs(list(pairs.values()))
+    except PorttrackError:
+        diffs = {}  # one unreadable diff fails the batch: each is read on its own below, its error its PR's
+    for n, f in found.items():
+        if not isinstance(f, tuple):
+            out[n] = f
+            continue
+        base, commits = f
+        try:
+            diff = diffs[pairs[n]] if pairs[n] in diffs else repo.diff(base, todo[n].head)
+        except PorttrackError as exc:
+            out[n] = exc
+            continue
+        if cache is not None:
+            _write_cache(cache / f"{n}.json", todo[n].key, base, diff, commits)
+        out[n] = _parsed(base, todo[n].head, diff, commits)
+    return out
+
+
+def _parsed(base: str, head: str, diff: bytes, commits: tuple[str, ...]) -> _Found:
+    try:
+        return base, head, parse_diff(diff), commits
+    except PorttrackError as exc:  # a diff the parser refuses: that PR's problem, as before
+        return exc
+
+
+def _wanted(repo: GitRepo, config: Config, state: UpstreamState, number: int) -> _Wanted | str:
+    """Which commits PR `number`'s diff is taken between (no process but the reader), or why none."""
     pr = state.prs.get(number)
     if pr is not None and pr.state == "merged" and pr.merge_commit_sha and repo.has_commit(pr.merge_commit_sha):
         mc = repo.rev_parse(pr.merge_commit_sha)
@@ -321,7 +426,7 @@ def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
         if rebased is not None:  # the PR's change starts below its replayed commits
             parent = rebased[0]
         if mc and parent:
-            return _diff_of(repo, cache, number, f"merged {parent} {mc}", lambda: parent, mc)
+            return _Wanted(f"merged {parent} {mc}", mc, base=parent)
     head = repo.rev_parse(pull_ref(number))
     if head is None and pr is not None and pr.head_sha and repo.has_commit(pr.head_sha):
         head = repo.rev_parse(pr.head_sha)
@@ -330,24 +435,78 @@ def _pr_diff(repo: GitRepo, config: Config, state: UpstreamState, number: int,
     default = next((r for r in (upstream_ref(config.upstream.default_branch), config.fork.upstream_base) if repo.rev_parse(r)), None)
     if default is None:
         return f"upstream's {config.upstream.default_branch} is not in the fork checkout"
-    found = _diff_of(repo, cache, number, f"open {head} {repo.rev_parse(default)}", lambda: repo.merge_base(head, default), head)
-    return found if found is not None else f"#{number}'s head shares no history with {default}"
+    return _Wanted(f"open {head} {repo.rev_parse(default)}", head, default=default)
 
 
-def _diff_of(repo: GitRepo, cache: Path | None, number: int, key: str, find_base, head: str):
-    """(base, head, files, commits) from `cache` when its key is `key`, else computed and kept."""
-    file = cache / f"{number}.json" if cache is not None else None
-    kept = _read_cache(file, key) if file is not None else None
-    if kept is not None:
-        base, diff, commits = kept
-    else:
-        base = find_base()
-        if base is None:
-            return None
-        diff, commits = repo.diff(base, head), pr_commits(repo, base, head)
-        if file is not None:
-            _write_cache(file, key, base, diff, commits)
-    return base, head, parse_diff(diff), commits
+def _open_bases(repo: GitRepo, wanted: dict[int, _Wanted]) -> dict[int, tuple[str, tuple[str, ...]] | str | PorttrackError]:
+    """Each open PR's merge base with upstream's branch and its own commits (`base..head`), what
+    `git merge-base` and `git rev-list` give one PR at a time, from one `rev-list --boundary` walk of
+    every head not in upstream's branch: a head's commits are those the walk reaches from it, and its
+    merge base the one boundary commit they stand on. Two or more (upstream merged into the PR
+    branch, criss-cross): asked of `git merge-base` for that PR alone."""
+    if not wanted:
+        return {}
+    out: dict[int, tuple[str, tuple[str, ...]] | str | PorttrackError] = {}
+    defaults = {n: repo.rev_parse(w.default) for n, w in wanted.items() if w.default}
+    try:
+        graph, _ = repo.walk_boundary({w.head for w in wanted.values()}, {d for d in defaults.values() if d})
+    except PorttrackError:
+        graph = None  # asked one PR at a time below, each with its own error
+    order = {sha: i for i, sha in enumerate(graph or ())}  # the walk's order: newest first, as rev-list lists
+    for n, w in wanted.items():
+        try:
+            if graph is None or len(set(defaults.values())) != 1:
+                base = repo.merge_base(w.head, w.default or "")
+                out[n] = (base, pr_commits(repo, base, w.head)) if base else _NO_HISTORY.format(n=n, default=w.default)
+                continue
+            if w.head not in graph:  # upstream's branch has the head: it is its own merge base
+                out[n] = (w.head, ())
+                continue
+            own, bases = _reached(graph, w.head)
+            if len(bases) == 1:
+                out[n] = (bases.pop(), tuple(reversed(sorted(own, key=order.__getitem__)[:MAX_PR_COMMITS])))
+            elif not bases:  # no commit upstream has
+                out[n] = _NO_HISTORY.format(n=n, default=w.default)
+            else:
+                base = repo.merge_base(w.head, w.default or "")
+                out[n] = (base, pr_commits(repo, base, w.head)) if base else _NO_HISTORY.format(n=n, default=w.default)
+        except PorttrackError as exc:
+            out[n] = exc
+    return out
+
+
+_NO_HISTORY = "#{n}'s head shares no history with {default}"
+MAX_PR_COMMITS = 1000  # as `pr_commits` lists them (`GitRepo.rev_list`'s limit)
+
+
+def _reached(graph: dict[str, tuple[str, ...]], head: str) -> tuple[set[str], set[str]]:
+    """The walk's commits reachable from `head`, and the commits outside it they have as parents."""
+    own, bases, todo = {head}, set(), [head]
+    while todo:
+        for parent in graph[todo.pop()]:
+            if parent in graph:
+                if parent not in own:
+                    own.add(parent)
+                    todo.append(parent)
+            else:
+                bases.add(parent)
+    return own, bases
+
+
+def _own_commits(repo: GitRepo, base: str, head: str) -> tuple[str, ...]:
+    """`pr_commits(repo, base, head)` (oldest first): read from the reader while the line from
+    `head` down to `base` is one parent each (a squash, a rebase merge's copies), else `rev-list`."""
+    line: list[str] = []
+    at = head
+    while at != base and len(line) < 50:
+        obj = repo.read_objects([at]).get(at)
+        parents = [row[7:] for row in obj[1].split(b"\n\n", 1)[0].decode("ascii", "replace").split("\n")
+                   if row.startswith("parent ")] if obj is not None and obj[0] == "commit" else []
+        if len(parents) != 1:
+            return pr_commits(repo, base, head)
+        line.append(at)
+        at = parents[0]
+    return tuple(reversed(line)) if at == base else pr_commits(repo, base, head)
 
 
 def _read_cache(file: Path, key: str) -> tuple[str, bytes, tuple[str, ...]] | None:

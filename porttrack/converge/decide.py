@@ -118,20 +118,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from porttrack.diff import hunks as hunks_mod
-from porttrack.diff import presence
 from porttrack.common.clock import utcnow
+from porttrack.common.errors import CannotEvaluate, NotFound
 from porttrack.common.text import for_terminal  # a subject cut with a mark: a bare cut of "(#46076)" read as PR #460
-from porttrack.converge.history import LITERAL as _LITERAL
 from porttrack.converge import kinds as _kinds
-from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge import trail as _trail
+from porttrack.converge.history import LITERAL as _LITERAL
+from porttrack.converge.history import fork_since as _fork_since
 from porttrack.converge.history import locations as _locations
 from porttrack.converge.history import patch_id_of_change, patch_ids
-from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import read_files as _read_files
+from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import renamed_to as _renamed_to
-from porttrack.common.errors import CannotEvaluate, NotFound
+from porttrack.diff import hunks as hunks_mod
+from porttrack.diff import presence
 from porttrack.gitrepo import GitRepo
 
 if TYPE_CHECKING:
@@ -325,7 +325,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     merge = pr.merge_commit
     # the merge (with its parents), the fork ref and the upstream base in one batch
     known = repo.commits([merge, upstream_base, *(() if fork_ref.startswith("-") else (fork_ref,))])
-    fork_sha = None if fork_ref.startswith("-") or known[fork_ref] is None else known[fork_ref].sha
+    fork_commit = None if fork_ref.startswith("-") else known[fork_ref]
+    fork_sha = fork_commit.sha if fork_commit is not None else None
     if fork_sha is None:
         raise NotFound(f"fork ref {fork_ref!r} does not exist in the fork checkout {repo.path}")
     merge_info = known[merge]
@@ -336,7 +337,8 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
     rebased = _rebase_merged(repo, merge, pr.head_sha, pr.base_sha) if len(parents) == 1 else None
     if rebased is not None:  # the change starts below the PR's replayed commits, not at the merge's parent
         kind, parents = "rebase", [rebased[0]]
-    base_sha = known[upstream_base].sha if known[upstream_base] else None
+    base_info = known[upstream_base]
+    base_sha = base_info.sha if base_info else None
     if parents:
         files = hunks_mod.parse_diff(repo.diff(parents[0], merge))
     else:  # a root commit: everything it has is its change
@@ -402,11 +404,11 @@ def decide(repo: GitRepo, pr: MergedPR, *, fork_ref: str, upstream_base: str, tr
         return finish("patch-id", _rechecked(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None,
                                              "patch-id", f"same patch-id as {m.commit[:12]}", early if in_base else None), patch_id)
     if patch_id is not None:
-        since = f"since {merge_base[:12]}" if merge_base else ""
+        looked = f"since {merge_base[:12]}" if merge_base else ""
         if patch_id.candidates:
-            reasons.append(f"none of the {patch_id.candidates} fork commit(s) {since} touching the PR's files has its patch-id")
+            reasons.append(f"none of the {patch_id.candidates} fork commit(s) {looked} touching the PR's files has its patch-id")
         else:
-            reasons.append(f"no fork commit {since} touches the PR's files, so none can carry its patch-id")
+            reasons.append(f"no fork commit {looked} touches the PR's files, so none can carry its patch-id")
 
     results = _by_content(repo, files, pr.number, merge, start, fork_sha, base_sha if in_base else None, early if in_base else None)
     reasons.append(f"by content at {fork_ref}: {counts_words(summary(results))}")
@@ -457,7 +459,7 @@ def _rechecked(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: s
     there: the fork may have reverted or edited lines since, and upstream may have. So every hunk
     is decided as the content step decides it (`_by_content`: upstream's newest form, then the
     fork tip's content), keeping `method` (how the change arrived) and saying `why`."""
-    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails)
+    results = _by_content(repo, files, number, merge, start, fork_sha, base_sha, trails, arrived=True)
     return [replace(r, method=method, detail=f"{why}; " + ("the pre-image is back at the fork ref: " if r.state == "missing" else "") + r.detail)
             for r in results]
 
@@ -515,7 +517,7 @@ class _Look:
 
 
 def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: str, start: str | None,
-                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET) -> list[HunkResult]:
+                fork_sha: str, base_sha: str | None, walked: Any = _NOT_YET, arrived: bool = False) -> list[HunkResult]:
     """Each hunk by upstream's newest form of its lines, then by the fork ref's content.
 
     `base_sha`: the upstream base, given only when it may contain the merge; its first-parent
@@ -598,7 +600,9 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
         if ("diff", sha) not in cache:
             cache[("diff", sha)] = repo.run("diff-tree", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
                                             f"{sha}^", sha).stdout
-        return _trail.moved_out(cache[("diff", sha)], lost)
+        if "restored" not in cache:
+            cache["restored"] = {fd.path: _trail.pre_image_lines(fd) for fd in files}
+        return _trail.moved_out(cache[("diff", sha)], lost, cache["restored"])
 
     results: list[HunkResult] = []
     fork_trails: dict[int, "_trail.Trail"] = {}  # index in results -> trail of a missing hunk
@@ -681,7 +685,7 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
                 results.append(_result(h, "missing", "content", detail=look.detail + (words or "; upstream still has it")))
             else:
                 results.append(_result(h, "unknown", "churn" if t.touched else "content",
-                                       detail=look.detail + (words or "; upstream still has the post-image, so this is the fork's own version")))
+                                       detail=look.detail + (words or _neither(number, arrived))))
     if fork_trails and base_sha and ancestor(base_sha):
         results = _undone_in_fork(repo, results, fork_trails, files, base_sha, fork_sha)
     if absent:
@@ -689,6 +693,18 @@ def _by_content(repo: GitRepo, files: Sequence["FileDiff"], number: int, merge: 
             entry_sides.update(_kinds.sides(repo, start, merge, files))
         results = _moved_in_fork(repo, results, absent, merge, fork_sha, entry_sides)
     return results
+
+
+def _neither(number: int, arrived: bool) -> str:
+    """Why neither image is at the fork ref while upstream still has #number's lines: what is known,
+    no more. Arrived (by ancestry or patch-id): the fork changed these lines since. Not arrived: the
+    PR is not in the fork, and the fork's file differs from the PR's base there -- an older fork
+    lacking what the PR builds on looks exactly like this, as does a fork's own edit."""
+    if arrived:
+        return f"; upstream still has the post-image, and the fork changed these lines since #{number} arrived: the fork's own version"
+    return (f"; upstream still has the post-image; #{number} is not in the fork (no ancestry, no patch-id), and the fork's file differs from #{number}'s base there "
+            f"(its pre-image is not there either): the fork lacks what #{number} changes these lines from -- a change it builds on, "
+            f"or the fork's own edit")
 
 
 def _moved_in_fork(repo: GitRepo, results: list[HunkResult], absent: Mapping[int, tuple["Hunk", "FileDiff"]], merge: str,
@@ -717,7 +733,7 @@ def _undone_in_fork(repo: GitRepo, results: list[HunkResult], missing: Mapping[i
     through the fork's first-parent history (one more walk), name the fork commit that did."""
     paths = sorted({results[i].path for i in missing})
     steps = _trail.walk(repo, base_sha, fork_sha, paths)
-    copies = {i: _trail.Trail(list(t.items)) for i, t in missing.items()}
+    copies = {i: _trail.Trail(list(t.items), restored=t.restored) for i, t in missing.items()}
     _trail.follow([(results[i].path, copies[i]) for i in copies], steps)
     out = list(results)
     for i, t in copies.items():

@@ -155,7 +155,7 @@ _DIGITS = re.compile(rb"[0-9]*")
 
 
 def _digits(line: bytes, at: int) -> int:
-    return len(_DIGITS.match(line, at).group())
+    return len(_DIGITS.match(line, at).group())  # type: ignore[union-attr]  # [0-9]* matches everywhere, if only ""
 
 
 def _scan_hunk_header(line: bytes, counts: list[int]) -> None:
@@ -295,10 +295,11 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
         return None
     bases = [base] if isinstance(base, str) and _FULL_SHA.fullmatch(base) and base != head else []
     objects = repo.read_objects([merge, head, *bases])
-    if objects.get(merge) is None or objects.get(head) is None:
+    merge_obj, head_obj = objects.get(merge), objects.get(head)
+    if merge_obj is None or head_obj is None:
         return None
-    bases = [b for b in bases if objects.get(b) is not None and objects[b][0] == "commit"]
-    if not _on_pr_line(repo, head, objects[head][1], _identity(objects[merge][1])):
+    bases = [b for b in bases if (o := objects.get(b)) is not None and o[0] == "commit"]
+    if not _on_pr_line(repo, head, head_obj[1], _identity(merge_obj[1])):
         return None  # a squash (its own message): no process asked
     own = repo.text("rev-list", "--no-merges", "--topo-order", head, "--not", merge, *bases).split()  # newest first
     if not own:
@@ -306,17 +307,17 @@ def rebase_merged(repo: GitRepo, merge: str, head: str | None, base: str | None 
     found = repo.read_objects(own)
     if any(found.get(c) is None for c in own):
         return None
-    by_identity = {_identity(found[c][1]): c for c in own}
-    if _identity(objects[merge][1]) not in by_identity or len(own) < 2:
+    by_identity = {_identity(o[1]): c for c in own if (o := found.get(c)) is not None}  # every one (checked above)
+    if _identity(merge_obj[1]) not in by_identity or len(own) < 2:
         return None  # a squash; or one commit, whose copy against its parent is the whole change
     chain = repo.text("rev-list", "--first-parent", f"--max-count={len(own) + 1}", merge).split()
     found.update(repo.read_objects(chain))
-    copies = _copies(chain, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None)
+    copies = _copies(chain, lambda c: by_identity.get(_identity(o[1])) if (o := found.get(c)) else None)
     if len(copies) < len(own):  # some have no copy by author and message: ask patch-ids too
         ids = patch_ids(repo, [*own, *chain])
         by_pid = {ids[c]: c for c in reversed(own) if c in ids}
-        authors = {c: _identity(found[c][1])[0] for c in [*own, *chain] if found.get(c)}
-        copies = _copies(chain, lambda c: by_identity.get(_identity(found[c][1])) if found.get(c) else None,
+        authors = {c: _identity(o[1])[0] for c in [*own, *chain] if (o := found.get(c))}
+        copies = _copies(chain, lambda c: by_identity.get(_identity(o[1])) if (o := found.get(c)) else None,
                          lambda c: m if (m := by_pid.get(ids.get(c, ""))) and authors.get(m) == authors.get(c) else None)
     if len(copies) >= len(chain):
         raise CannotEvaluate(f"merge commit {merge[:12]} and every commit before it on upstream's branch ({len(chain)}) are copies of "

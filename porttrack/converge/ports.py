@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from porttrack.tracks.config import Config
 from porttrack.common.errors import InputError, PorttrackError
-from porttrack.gitrepo import GitRepo, fork_branch_ref
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.gitrepo import GitRepo, fork_branch_ref
+from porttrack.tracks.config import Config
 
 MAX_FORK_COMMITS = 500  # how far back the fork's history is read
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from porttrack.workspace import queue as queue_mod
-from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
 from porttrack.common.errors import GitError, InputError
+from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
 from porttrack.gitrepo import FORK_REMOTE, GitRepo, qualify_branch
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock, read_json, write_json
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, checkpoint, lock, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/convergence-record/v1"
 
@@ -95,7 +94,8 @@ def _load_history(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"expected schema {RECORD_SCHEMA} with a history list")
     except (ValueError, AttributeError) as exc:
         raise InputError(f"{path}: malformed convergence record ({exc}); restore it from git") from None
-    return data["history"]
+    history: list[dict[str, Any]] = data["history"]
+    return history
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,14 @@ made that form.
 - Touched otherwise: upstream's newest form is the later commit's; a fork holding it has the
   change "after churn".
 
+Lines are compared stripped of indentation only to follow code that moved or was re-indented,
+never to let the change's own pre-image pass for its lines: lines the change removed from a file,
+byte for byte, put back into that file are the pre-image restored (a revert), not the change's
+lines moved (`Trail.restored`, `moved_out`); the pre-image back with other indentation (a revert,
+then a later commit that wrapped the restored lines in a block) is undone all the same
+(`_reindented_back`); and lines "moved out" to another file are told by their telling lines, not
+by a `None,` the same commit added elsewhere (`moved_out`).
+
 Line tracking follows git's own `-U0` hunks; a gap (lines removed, none added) counts as touched
 by a change that inserts within one line of it (git may slide an insertion among equal lines).
 Binary changes and whole-file hunks (modes, renames, empty files) are followed per file: any later
@@ -61,6 +69,7 @@ class Trail:
     targeted: bool = False  # the last touch removed mostly these lines (not a larger block they were part of)
     forms: list[tuple[list[bytes], bool]] = field(default_factory=list)  # (form, targeted) after each touch
     path: str = ""  # where the lines are at the end (a later upstream rename moves them)
+    restored: frozenset[bytes] = frozenset()  # lines the PR removed from this file and did not add back, byte for byte
 
 
     @property
@@ -100,7 +109,21 @@ def start(fd: "FileDiff", h: "Hunk") -> Trail:
         else:
             n += 1
         before = marker
-    return Trail(items, absent=fd.status == "deleted")
+    return Trail(items, absent=fd.status == "deleted", restored=pre_image_lines(fd))
+
+
+def pre_image_lines(fd: "FileDiff") -> frozenset[bytes]:
+    """The non-blank lines the change removed from the file and added nowhere in it, byte for byte
+    (indentation included): a later change that puts them back restores the pre-image, it does not
+    move the change's own lines (which `_mostly` compares stripped)."""
+    removed: set[bytes] = set()
+    added: set[bytes] = set()
+    for h in fd.hunks:
+        if h.kind != "text":
+            continue
+        removed.update(line for line in h.removed_lines() if line.strip())
+        added.update(h.added_lines())
+    return frozenset(removed - added)
 
 
 def walk(repo: "GitRepo", start_at: str, tip: str, paths: Sequence[str]) -> list[tuple[Commit, Sequence["_File | FileDiff"]]]:
@@ -357,7 +380,7 @@ def change_between(old: bytes, new: bytes, path: str) -> _File:
     return _File(path, "modified", False, tuple(hunks))
 
 
-def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
+def _advance(trail: Trail, fd: "FileDiff | _File", commit: Commit) -> None:
     texts = [h for h in fd.hunks if h.kind == "text"]
     if trail.whole or fd.is_binary or any(h.kind == "binary" for h in fd.hunks):
         trail.touched.append(commit)
@@ -392,13 +415,21 @@ def _advance(trail: Trail, fd: "FileDiff", commit: Commit) -> None:
         theirs += sum(1 for line in h.removed_lines() if line.strip())
         if gone and not _mostly(gone, h.added_lines()):  # not rewritten in place: moved elsewhere in the file?
             moved = _moved_within(gone, regions, j)
+            own = [content for n, kind, content in trail.items if kind == LINE and _hit((n, kind, content), regions) == j]
+            if moved is not None and not _restores(own, trail.restored) and \
+                    _restores(regions[moved[0]][4].added_lines()[moved[1]:moved[2] + 1], trail.restored):
+                moved = None  # the change's lines replaced by its pre-image (a revert), perhaps re-indented: not moved
+                restored = True
+            else:
+                restored = False
             if moved is not None:
                 k, first, last = moved
                 if k not in hit:
                     kc, kh = regions[k][2], regions[k][4]
                     kept.extend((kc + i, LINE, kh.added_lines()[i]) for i in range(first, last + 1))
                 continue
-            lost.extend(gone)
+            if not restored:
+                lost.extend(gone)
         if d:
             kept.extend((c + i, LINE, content) for i, content in enumerate(h.added_lines()))
         else:
@@ -428,6 +459,12 @@ def _mostly(lines: Sequence[bytes], added: Sequence[bytes]) -> bool:
     return bool(lines) and 2 * found >= len(lines)
 
 
+def _restores(lines: Sequence[bytes], restored: frozenset[bytes]) -> bool:
+    """Are most of the non-blank `lines` the change's own pre-image, byte for byte (`Trail.restored`)?"""
+    body = [line for line in lines if line.strip()]
+    return bool(body) and 2 * sum(1 for line in body if line in restored) >= len(body)
+
+
 def _moved_within(gone: Sequence[bytes], regions, j: int) -> tuple[int, int, int] | None:
     """Another hunk of the same change that added most of the `gone` lines: (its index, the first
     and last of its added lines that are among them)."""
@@ -445,11 +482,30 @@ def _moved_within(gone: Sequence[bytes], regions, j: int) -> tuple[int, int, int
     return None if best is None else best[1:]
 
 
-def moved_out(diff: bytes, lost: Sequence[bytes]) -> bool:
+def moved_out(diff: bytes, lost: Sequence[bytes], restored: "dict[str, frozenset[bytes]] | None" = None) -> bool:
     """Does a commit's whole diff (`diff`, any context) add most of the `lost` lines somewhere
-    (another file)? Then it moved them, it did not remove them."""
-    added = [line[1:] for line in diff.split(b"\n") if line.startswith(b"+") and not line.startswith(b"+++")]
-    return _mostly(list(lost), added)
+    (another file)? Then it moved them, it did not remove them. A line it adds to a file where the
+    change removed that very line (`restored`: path -> `pre_image_lines`, byte for byte) is the
+    change's pre-image put back (a revert of a move), not its lines moved."""
+    restored = restored or {}
+    added: list[bytes] = []
+    back: frozenset[bytes] = frozenset()
+    for line in diff.split(b"\n"):
+        if line.startswith(b"+++ "):
+            name = line[4:].decode("utf-8", "surrogateescape")
+            back = restored.get(name[2:] if name.startswith("b/") else name, frozenset())
+        elif line.startswith(b"+") and line[1:] not in back:
+            added.append(line[1:])
+    pool: dict[bytes, int] = {}
+    for line in added:
+        pool[line.strip()] = pool.get(line.strip(), 0) + 1
+    found = 0
+    for line in lost:  # only telling lines count as found: a `None,` or `)` added anywhere tells nothing
+        key = line.strip()
+        if len(key) >= 8 and pool.get(key, 0):
+            pool[key] -= 1
+            found += 1
+    return bool(lost) and 2 * found >= len(lost)
 
 
 def _hit(item: tuple[int, int, bytes], regions: Sequence[tuple[int, int, int, int, object]]) -> int | None:
@@ -505,11 +561,35 @@ def _form_undone(h: "Hunk", form: list[bytes], targeted: bool) -> bool:
     removed = _runs(h)
     if not removed and not h.added_lines():
         removed = _runs(h, blank=True)  # a hunk that only removes blank lines: are they back?
+    if removed and own and not any(_wordy(line) for run in removed for line in run):
+        # it removed only punctuation (a lone `)`), which any rewrite of the lines has again: back
+        # alone proves no revert; undone only when nothing but the pre-image is left, as below
+        if not all(_contains(form, run) for run in removed):
+            return False
+        return targeted and all(line in pre for line in form if line.strip())
     if removed:
-        return all(_contains(form, run) for run in removed)
+        if all(_contains(form, run) for run in removed):
+            return True
+        return _reindented_back(form, removed, own)
     # only added lines: removed, and by a change aimed at them (not a larger block they were in,
     # whose removal took the hunk's context with it: that is upstream rewriting, not undoing)
     return targeted and all(line in pre for line in form if line.strip())
+
+
+def _reindented_back(form: list[bytes], removed: list[list[bytes]], own: set[bytes]) -> bool:
+    """The pre-image back with other indentation (a revert, then a later change that wrapped the
+    restored lines in a block): every removed run is in `form` line for line once stripped, and no
+    line of the change's own with a word in it (`own`, stripped) is left. A change that only
+    re-indented its lines has no own line left once stripped: then only the exact pre-image tells."""
+    words = {line.strip() for line in own if _wordy(line)} - {line.strip() for run in removed for line in run}
+    if not words or any(line.strip() in words for line in form):
+        return False
+    flat = [line.strip() for line in form]
+    return all(_contains(flat, [line.strip() for line in run]) for run in removed)
+
+
+def _wordy(line: bytes) -> bool:
+    return re.search(rb"\w", line) is not None
 
 
 def _runs(h: "Hunk", blank: bool = False) -> list[list[bytes]]:

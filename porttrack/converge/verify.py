@@ -37,41 +37,43 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from porttrack.diff import hunks as hunks_mod
-from porttrack.converge import ports as ports_mod
-from porttrack.workspace import queue as queue_mod
-from porttrack.workspace import state as state_mod
-from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
-    Drop,
-    HunkResult,
-    MergedPR,
-    Regression,
-    Verdict,
-    patch_id_of_change,
-    patch_ids,
-    counts_words,
-    decide,
-    summary,
-    to_json,
-)
-from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
 from porttrack.common.errors import (
     CannotEvaluate,
     CheckFailed,
     ConfigError,
     GitError,
     GitHubAuthError,
+    PorttrackError,
     PreconditionError,
     UnsafeInput,
     UpstreamUnreachable,
 )
+from porttrack.converge import ports as ports_mod
+from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summary, counts_words, to_json: this command's API)
+    Drop,
+    HunkResult,
+    MergedPR,
+    Regression,
+    Verdict,
+    counts_words,
+    decide,
+    patch_id_of_change,
+    patch_ids,
+    summary,
+    to_json,
+)
+from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
+from porttrack.diff import hunks as hunks_mod
 from porttrack.gitrepo import GitRepo, branch_words, fork_branch_ref, upstream_ref
 from porttrack.prove.runner import run_job
-from porttrack.workspace.files import Workspace
 from porttrack.tracks.config import Config, Job
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
+from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient
+    from porttrack.workspace.state import UpstreamState
 
 OUTPUT_TAIL_LINES = 40
 OUTPUT_TAIL_CHARS = 4000
@@ -380,3 +382,30 @@ def _run_regression(job: Job, fork_sha: str, workdir: Path, where: str) -> Regre
         lines.append(f"(timed out after {job.timeout_s}s)")
     code = TIMED_OUT if run.exit_code is None else run.exit_code
     return Regression(job.command, where, code == 0, code, run.duration_s, "\n".join(lines)[-OUTPUT_TAIL_CHARS:])
+
+
+def already_in_fork(repo: GitRepo, config: Config, state: UpstreamState, number: int, merge: str,
+                    notes: list[str]) -> dict[str, str]:
+    """Hunk id -> where, for the hunks of merged PR `number` that the fork branch already has, as
+    `verify-converged` decides it (`porttrack.converge.decide`: present, or present after upstream
+    churn -- the fork holds upstream's later form of the lines, which no `git apply` of the PR's
+    own diff recognises: it reads as a conflict, or worse, merges 3-way a second copy)."""
+    known = state.prs.get(number)
+    try:
+        ref, base = resolve_refs(repo, None, config.fork.branch, config.fork.upstream_base)
+        verdict = decide(repo, MergedPR(number, known.title if known else "", merge, known.merged_at if known else None, "recorded",
+                                        head_sha=known.head_sha if known else None, base_sha=known.base_sha if known else None),
+                         fork_ref=ref, upstream_base=base)
+    except PorttrackError as exc:
+        notes.append(f"could not tell which hunks the fork already has as verify-converged would: {exc}")
+        return {}
+    out: dict[str, str] = {}
+    for h in verdict.hunks:
+        if h.state == "present":
+            out[h.id] = ref
+        elif h.state == "present-after-churn" and h.changed_by is not None:
+            out[h.id] = f"{ref} (as upstream {h.changed_by.commit[:12]} later changed it)"
+    if out:
+        notes.append(f"{len(out)} of #{number}'s {len(verdict.hunks)} hunk(s) are already in {ref} "
+                     f"(verify-converged: {verdict.verdict}); they are not taken")
+    return out

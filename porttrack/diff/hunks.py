@@ -68,12 +68,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-import unidiff
-from unidiff.errors import UnidiffParseError
+from typing import TYPE_CHECKING, Literal
 
 from porttrack.common.errors import InputError
+
+if TYPE_CHECKING:  # unidiff is imported where a diff is parsed: loading the queue or the records parses none
+    import unidiff
 
 Status = Literal["added", "deleted", "modified", "renamed", "copied"]
 HunkKind = Literal["text", "binary", "meta"]
@@ -264,6 +264,9 @@ def _parse_entry(seg: list[str], start: int, ids: _IdMaker) -> FileDiff:
     where = f"diff line {start + 1}"
     head = _read_header(seg, where)
     old_path, new_path, status = _entry_paths(seg[0], head, where)
+    import unidiff  # see the top: loaded with the first diff parsed
+    from unidiff.errors import UnidiffParseError
+
     try:
         patchset = unidiff.PatchSet(seg)
     except UnidiffParseError as exc:
@@ -317,7 +320,7 @@ def _modes(facts: dict[str, str], status: Status, where: str) -> tuple[str | Non
     return old_mode, new_mode, blobs
 
 
-_Span = tuple[unidiff.Hunk, int, int]  # a parsed hunk, its '@@' line and its end, in the entry
+_Span = tuple["unidiff.Hunk", int, int]  # a parsed hunk, its '@@' line and its end, in the entry
 
 
 def _locate_body(

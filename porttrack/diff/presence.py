@@ -55,7 +55,8 @@ def _find_all(hay: list[bytes], needle: list[bytes]) -> list[int]:
     """Start positions of `needle` as a contiguous block of `hay`."""
     if not needle:
         return []
-    found, n, i = [], len(needle), 0
+    found: list[int] = []
+    n, i = len(needle), 0
     while True:
         try:
             i = hay.index(needle[0], i)

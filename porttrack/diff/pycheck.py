@@ -23,7 +23,7 @@ import ast
 import keyword
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,11 +135,14 @@ def _changed_lines(h: Hunk, marker: str) -> set[int]:
 
 def _uses(source: bytes, changed: Mapping[str, set[int]], path: str, side: str, parsed: dict | None = None,
           cache: "FactsCache | None" = None) -> list[NameUse]:
+    names: tuple[Mapping[str, Collection[int]], Mapping[int, Collection[str]]] | None
     try:
         if cache is not None:
             facts = cache.get(source, path)
-            names = facts.names
+            stored = facts.name_lists
             facts.drop_tree()
+            names = None if stored is None else (stored[0], {ln: stored[1][str(ln)] for lines in changed.values()
+                                                             for ln in lines if str(ln) in stored[1]})  # the changed lines' uses alone
         else:
             names = _bindings_and_uses(source, path, parsed)
     except NotCheckable:
@@ -362,6 +365,15 @@ class FileFacts:
     @property
     def names(self) -> tuple[dict[str, set[int]], dict[int, set[str]]] | None:
         """`_bindings_and_uses` of the file (None: it does not parse)."""
+        data = self.name_lists
+        if data is None:
+            return None
+        return ({n: set(ls) for n, ls in data[0].items()}, {int(ln): set(ns) for ln, ns in data[1].items()})
+
+    @property
+    def name_lists(self) -> tuple[dict[str, list[int]], dict[str, list[str]]] | None:
+        """`names` as the cache keeps them (lines keyed as text, sorted lists), not copied: a
+        caller that asks about a few lines does not pay for converting the whole file's names."""
         if "names" not in self._data:
             tree = self._parsed_or_none()
             if tree is None:
@@ -371,9 +383,7 @@ class FileFacts:
                 self._data["names"] = [{n: sorted(ls) for n, ls in bound.items()},
                                        {str(ln): sorted(ns) for ln, ns in used.items()}]
         data = self._data["names"]
-        if data is None:
-            return None
-        return ({n: set(ls) for n, ls in data[0].items()}, {int(ln): set(ns) for ln, ns in data[1].items()})
+        return None if data is None else (data[0], data[1])
 
     @property
     def top_lines(self) -> dict[str, set[int]] | None:
@@ -577,10 +587,12 @@ def undefined_names(source: bytes, path: str) -> Counter:
 
 
 def checker_label() -> str:
+    """"pyflakes X.Y.Z": the package's own `__version__` (importlib.metadata costs ~10 ms of start-up
+    to read the same string from the installed distribution's METADATA)."""
     try:
-        from importlib.metadata import version
+        import pyflakes
 
-        return f"pyflakes {version('pyflakes')}"
+        return f"pyflakes {pyflakes.__version__}"
     except Exception:  # the version is decoration; the check itself imports pyflakes and fails loudly
         return "pyflakes"
 

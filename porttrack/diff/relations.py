@@ -87,8 +87,12 @@ def _pre_range(h: Hunk) -> tuple[int, int]:
 def _builds_on_edges(files: Sequence[FileDiff]) -> list[Dependency]:
     added_by: dict[tuple[str, bytes], list[tuple[int, str]]] = defaultdict(list)
     edges: list[Dependency] = []
+    # Only an entry whose old path a later entry has can give an edge, and only to such a later
+    # entry: a single diff (one entry per path, the import's case) reads no line at all.
+    last_as_old = {fd.old_path: n for n, fd in enumerate(files) if fd.old_path is not None}
+    added_to: set[str] = set()
     for n, fd in enumerate(files):
-        if fd.old_path is not None:
+        if fd.old_path is not None and fd.old_path in added_to:
             for h in fd.text_hunks:
                 seen: set[str] = set()
                 for line in {ln.rstrip() for ln in h.pre_image()}:
@@ -96,7 +100,8 @@ def _builds_on_edges(files: Sequence[FileDiff]) -> list[Dependency]:
                         if m < n and source not in seen:
                             seen.add(source)
                             edges.append(Dependency(source, h.id, "builds-on"))
-        if fd.new_path is not None:
+        if fd.new_path is not None and last_as_old.get(fd.new_path, -1) > n:
+            added_to.add(fd.new_path)
             for h in fd.text_hunks:
                 for line in {ln.rstrip() for ln in h.added_lines()}:
                     if _SIGNIFICANT.search(line):

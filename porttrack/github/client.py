@@ -23,26 +23,61 @@ Policy, all of it deliberate (library notes §1):
 from __future__ import annotations
 
 import io
-import math
 import json
-import zipfile
+import math
 import threading
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from porttrack.github import graphql as github_graphql
 from porttrack.common import secrets, trace
 from porttrack.common.errors import GitHubAuthError, NotFound, PorttrackError, RateLimited, UpstreamUnreachable
-from porttrack.github.records import (Artifact, Comparison, Issue, IssueComment, IssueRef, MalformedResponse, PRFile,
-                                      PullRequest, RateLimit, WorkflowRun, cross_references, int_or_none, pull_as_read,
-                                      require_object)
-from porttrack.github.policy import (DEFAULT_DEADLINE_S, KNOBS, MAX_ANSWER_BYTES, AnswerTooLarge, Budget, EtagCache, artifacts_listing, error_message,
-                                     header_int, header_seconds, knob_value, list_of_numbered, read_limited, require_list, retry_at,
-                                     search_listing, short_path, split_userinfo)
 from porttrack.common.text import for_terminal
+from porttrack.github import graphql as github_graphql
+from porttrack.github.policy import (
+    DEFAULT_DEADLINE_S,
+    KNOBS,
+    MAX_ANSWER_BYTES,
+    AnswerTooLarge,
+    Budget,
+    EtagCache,
+    artifacts_listing,
+    error_message,
+    header_int,
+    header_seconds,
+    knob_value,
+    list_of_numbered,
+    read_limited,
+    require_list,
+    retry_at,
+    search_listing,
+    short_path,
+    split_userinfo,
+)
+from porttrack.github.records import (
+    Artifact,
+    Comparison,
+    Issue,
+    IssueComment,
+    IssueRef,
+    MalformedResponse,
+    PRFile,
+    PullRequest,
+    RateLimit,
+    WorkflowRun,
+    cross_references,
+    int_or_none,
+    pull_as_read,
+    require_object,
+)
+
+if TYPE_CHECKING:  # imported where a request is sent: `--help` and offline commands load none of it
+    import requests
+
+_T = TypeVar("_T")
 
 DEFAULT_API_URL = "https://api.github.com"
 IDEMPOTENT = frozenset({"GET", "HEAD"})
@@ -101,7 +136,7 @@ class GitHubClient:
         self.max_accepted = max(0, max_accepted)
         self.cache = cache or EtagCache(None)
         self._sleep = sleep
-        self._sessions: list[Any] = []  # idle requests sessions (keep-alive), one per request in flight
+        self._sessions: list[requests.Session] = []  # idle requests sessions (keep-alive), one per request in flight
         self.requests_sent = 0
         self.answered_304 = 0  # of requests_sent, answered 304 (no rate limit spent)
         self.not_modified: set[str] = set()  # paths answered 304 by this client (unchanged since the last run)
@@ -125,7 +160,8 @@ class GitHubClient:
     # read is bounded whatever the server does; a worker left behind is a daemon and ends with
     # the server's connection or the process.
 
-    def _send(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None, body: Any):
+    def _send(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None,
+              body: Any) -> tuple[int, dict[str, str], str]:
         limit = self._budget.attempt_limit(self.timeout_s, self.api_url)
         with self._count_lock:
             self.requests_sent += 1
@@ -144,15 +180,16 @@ class GitHubClient:
         self._note_rate(hdrs)
         return status, hdrs, text
 
-    def _within(self, limit: float, exchange: Callable[[], Any]) -> Any:
+    def _within(self, limit: float, exchange: Callable[[], _T]) -> _T:
         """`exchange()`'s result, or _Transient when it has none within `limit` seconds."""
-        box: dict[str, Any] = {}
+        answers: list[_T] = []
+        errors: list[BaseException] = []
 
         def run() -> None:
             try:
-                box["answer"] = exchange()
+                answers.append(exchange())
             except BaseException as exc:  # handed to the caller's thread below
-                box["error"] = exc
+                errors.append(exc)
 
         worker = threading.Thread(target=run, name="gh-request", daemon=True)
         with self._budget.busy():
@@ -160,9 +197,9 @@ class GitHubClient:
             worker.join(limit)
         if worker.is_alive():
             raise _Transient(f"timed out: no complete answer within {limit:g}s")
-        if "error" in box:
-            raise box["error"]
-        return box["answer"]
+        if errors:
+            raise errors[0]
+        return answers[0]
 
     def _exchange(self, verb: str, path: str, params: Mapping[str, Any] | None, headers: dict[str, str] | None,
                   body: Any, limit: float) -> tuple[int, dict[str, str], str]:
@@ -202,7 +239,7 @@ class GitHubClient:
         self._sessions.append(session)  # list.append is atomic: a finished exchange gives its session back
         return resp.status_code, {str(k).lower(): str(v) for k, v in resp.headers.items()}, text
 
-    def _session(self):
+    def _session(self) -> requests.Session:
         import requests
 
         try:
@@ -404,7 +441,8 @@ class GitHubClient:
         the failure stand for the whole poll (raised). A rate limit is never one PR's."""
         done = [0]
 
-        def one(number: int):
+        def one(number: int) -> tuple[PullRequest, bool] | str | UpstreamUnreachable:
+            result: tuple[PullRequest, bool] | str
             try:
                 result = self.get_pull(number)
             except NotFound as exc:
@@ -417,28 +455,28 @@ class GitHubClient:
             if answered is not None:
                 with self._count_lock:
                     done[0] += 1
-                    answered(done[0], len(numbers))
+                    answered(done[0], len(wanted))
             return result
 
-        numbers = sorted(set(int(n) for n in numbers))
-        if not numbers:
+        wanted = sorted(set(int(n) for n in numbers))
+        if not wanted:
             return {}, {}
         # Many PRs with a token: GraphQL batches first (see `get_pulls`); what it does not answer,
         # a PR it reports missing included, goes to REST one by one, as today.
-        batched = self._pulls_by_graphql(numbers, max_workers)
+        batched = self._pulls_by_graphql(wanted, max_workers)
         done[0] = len(batched)
         if batched and answered is not None:
-            answered(done[0], len(numbers))
-        rest = [n for n in numbers if n not in batched]
+            answered(done[0], len(wanted))
+        rest = [n for n in wanted if n not in batched]
         with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rest))), thread_name_prefix="gh") as pool:
             results = dict(zip(rest, pool.map(one, rest)))
         errors = {n: r for n, r in results.items() if isinstance(r, UpstreamUnreachable)}
-        if errors and len(errors) == len(numbers):
+        if errors and len(errors) == len(wanted):
             raise next(iter(errors.values()))
         if failed is not None:
             failed.update({n: str(exc) for n, exc in errors.items()})
         found = {**batched, **{n: r for n, r in results.items() if not isinstance(r, (str, UpstreamUnreachable))}}
-        found = {n: found[n] for n in numbers if n in found}
+        found = {n: found[n] for n in wanted if n in found}
         absent = {n: r for n, r in results.items() if isinstance(r, str)}
         if absent and not self._token:
             # Without a token a private repository answers 404 for everything: that is no note
@@ -572,7 +610,8 @@ class GitHubClient:
             self._backoff(attempt)
         raise UpstreamUnreachable(f"downloading artifact {artifact_id} failed after {self.max_attempts} attempts: {secrets.redact(last_problem)}")
 
-    def _artifact_legs(self, path: str, limit: float, max_bytes: int, artifact_id: int):
+    def _artifact_legs(self, path: str, limit: float, max_bytes: int,
+                       artifact_id: int) -> tuple[int, dict[str, str], str, bytes, bool]:
         """Both legs of one download attempt: (status, headers, error text, body, answered by the
         API itself rather than the storage host)."""
         import requests
@@ -745,7 +784,7 @@ class _Transient(Exception):
     """A failure worth retrying for an idempotent request."""
 
 
-def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
+def _written(parse: Callable[[Any], _T], answer: Answer, what: str) -> _T:
     """A write's answer that cannot be read leaves it unknown what was written: WriteUncertain."""
     try:
         return parse(answer.data)
@@ -753,7 +792,7 @@ def _written(parse: Callable[[Any], Any], answer: Answer, what: str) -> Any:
         raise WriteUncertain(f"{what} answered {answer.status} with an unreadable body ({exc}); it may or may not have been applied") from None
 
 
-def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw) -> GitHubClient:
+def client_for(repo: str, api_url_arg: str | None, cache_dir: Path | None, **kw: Any) -> GitHubClient:
     """The client the commands use: token and API base from the environment, ETags cached on disk.
     Without a token the client is unauthenticated (`GitHubClient.authenticated`): it reads public
     repositories; a write answers 401, which `GitHubAuthError` turns into a request for a token."""

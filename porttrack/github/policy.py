@@ -18,8 +18,8 @@ from typing import Any, Iterator, Mapping
 
 from porttrack.common import secrets
 from porttrack.common.errors import ConfigError, PorttrackError, UpstreamUnreachable
-from porttrack.github.records import MalformedResponse, require_object
 from porttrack.common.text import for_terminal
+from porttrack.github.records import MalformedResponse, require_object
 from porttrack.workspace.files import atomic_write_text, read_json
 
 # The most time one command spends talking to GitHub (requests, backoffs, rate-limit waits
@@ -151,7 +151,7 @@ KNOBS: tuple[tuple[str, str, type, float], ...] = (
 _KNOB_MOST = 86400.0  # a day: anything longer is a typo, not a policy
 
 
-def knob_value(name: str, raw: str, kind: type, least: float) -> float | int:
+def knob_value(name: str, raw: str, kind: type[int] | type[float], least: float) -> float | int:
     """A knob's value, or a usage error (exit 2) naming what is accepted: finite, within bounds."""
     shown = for_terminal(raw, 40)
     try:

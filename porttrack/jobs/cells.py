@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from porttrack.prove import runner
 from porttrack.probe import events
 from porttrack.probe.summary import Summary, summarize
+from porttrack.prove import runner
 from porttrack.results import Results, detect_environment
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")

@@ -76,9 +76,9 @@ from typing import Any, Mapping, Sequence
 
 from porttrack.common.errors import ConfigError, InputError, PorttrackError
 from porttrack.jobs import cells as cells_mod
-from porttrack.prove import runner
 from porttrack.probe import WARMUP_DONE, engine_record, events
 from porttrack.probe.summary import summarize
+from porttrack.prove import runner
 from porttrack.results import ENV_VARS, Results, detect_environment
 
 MODELS_ENV = "PORTTRACK_VLLM_MODELS"
@@ -253,7 +253,10 @@ def plan_from_workspace(root: Path, gate: str, target: str) -> Plan:
         raise ConfigError(f"target {target} is not one of the gate's targets ({', '.join(required.targets)})")
     backends = {m: config.models[m].backends[target] for m in required.models if m in config.models and target in config.models[m].backends}
     arch = config.targets[target].arch if target in config.targets else None
-    return Plan(required.models, required.contexts, required.batches, required.phases, subject.gate.reference_backend, backends, arch)
+    reference = subject.gate.reference_backend
+    if reference is None:  # a measurement-only gate may omit it; this job measures numerics against it
+        raise ConfigError(f"{gate} names no reference_backend, which porttrack.jobs.vllm measures numerics against")
+    return Plan(required.models, required.contexts, required.batches, required.phases, reference, backends, arch)
 
 
 def model_paths(pairs: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
@@ -278,7 +281,7 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
 
 def vllm_version(vllm: str) -> str:
     with tempfile.TemporaryDirectory(prefix="porttrack-vllm-") as tmp:
-        run = runner.run_job(f"{{vllm}} --version", {"vllm": vllm}, cwd=Path(tmp), timeout_s=300, what="vllm --version")
+        run = runner.run_job("{vllm} --version", {"vllm": vllm}, cwd=Path(tmp), timeout_s=300, what="vllm --version")
     lines = [line.strip() for line in run.output_tail if line.strip()]
     if run.exit_code != 0 or not lines:
         raise ConfigError(f"`{vllm} --version` {'timed out' if run.timed_out else f'exited {run.exit_code}'}: is vLLM installed here?")

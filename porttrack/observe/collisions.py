@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
-from porttrack.gitrepo import GitRepo
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.gitrepo import GitRepo
 from porttrack.observe.prdiff import file_hunks
 
 if TYPE_CHECKING:

@@ -189,7 +189,7 @@ def _pr_info(repo: GitRepo, ready: dict[int, tuple[str, str]], memo: dict, unser
     for n in [n for n in todo if mbs.get(n) is None]:  # git found none (unrelated histories): said, not guessed
         unserved[n] = "git finds no merge-base of its head and base"
         del todo[n]
-    pairs = {n: (mbs[n], todo[n][0]) for n in todo}
+    pairs = {n: (mb, todo[n][0]) for n in todo if (mb := mbs.get(n)) is not None}  # every one left has one
     files = repo.changed_files_many(list(pairs.values()))
     for n, (head, base) in todo.items():
         info[n] = {"head": head, "base": base, "mb": mbs[n], "files": files.get(pairs[n], [])}

@@ -20,11 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from porttrack.common.errors import GitError, without_userinfo
-from porttrack.github.client import Rejected
-from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.common.clock import utcnow
+from porttrack.common.errors import GitError, without_userinfo
 from porttrack.common.text import for_terminal
+from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:
@@ -174,6 +173,8 @@ def _stack_links(pr: "PullRequest", client: "GitHubClient") -> tuple[StackLink, 
     links: list[StackLink] = []
     default = pr.default_branch or "main"
     if pr.base_ref and pr.base_ref != default and _BRANCH.fullmatch(pr.base_ref):
+        from porttrack.github.client import Rejected  # loaded already: the client came from there
+
         try:
             base_pr = client.find_pull_by_head(pr.base_ref)
         except Rejected:  # a branch name GitHub will not search for owns no PR we could stack on
@@ -197,9 +198,9 @@ def _classify_heads(
 ) -> dict[int, HeadChange]:
     """Appended or force-pushed, for every PR whose head moved since the last observation."""
     moved = {
-        n: (state.prs[n].head_sha, pr.head_sha)
+        n: (old, pr.head_sha)
         for n, pr in fetched.items()
-        if n in state.prs and state.prs[n].head_sha and state.prs[n].head_sha != pr.head_sha
+        if n in state.prs and (old := state.prs[n].head_sha) and old != pr.head_sha
     }
     result: dict[int, HeadChange] = {}
     if repo is not None:

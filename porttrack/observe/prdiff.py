@@ -9,11 +9,14 @@ meta pseudo-hunk from it would not match one computed from git.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from porttrack.common.errors import InputError
-from porttrack.github.records import PRFile
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.github.records import PRFile
+
+if TYPE_CHECKING:  # annotations only: coverage's near_match (`status --offline`) loads no GitHub record
+    from porttrack.github.records import PRFile
 
 NEAR_MATCH = 0.6  # share of a hunk's added lines another hunk must carry to be "mostly the same"
 

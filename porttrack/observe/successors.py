@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from porttrack.github.budget import Budget, BudgetSpent
 from porttrack.common.errors import PorttrackError
-from porttrack.github.records import IssueRef, PullRequest
 from porttrack.diff.hunks import Hunk
+from porttrack.github.budget import Budget, BudgetSpent
+from porttrack.github.records import IssueRef, PullRequest
 from porttrack.observe.prdiff import file_hunks, near_match
 from porttrack.workspace.state import RecordedPR
 
@@ -147,6 +146,7 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
     found: list[Candidate] = []
     failed: list[Reason] = []
     problem = None
+    refs: tuple[IssueRef, ...] | None = None
     try:
         if timeline is not None:
             refs, cached = _await_timeline(timeline, failed)
@@ -161,6 +161,8 @@ def find_successors(client: "GitHubClient", budget: Budget, closed: RecordedPR, 
                     return again
         elif timeline is None:
             refs, cached = None, False
+        from concurrent.futures import ThreadPoolExecutor  # here: `status --offline` reads recorded searches only
+
         with ThreadPoolExecutor(max_workers=4) as pool:
             wanted_f = pool.submit(_hunks_of, client, budget, local, closed.number, closed.head_sha, closed.base_sha)
             leads = _leads(client, budget, closed, failed, pool, refs)

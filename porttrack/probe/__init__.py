@@ -65,7 +65,10 @@ def install(path: str | None = None) -> bool:
                       installed={}, missing={}, flushed=None)
         log.emit("probe-start", argv=sys.argv[:8], python=sys.version.split()[0])
         for module in _HOOKS:
-            when_imported(module, lambda _mod, name=module: _instrument(name))
+            def on_import(_mod: Any, name: str = module) -> None:
+                _instrument(name)
+
+            when_imported(module, on_import)
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork)
@@ -124,7 +127,7 @@ def _instrument(module: str) -> None:
 
 
 # module -> its instruments (name, hook(log, module, counts, watch, regions) -> the API used)
-_HOOKS = {
+_HOOKS: dict[str, list[tuple[str, Callable[..., Any]]]] = {
     "triton": [("triton-jit", instruments.hook_triton), ("triton-autotune", instruments.hook_autotuner),
                ("triton-cache-writes", instruments.hook_cache_writes)],
     "torch": [("cuda-graphs", instruments.hook_cuda_graphs), ("jit-nvrtc-jiterator", jit_kinds.hook_jiterator)],

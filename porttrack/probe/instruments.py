@@ -288,7 +288,7 @@ def hook_autotuner(log: EventLog, triton: Any, counts: Counts, watch: HookWatch,
         cache = getattr(self, "cache", None)
         before = len(cache) if isinstance(cache, dict) else -1
         result = original_run(self, *args, **kw)
-        if before >= 0 and len(cache) != before:
+        if before >= 0 and isinstance(cache, dict) and len(cache) != before:
             _tuned(self, list(cache)[before:])
         return result
 
@@ -356,7 +356,7 @@ class Regions:
 
     def set_launch_knob(self, knob: Any) -> None:
         self._knob_owner = knob
-        chain = getattr(knob, "launch_enter_hook", None)
+        chain: Any = getattr(knob, "launch_enter_hook", None)
         if callable(getattr(chain, "add", None)) and callable(getattr(chain, "remove", None)):
             self._hook = self._launch_hook(chained=True)
             chain.add(self._hook)
@@ -484,7 +484,7 @@ def hook_cuda_graphs(log: EventLog, torch: Any, counts: Counts, watch: HookWatch
     if graph_cls is None or not hasattr(graph_cls, "replay"):
         raise Unavailable("torch.cuda.CUDAGraph.replay does not exist in this torch")
     original_replay, original_end = graph_cls.replay, graph_cls.capture_end
-    original_begin = getattr(graph_cls, "capture_begin", None)
+    original_begin: Any = getattr(graph_cls, "capture_begin", None)
     local, mine = counts._local, counts.mine
 
     def replay(self: Any, *args: Any, **kw: Any) -> Any:

@@ -56,6 +56,7 @@ def hook_jiterator(log: EventLog, torch: Any, counts: Counts, watch: HookWatch, 
     seen: set[Any] = set()
 
     def launch(code: str, kernel: str, return_by_ref: bool, num_outputs: int, tensors: Any, kwargs: Any) -> Any:
+        key: object
         try:
             key = (hash(code), kernel, bool(return_by_ref), int(num_outputs),
                    tuple((str(getattr(t, "dtype", type(t).__name__)), str(getattr(t, "device", "")),
@@ -184,7 +185,7 @@ def hook_tilelang(log: EventLog, jit: Any, counts: Counts, watch: HookWatch, reg
 
         def __init__(self: Any, *args: Any, **kw: Any) -> Any:
             from_database = bool(args[7] if len(args) > 7 else kw.get("from_database", False))
-            if from_database or getattr(depth, "n", 0):
+            if from_database or getattr(depth, "n", 0) > 0:
                 return original_init(self, *args, **kw)
             began = time.perf_counter()
             try:

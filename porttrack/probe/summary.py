@@ -265,7 +265,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
         problems.append(f"process(es) {', '.join(map(str, unmarked))} compiled kernels but never marked {WARMUP_DONE!r}: "
                         "compiles after warmup cannot be told from warmup")
     jit_kinds = _jit_kinds(instruments_used, missing, replaced)
-    blind = [name for name in ("triton-jit", "triton-autotune", "dynamo", "cuda-graphs") if name in replaced]
+    blind: list[str] = [name for name in ("triton-jit", "triton-autotune", "dynamo", "cuda-graphs") if name in replaced]
     blind += [name for name in replaced if name.startswith("jit-")]
     blind += [name for name in missing if name.startswith("jit-") or name == "vllm-jit-monitor"]
     intact = not log_problems

@@ -28,6 +28,7 @@ Record shape (schema `porttrack/evidence/v1`, keys sorted on disk):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,10 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from porttrack.common.clock import utcnow
 from porttrack.common.errors import InputError, NotFound, PreconditionError
-from porttrack.workspace.state import utcnow
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, dump_json, lock, read_json, write_temp
+from porttrack.workspace.files import Workspace, actor, checkpoint, dump_json, lock, read_json, write_temp
 
 SCHEMA = "porttrack/evidence/v1"
 MACHINE_FIELDS = ("gpu", "arch", "driver", "cuda", "rocm", "torch", "triton")  # the hardware/software part
@@ -155,7 +155,10 @@ def load(ws: Workspace) -> EvidenceLog:
         except _Bad as exc:
             invalid.append(Invalid(str(path.relative_to(ws.root)), str(exc)))
             continue
-        (records if isinstance(entry, Record) else supersessions).append(entry)
+        if isinstance(entry, Record):
+            records.append(entry)
+        else:
+            supersessions.append(entry)
     known = {r.id for r in records}
     kept = []
     for entry in supersessions:
@@ -261,7 +264,7 @@ def record_results(
     data: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "results",
-        "recorded_by": _who(),
+        "recorded_by": actor(),
         "track": expected.track,
         "subject": {"kind": expected.subject.kind, "name": expected.subject.name, "sha256": expected.subject.sha256},
         "role": expected.role,
@@ -283,7 +286,7 @@ def supersede(ws: Workspace, record_id: str, reason: str, *, replaced_by: str | 
     reason = " ".join((reason or "").split())
     if not reason:
         raise PreconditionError("a correction needs a reason (--reason)")
-    with lock(ws, "evidence supersede") if not dry_run else _nolock():
+    with lock(ws, "evidence supersede") if not dry_run else contextlib.nullcontext():
         log = load(ws)
         target = log.get(record_id)
         earlier = log.superseded_by(target.id)
@@ -294,7 +297,7 @@ def supersede(ws: Workspace, record_id: str, reason: str, *, replaced_by: str | 
             if replacement.id == target.id:
                 raise PreconditionError("a record cannot replace itself")
             replaced_by = replacement.id
-        data = {"schema": SCHEMA, "kind": "supersession", "recorded_by": _who(), "supersedes": target.id,
+        data = {"schema": SCHEMA, "kind": "supersession", "recorded_by": actor(), "supersedes": target.id,
                 "reason": reason, "replaced_by": replaced_by}
         entry = _append(ws, data, now, dry_run, locked=True)
     assert isinstance(entry, Supersession)
@@ -302,7 +305,7 @@ def supersede(ws: Workspace, record_id: str, reason: str, *, replaced_by: str | 
 
 
 def _append(ws: Workspace, data: dict[str, Any], now: str | None, dry_run: bool, locked: bool = False) -> Record | Supersession:
-    with (_nolock() if (locked or dry_run) else lock(ws, "record evidence")):
+    with (contextlib.nullcontext() if (locked or dry_run) else lock(ws, "record evidence")):
         data = {**data, "recorded_at": now or utcnow(), "seq": _next_seq(ws)}
         data["id"] = make_id(data)
         path = ws.evidence_dir / f"{data['id']}.json"
@@ -342,14 +345,6 @@ def _next_seq(ws: Workspace) -> int:
     return highest + 1
 
 
-class _nolock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _mismatches(document: Mapping[str, Any], expected: Expected) -> list[str]:
     found = {
         "track": document["track"],
@@ -384,10 +379,6 @@ def _mismatches(document: Mapping[str, Any], expected: Expected) -> list[str]:
 
 def _names(patch_set: Iterable[tuple[str, str]]) -> str:
     return "[" + ", ".join(f"{name}@{sha[:8]}" for name, sha in patch_set) + "]"
-
-
-def _who() -> str:
-    return os.environ.get("PORTTRACK_ACTOR") or os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown"
 
 
 def results_digest(data: bytes) -> str:

@@ -38,10 +38,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from porttrack.tracks import eligibility
-from porttrack.prove import evidence
 from porttrack.common.errors import NotFound
+from porttrack.prove import evidence
 from porttrack.prove.evidence import MACHINE_FIELDS, EvidenceLog, Record
+from porttrack.tracks import eligibility
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
@@ -330,7 +330,9 @@ def check(config: "Config", subject: GateSubject, log: EvidenceLog, proofs_passe
 
 def _usable(subject: GateSubject, log: EvidenceLog, targets: Sequence[str]) -> tuple[list[Record], list[Record], list[Ignored]]:
     """The subject's records that count, newest last; and those that do not, with why."""
-    candidates, baselines, ignored = [], [], []
+    candidates: list[Record] = []
+    baselines: list[Record] = []
+    ignored: list[Ignored] = []
     for record in log.for_subject(subject.kind, subject.name):
         why = _why_not_counted(subject, record, log)
         if why:
@@ -361,13 +363,12 @@ def _judge_cell(subject: GateSubject, key: CellKey,
     coords, target, phase = key.coords, key.target, key.phase
     gate = subject.gate
     assert gate is not None
-    where = dict(coords=coords, target=target, phase=phase)
     holding = [r for r in candidates if r.target == target and find_cell(r, coords, phase) is not None]
     if not holding:
         wanted = dict(coords)
         other_phase = any(r.target == target and any(cell_coords(c) == wanted for c in r.cells) for r in candidates)
         reason = f"no {phase or 'phase-less'} measurement for this cell" if other_phase else "no evidence for this cell"
-        return CellVerdict(**where, verdict=MISSING, reason=reason)
+        return CellVerdict(coords=coords, target=target, phase=phase, verdict=MISSING, reason=reason)
     record = holding[-1]
     cell = find_cell(record, coords, phase)
     assert cell is not None
@@ -396,7 +397,7 @@ def _judge_cell(subject: GateSubject, key: CellKey,
         verdict, reason = baseline_problem
     else:
         verdict, reason = PASS, "every check passed"
-    return CellVerdict(**where, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks),
+    return CellVerdict(coords=coords, target=target, phase=phase, verdict=verdict, reason=reason, evidence=record.id, baseline=baseline_id, checks=tuple(checks),
                        backend=cell.get("backend"), backend_used=_attention_used(cell))
 
 
@@ -613,9 +614,17 @@ def _round(value: float) -> float:
     return round(float(value), 6)
 
 
-def proofs_passed(ws: Workspace, config: "Config") -> frozenset[str]:
+def judge(ws: Workspace, config: "Config", subject: GateSubject, log: EvidenceLog | None = None) -> GateCheck:
+    """The one way a subject is judged: its gate on the workspace's current evidence (`log`, when
+    the caller already holds it), with the proofs that evidence passes. A stored verdict is never
+    trusted: every command that needs one (`gate run|ingest|check`, promote, demote) asks here."""
+    log = evidence.load(ws) if log is None else log
+    return check(config, subject, log, proofs_passed(ws, config, log))
+
+
+def proofs_passed(ws: Workspace, config: "Config", log: EvidenceLog | None = None) -> frozenset[str]:
     """The proofs (e.g. `mla-low-rank-accepted`) whose gate is satisfied by current evidence."""
-    log = evidence.load(ws)
+    log = evidence.load(ws) if log is None else log
     passed = set()
     for proof_id, proof in config.proofs.items():
         if proof.gate is None:

@@ -65,8 +65,9 @@ def merge(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     cells = []
     for cell in merged.get("cells") or []:
         key = _cell_key(cell)
-        rounds = [r.get(key) for r in by_round]
-        if any(r is None for r in rounds):
+        found = [r.get(key) for r in by_round]
+        rounds = [r for r in found if r is not None]
+        if len(rounds) != len(found):  # a cell some round lacks
             continue
         names = [m for m in cell.get("metrics") or {} if all(m in (r.get("metrics") or {}) for r in rounds)]
         cell["metrics"] = {m: statistics.median(float(r["metrics"][m]) for r in rounds) for m in names}

@@ -13,12 +13,14 @@ that fails or is missing → `PromotionRefused` (exit 1, "promotion refused").
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from porttrack.prove import evidence, gates
-from porttrack.workspace import queue as queue_mod
 from porttrack.common.errors import CheckFailed, ConfigError, PreconditionError
+from porttrack.prove import gates
+from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class Decision:
 
 
 def promote(ws: Workspace, config: "Config", name: str, *, dry_run: bool = False, at: str | None = None) -> Decision:
-    with lock(ws, "promote") if not dry_run else _Unlocked():
+    with lock(ws, "promote") if not dry_run else contextlib.nullcontext():
         queue = queue_mod.load(ws, repair=not dry_run)
         patch = queue.get(name)
         if patch.state == "default-enabled":
@@ -72,7 +74,7 @@ def promote(ws: Workspace, config: "Config", name: str, *, dry_run: bool = False
         if blocked:
             raise PreconditionError(f"promotion refused: {patch.name} depends on {', '.join(blocked)}, not default-enabled; promote "
                                     f"{'it' if len(blocked) == 1 else 'them'} first")
-        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config))
+        result = gates.judge(ws, config, subject)
         if result.verdict != gates.PASS:
             raise PromotionRefused(_refusal(result), result)
         ids = result.evidence_ids
@@ -89,7 +91,7 @@ def demote(ws: Workspace, config: "Config", name: str, reason: str, *, dry_run: 
     reason = " ".join((reason or "").split())
     if not reason:
         raise PreconditionError("demote needs a reason (--reason)")
-    with lock(ws, "demote") if not dry_run else _Unlocked():
+    with lock(ws, "demote") if not dry_run else contextlib.nullcontext():
         queue = queue_mod.load(ws, repair=not dry_run)
         patch = queue.get(name)
         if patch.state != "default-enabled":
@@ -99,7 +101,7 @@ def demote(ws: Workspace, config: "Config", name: str, reason: str, *, dry_run: 
             raise PreconditionError(f"{', '.join(needing)} (default-enabled) depend{'s' if len(needing) == 1 else ''} on {patch.name}; demote "
                                     f"{'it' if len(needing) == 1 else 'them'} first")
         subject = gates.patch_subject(config, queue, patch)
-        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config)) if subject.gate else None
+        result = gates.judge(ws, config, subject) if subject.gate else None
         after = _state_for(result) or "queued"
         updated = patch.transition(after, f"demoted: {reason}", evidence=result.evidence_ids if result else (), at=at)
         if not dry_run:
@@ -111,24 +113,42 @@ def demote(ws: Workspace, config: "Config", name: str, reason: str, *, dry_run: 
 def sync_state(ws: Workspace, config: "Config", name: str, *, at: str | None = None, warn: Callable[[str], None] | None = None) -> Decision | None:
     """After a gate run: queued / gated-pass / gated-fail follow the current verdict. A
     default-enabled patch is never demoted implicitly: a failing verdict is reported instead."""
+    return _settle(ws, config, name, at=at, warn=warn, always_judge=False)[0]
+
+
+def settle(ws: Workspace, config: "Config", subject: gates.GateSubject, *, at: str | None = None,
+           warn: Callable[[str], None] | None = None) -> tuple[Decision | None, gates.GateCheck]:
+    """After evidence was recorded (`gate run`, `gate ingest`): the subject judged once on it, and
+    a patch's state moved to what the verdict says (`sync_state`). The verdict returned is of the
+    patch as it now stands (its state after the move)."""
+    if subject.kind != "patch":
+        return None, gates.judge(ws, config, subject)
+    decision, result = _settle(ws, config, subject.name, at=at, warn=warn, always_judge=True)
+    assert result is not None  # always_judge
+    return decision, result
+
+
+def _settle(ws: Workspace, config: "Config", name: str, *, at: str | None, warn: Callable[[str], None] | None,
+            always_judge: bool) -> tuple[Decision | None, gates.GateCheck | None]:
     with lock(ws, "gate state"):
         queue = queue_mod.load(ws, repair=True)
         patch = queue.get(name)
         subject = gates.patch_subject(config, queue, patch)
         if subject.gate is None or patch.state not in PROMOTABLE_FROM | {"default-enabled"}:
-            return None
-        result = gates.check(config, subject, evidence.load(ws), gates.proofs_passed(ws, config))
+            return None, gates.judge(ws, config, subject) if always_judge else None
+        result = gates.judge(ws, config, subject)
         if patch.state == "default-enabled":
             if result.verdict != gates.PASS and warn is not None:
                 warn(f"{patch.name} is default-enabled but its gate now says {result.verdict}: {result.reason}; "
                      f"consider `porttrack demote {patch.name} --reason ...`")
-            return None
+            return None, result
         after = _state_for(result) or "queued"
         if after == patch.state:
-            return None
+            return None, result
         updated = patch.transition(after, f"gate run: {result.verdict} ({result.reason})", evidence=result.evidence_ids, at=at)
         queue_mod.save(ws, queue.replace_patch(updated))
-    return Decision(patch.name, patch.state, after, True, result.evidence_ids, result, False, f"{patch.name}: {patch.state} -> {after}")
+    moved = dataclasses.replace(result, subject=dataclasses.replace(subject, state=after))
+    return Decision(patch.name, patch.state, after, True, moved.evidence_ids, moved, False, f"{patch.name}: {patch.state} -> {after}"), moved
 
 
 def _state_for(result: gates.GateCheck | None) -> str | None:
@@ -149,10 +169,3 @@ def _refusal(result: gates.GateCheck) -> str:
     return f"promotion of {result.subject.name} refused: {head}: {result.reason}" + (f": {shown}{more}" if shown else "") \
         + f" (details: `porttrack gate check {result.subject.name}`)"
 
-
-class _Unlocked:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -27,21 +27,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from porttrack import apply as apply_mod
-from porttrack.prove import evidence
 from porttrack import results
-from porttrack.workspace import queue as queue_mod
 from porttrack.common.errors import CannotEvaluate, ConfigError, ConflictError, GitHubAuthError, InputError, PreconditionError
-from porttrack.prove.evidence import Expected, Record, Subject
-from porttrack.prove.gates import GateSubject
-from porttrack.gitrepo import GitRepo, network_timeout
-from porttrack.prove.runner import command_argv, run_job
-from porttrack.workspace.files import checkpoint
 from porttrack.common.text import for_terminal
-from porttrack.workspace.files import Workspace, sweep_dead_scratch
+from porttrack.gitrepo import GitRepo, network_timeout
+from porttrack.prove import evidence, promote
+from porttrack.prove.evidence import Expected, Record, Subject
+from porttrack.prove.gates import GateCheck, GateSubject
+from porttrack.prove.promote import Decision
+from porttrack.prove.runner import command_argv, run_job
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace.files import Workspace, checkpoint, sweep_dead_scratch
 
 if TYPE_CHECKING:
-    from porttrack.tracks.config import Config
     from porttrack.github.client import GitHubClient
+    from porttrack.tracks.config import Config
     from porttrack.workspace.queue import Queue
 
 RESULTS_NAME = "results.json"  # the file a workflow's results artifact must hold
@@ -173,7 +173,8 @@ def build_ref(ws: Workspace, config: "Config", queue: "Queue", subject: GateSubj
     if subject.kind == "patch" and subject.name not in {p.name for p in series}:
         raise PreconditionError(f"patch {subject.name} is {subject.state}, not in the staging build; only a live patch can be gated")
     if role == "candidate":
-        staged = apply_mod.apply(ws, config, repo, target="staging", force=force, dry_run=dry_run, progress=say)
+        staged = apply_mod.apply(ws, config, repo, target="staging", force=force, dry_run=dry_run, progress=say,
+                                 queue=queue if dry_run else None)
         assert staged.new is not None
         patch_set = tuple((p.name, p.sha256) for p in series)
         return BuiltRef(staged.new, _upstream_base_sha(config, repo), staged.base_sha, patch_set,
@@ -257,6 +258,32 @@ def ingest_file(ws: Workspace, config: "Config", queue: "Queue", subject: GateSu
     return built, ingest(ws, config, subject, role, target, built, data, str(path), job, now=now, dry_run=dry_run)
 
 
+@dataclass(frozen=True)
+class Ingested:
+    """`gate ingest`'s outcome: the build the results matched, the record, and (unless a dry run)
+    the patch's state change and the verdict, judged once."""
+
+    built: BuiltRef
+    record: Record
+    change: Decision | None = None
+    result: GateCheck | None = None
+
+
+def record_and_judge(ws: Workspace, config: "Config", queue: "Queue", subject: GateSubject, *, repo: GitRepo, role: str,
+                     target: str, path: Path, now: str | None = None, dry_run: bool = False, say: Say | None = None,
+                     warn: Say | None = None) -> Ingested:
+    """Results measured by hand recorded as evidence (`ingest_file`, which says what it refuses),
+    then, unless `dry_run`, the subject judged once on the evidence now held and a patch's state
+    moved to what the verdict says (`promote.settle`; `warn` is told of a default-enabled patch
+    whose gate no longer passes)."""
+    built, record = ingest_file(ws, config, queue, subject, repo=repo, role=role, target=target, path=path,
+                                now=now, dry_run=dry_run, say=say)
+    if dry_run:
+        return Ingested(built, record)
+    change, result = promote.settle(ws, config, subject, warn=warn)
+    return Ingested(built, record, change, result)
+
+
 def _expected(subject: GateSubject, role: str, target: str, built: BuiltRef) -> Expected:
     return Expected(subject.track, Subject(subject.kind, subject.name, subject.sha256), role, target,
                     built.sha, built.upstream_base, built.fork_commit, built.patch_set)
@@ -265,7 +292,8 @@ def _expected(subject: GateSubject, role: str, target: str, built: BuiltRef) -> 
 # -- a local command ---------------------------------------------------------------------------
 
 def _run_commands(run_: _Run, targets: Sequence[str]) -> tuple[list[str], list[TargetOutcome]]:
-    plan, outcomes = [], []
+    plan: list[str] = []
+    outcomes: list[TargetOutcome] = []
     for target in targets:
         with _job_folder(run_.ws) as tmp:
             outcome = _run_command(run_, target, Path(tmp), plan)
@@ -410,7 +438,9 @@ def _wait_for_runs(run_: _Run, client: "GitHubClient", pending: dict[str, tuple[
 
 def _collect(run_: _Run, client: "GitHubClient", target: str, state: Any) -> TargetOutcome:
     """A finished run's results artifact, ingested."""
-    wf = run_.subject.gate.job.workflow
+    gate = run_.subject.gate
+    assert gate is not None and gate.job.workflow is not None  # a workflow gate's run
+    wf = gate.job.workflow
     job = {"kind": "workflow", "workflow": wf.file, "run_id": state.id, "run_url": state.html_url, "conclusion": state.conclusion}
     artifact = next((a for a in client.list_run_artifacts(state.id) if a.name == wf.artifact and not a.expired), None)
     if artifact is None:

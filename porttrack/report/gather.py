@@ -14,19 +14,17 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from porttrack.tracks import eligibility
-from porttrack.prove import evidence, gates
-from porttrack.workspace import queue as queue_mod
-from porttrack.workspace import state as state_mod
 from porttrack.common.clock import iso_week, parse_moment, stamp
-from porttrack.tracks.config import Config
-from porttrack.converge.record import RecordedVerdict, latest_verdicts
 from porttrack.common.errors import InputError, PorttrackError
-from porttrack.prove.evidence import EvidenceLog
+from porttrack.converge.record import RecordedVerdict, latest_verdicts
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.collisions import render_lines as render_collisions
-from porttrack.report.knowledge import gather as gather_knowledge
+from porttrack.observe.successors import SHOWN as SUCCESSORS_SHOWN
+from porttrack.observe.successors import render_lines as render_successors
+from porttrack.prove import evidence, gates
+from porttrack.prove.evidence import EvidenceLog
 from porttrack.report.knowledge import Findings, record_findings, recorded_findings, search_upstream, with_findings
+from porttrack.report.knowledge import gather as gather_knowledge
 from porttrack.report.records import (
     Change,
     EligibilityCell,
@@ -34,8 +32,8 @@ from porttrack.report.records import (
     GateCell,
     GateSection,
     LeftOut,
-    PRSection,
     Problem,
+    PRSection,
     QueueRow,
     Since,
     TrackSection,
@@ -44,7 +42,10 @@ from porttrack.report.records import (
     WeeklyReport,
 )
 from porttrack.report.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
-from porttrack.observe.successors import SHOWN as SUCCESSORS_SHOWN, render_lines as render_successors
+from porttrack.tracks import eligibility
+from porttrack.tracks.config import Config
+from porttrack.workspace import queue as queue_mod
+from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ TREND_WEEKS = 12  # how many past weeks the trend charts show
 
 
 def _after(at: str | None, since: str) -> bool:
-    return bool(at) and at > since  # both are UTC `...Z` stamps: string order is time order
+    return bool(at and at > since)  # both are UTC `...Z` stamps: string order is time order
 
 
 @dataclass

@@ -15,10 +15,9 @@ from typing import Any, Mapping, Sequence
 
 from porttrack.common import markdown as md
 from porttrack.common.clock import parse_moment, stamp
-from porttrack.common.errors import InputError
 from porttrack.github.records import Issue
 from porttrack.report.records import PostOutcome, Since, WeeklyReport
-from porttrack.workspace.files import Workspace, atomic_write_text, read_json, write_json
+from porttrack.workspace.files import Workspace, atomic_write_text, load_runs, write_json
 
 RECORD_SCHEMA = "porttrack/reports/v1"
 RECORDS_KEPT = 104  # two years of weekly runs in state/reports.json
@@ -30,16 +29,7 @@ def records_path(ws: Workspace) -> Path:
 
 
 def load_records(ws: Workspace) -> list[dict[str, Any]]:
-    path = records_path(ws)
-    if not path.is_file():
-        return []
-    try:
-        data = read_json(path)
-        if data.get("schema") != RECORD_SCHEMA or not isinstance(data.get("reports"), list):
-            raise ValueError(f"expected schema {RECORD_SCHEMA} with a reports list")
-    except (ValueError, AttributeError) as exc:
-        raise InputError(f"{path}: malformed report record ({exc}); restore it from git") from None
-    return [r for r in data["reports"] if isinstance(r, dict)]
+    return load_runs(records_path(ws), RECORD_SCHEMA, key="reports", what="report")
 
 
 def previous_report(

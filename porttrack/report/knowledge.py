@@ -8,28 +8,28 @@ malformed record) is simply left out of the `Knowledge` it returns.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from porttrack.common.errors import ConfigError, PorttrackError
+from porttrack.converge.coverage import Coverage, track_coverage
+from porttrack.converge.record import latest_verdicts
+from porttrack.diff.hunks import parse_diff
+from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
+from porttrack.gitrepo import GitRepo
+from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
+from porttrack.tracks.config import Config
 from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
-from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
-from porttrack.observe.collisions import CollisionSearch, QueuedHunks, find_collisions, list_open
-from porttrack.tracks.config import Config
-from porttrack.converge.record import latest_verdicts
-from porttrack.converge.coverage import Coverage, track_coverage
-from porttrack.common.errors import ConfigError, PorttrackError
-from porttrack.gitrepo import GitRepo
-from porttrack.diff.hunks import parse_diff
-from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
-from porttrack.observe.prdiff import git_hunks
-from porttrack.observe.successors import SuccessorSearch, find_successors, follow_words
-from porttrack.observe.successors import render_lines as render_successors
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient
+    from porttrack.observe.collisions import CollisionSearch, QueuedHunks
+    from porttrack.observe.successors import SuccessorSearch
+
+# The searches (porttrack.observe.collisions, .successors, .prdiff) and their threads are imported
+# where a live run starts them, not here: `status --offline` runs none of them (issue 34, start-up).
 
 
 def gather(ws: Workspace, config: Config, fork: GitRepo | None = None, fork_problem: str | None = None) -> Knowledge:
@@ -153,6 +153,10 @@ def start_listing(ws: Workspace, config: Config, client: "GitHubClient") -> Pref
                     and recorded.prs[n].state == "closed" and any(n in t.prs for t in config.tracks.values()))
     if not queued and not closed:
         return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    from porttrack.observe.collisions import list_open
+
     skip = frozenset(tracked_numbers(config))
     tally = _Tally(client, search_limit())
     pool = ThreadPoolExecutor(max_workers=1 + len(closed), thread_name_prefix="prefetch")
@@ -171,6 +175,12 @@ def search_upstream(ws: Workspace, config: Config, client: "GitHubClient", repor
     skips them. `fork`: the fork checkout, where collisions map line numbers between bases (None:
     the configured one is opened here). `prefetch`: the listing `start_listing` sent already (its
     requests are counted in the cost). Never fails the caller."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from porttrack.observe.collisions import find_collisions, list_open
+    from porttrack.observe.prdiff import git_hunks
+    from porttrack.observe.successors import find_successors
+
     if os.environ.get("PORTTRACK_SEARCH", "").strip().lower() in ("0", "off", "no", "false"):
         return Findings(skipped="searches switched off (PORTTRACK_SEARCH)")
     early, early_cost = prefetch.result() if prefetch is not None else (None, None)
@@ -258,6 +268,8 @@ def _recorded_searches(path) -> dict:
 def with_findings(report: StatusReport, findings: Findings, yaml_hint: bool = True) -> StatusReport:
     """`report` carrying `findings`; an orphaned track whose PR has a candidate sharing at least half
     its hunks gets "follow #N?" (with the tracks.yaml change, `yaml_hint`) as its next action."""
+    from porttrack.observe.successors import follow_words
+
     tracks = []
     for track in report.tracks:
         action = track.next_action
@@ -285,6 +297,8 @@ def search_limit() -> int:
 
 
 def queued_hunks(ws: Workspace) -> tuple[QueuedHunks, ...]:
+    from porttrack.observe.collisions import QueuedHunks
+
     out = []
     for patch in _live_patches(ws):
         try:
@@ -306,6 +320,8 @@ def findings_lines(findings: Findings | None, track: TrackStatus) -> list[str]:
     for pr in track.prs:
         search = findings.successors_of(pr.number)
         if search is not None and search.track == track.id:
+            from porttrack.observe.successors import render_lines as render_successors
+
             found = render_successors(search)
             if findings.recorded_at and found:
                 found[0] = f"{found[0].rstrip(':')} (as the live run of {findings.recorded_at} found them):"

@@ -142,9 +142,9 @@ class QueueRow:
 
 @dataclass(frozen=True)
 class GateCell:
-    model: str
-    context: int
-    batch: int
+    model: str | None  # None (and context, batch) where the axes are others: `where` names the cell
+    context: int | None
+    batch: int | None
     target: str
     cold: str  # pass | fail | missing | baseline-missing | baseline-other-environment | not-measured
     warm: str

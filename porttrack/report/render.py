@@ -32,7 +32,7 @@ def template_source(ws: Workspace | None) -> tuple[str, str]:
         own = ws.templates_dir / TEMPLATE_NAME
         if own.is_file():
             return own.read_text(encoding="utf-8"), str(own)
-    packaged = resources.files("porttrack").joinpath("templates", TEMPLATE_NAME)
+    packaged = resources.files("porttrack").joinpath("templates").joinpath(TEMPLATE_NAME)
     return packaged.read_text(encoding="utf-8"), f"porttrack/templates/{TEMPLATE_NAME} (packaged)"
 
 

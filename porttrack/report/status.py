@@ -2,7 +2,7 @@
 
 `refresh` polls (or declines to, saying why) and records; `build_report` turns recorded state plus
 whatever the queue and convergence checks know into plain records; the CLI prints them. The JSON
-shape (`report_to_json`) is published in the README and golden-tested: change it only additively.
+shape (`report_to_json`) is published in docs/json.md and golden-tested: change it only additively.
 """
 
 from __future__ import annotations
@@ -12,19 +12,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from porttrack.common import clock
-from porttrack.workspace import state as state_mod
-from porttrack.tracks.config import Config
-from porttrack.converge.record import RecordedVerdict
 from porttrack.common.errors import PorttrackError
-from porttrack.github.records import RateLimit
+from porttrack.converge.record import RecordedVerdict
 from porttrack.gitrepo import GitRepo
 from porttrack.observe.poll import PRChange, poll
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
+from porttrack.workspace.files import Workspace, checkpoint, lock
 from porttrack.workspace.state import Event, RecordedPR, UpstreamState
-from porttrack.workspace.files import checkpoint
-from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:
     from porttrack.github.client import GitHubClient
+    from porttrack.github.records import RateLimit  # only a live poll has one: `status --offline` loads no GitHub door
 
 JSON_SCHEMA = "porttrack/status/v1"
 
@@ -374,12 +373,11 @@ def refresh(
     recorded = state_mod.load(ws.upstream_state_file, config.upstream.repo)
     if client is None:
         return build_report(config, recorded, mode="offline", offline_reason="--offline was given", know=_known(know)), None
-    access = {"authenticated": client.authenticated}
     try:
         result = poll(recorded, tracked_numbers(config), client, repo, config.upstream.remote, progress=progress)
     except PorttrackError as exc:  # whatever GitHub answered, the recorded state is still shown
         report = build_report(config, recorded, mode="offline", offline_reason=f"GitHub unavailable: {exc}", know=_known(know))
-        return replace(report, **access, rate_limit=client.rate_seen), exc
+        return replace(report, authenticated=client.authenticated, rate_limit=client.rate_seen), exc
     if not dry_run:
         checkpoint("status:polled")
         with lock(ws, "status: recording upstream state"):
@@ -387,4 +385,4 @@ def refresh(
             client.save_cache()
     report = build_report(config, result.state, mode="live", changes=result.changes, notes=result.notes,
                           requests=result.requests, know=_known(know))
-    return replace(report, **access, rate_limit=client.rate_seen, failed=dict(result.failed)), None
+    return replace(report, authenticated=client.authenticated, rate_limit=client.rate_seen, failed=dict(result.failed)), None

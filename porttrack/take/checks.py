@@ -140,7 +140,8 @@ def read_index(probe: ScratchIndex, paths: Sequence[str], index: str) -> list[by
     got = probe.repo.objects(sorted({sha for sha in wanted.values() if sha}))
     out: list[bytes | None] = []
     for p in paths:
-        obj = got.get(wanted[p]) if wanted[p] else None
+        sha = wanted[p]
+        obj = got.get(sha) if sha else None
         out.append(obj[2] if obj is not None and obj[1] == "blob" else None)
     return out
 
@@ -275,8 +276,9 @@ def blame(check: SourceCheck, files: Sequence[FileDiff], taken: set[str],
     for fd in files:
         for h in fd.hunks:
             if h.id in taken:
-                for p in {fd.old_path, fd.new_path} - {None}:
-                    by_path.setdefault(p, []).append((fd, h))
+                for p in {fd.old_path, fd.new_path}:
+                    if p is not None:
+                        by_path.setdefault(p, []).append((fd, h))
     blamed: dict[str, Finding] = {}
     unblamed: list[Finding] = []
     for f in check.failed:

@@ -69,23 +69,25 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from porttrack import apply as apply_mod
+from porttrack.common.clock import utcnow
+from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
+from porttrack.common.text import for_terminal
+from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
+from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
+from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
+from porttrack.diff.relations import dependency_groups, missing_dependencies
+from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
+from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
+from porttrack.take.mail import Provenance, format_mail
+from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
+from porttrack.take.source import resolve_source, stability, track_for
+from porttrack.tracks.config import Config
 from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
-from porttrack.common.clock import utcnow
-from porttrack.tracks.config import Config
-from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
-from porttrack.github.client import GitHubClient
-from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
-from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
-from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
-from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
-from porttrack.diff.relations import dependency_groups, missing_dependencies
-from porttrack.take.mail import Provenance, format_mail
-from porttrack.observe.poll import poll
-from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
+from porttrack.workspace.files import Workspace, actor, checkpoint, commit_point, lock
 from porttrack.workspace.queue import (
     DEPENDS,
     EXCLUDED,
@@ -103,15 +105,16 @@ from porttrack.workspace.queue import (
     Transition,
     reason_counts,
 )
-from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
 from porttrack.workspace.state import RecordedPR, UpstreamState
-from porttrack.workspace.files import checkpoint
-from porttrack.common.text import for_terminal
-from porttrack.workspace.files import Workspace, commit_point, lock
+
+if TYPE_CHECKING:  # the GitHub client and the poll are for online imports only: not imported by --offline ones
+    from porttrack.github.client import GitHubClient
 
 IMPORT_SCHEMA = "porttrack/import/v1"
 CANDIDATE = "(planned patch)"  # its name in the trial build (queued names have no parentheses)
+
+# (repo, config, state, number, merge commit, notes) -> hunk id -> where the fork has it
+InFork = Callable[[GitRepo, Config, UpstreamState, int, str, list[str]], dict[str, str]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,9 +215,12 @@ def import_pr(
     selection: Selection = Selection(),
     dry_run: bool = False,
     say: Callable[[str], None] | None = None,
+    in_fork: InFork | None = None,
 ) -> ImportOutcome:
     """Plan the import of PR `number` into the fork checkout `repo` and, unless `dry_run`, add it
-    to the queue. `client` polls the PR first (None: --offline, the recorded state is used)."""
+    to the queue. `client` polls the PR first (None: --offline, the recorded state is used).
+    `in_fork` tells which hunks of a merged PR the fork already has (the command layer hands in
+    `porttrack.converge.verify.already_in_fork`: a later step, so take never imports it)."""
     say = say or (lambda _m: None)
     recorded, new_state, polled = observe_pr(ws, config, repo, client, number, say=say)
     queue = queue_mod.load(ws)
@@ -222,7 +228,8 @@ def import_pr(
         with lock(ws, "repair patches/series"):
             queue = queue_mod.load(ws, repair=True)
     _refuse_if_queued(queue, number)
-    planned = plan_pr(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say)
+    planned = plan_pr(ws, repo, config, recorded, number, queue, through=through, selection=selection, say=say,
+                      in_fork=in_fork)
     plan = planned.plan
     if not plan.taken:
         return ImportOutcome(plan, None, False)
@@ -279,7 +286,7 @@ def _patch_entry(plan: ImportPlan, name: str) -> Patch:
         why=f"imported {len(plan.taken)} of {len(plan.hunks)} hunks of {plan.upstream}#{plan.pr} at "
         f"{(plan.revision.through or plan.revision.head)[:12]}"
         + ("" if plan.gate else " (the track has no gate: this patch can never be promoted)"),
-        by=queue_mod._who(),
+        by=actor(),
     )
     return Patch(
         name=name,
@@ -321,6 +328,8 @@ def observe_pr(ws: Workspace, config: Config, repo: GitRepo, client: GitHubClien
             )
         say(f"using the upstream state recorded at {recorded.prs[number].observed_at} (no live poll)")
         return recorded, None, ()
+    from porttrack.observe.poll import poll
+
     wanted = {number} | {s.number for s in recorded.prs[number].stacked_on} if number in recorded.prs else {number}
     try:
         result = poll(recorded, sorted(wanted), client, repo, config.upstream.remote)
@@ -349,7 +358,7 @@ def record_poll(ws: Workspace, client: GitHubClient | None, state: UpstreamState
 def plan_pr(
     ws: Workspace, repo: GitRepo, config: Config, state: UpstreamState, number: int, queue: Queue, *,
     through: str | None, selection: Selection, fetch: bool = True, say: Callable[[str], None] | None = None,
-    series_below: Sequence[Patch] | None = None,
+    series_below: Sequence[Patch] | None = None, in_fork: InFork | None = None,
 ) -> Planned:
     """The plan; `series_below` are the queued patches `apply` will apply before this one (default:
     every live patch of `queue`, as for a patch added at the end)."""
@@ -411,8 +420,12 @@ def plan_pr(
     fork_tip = repo.rev_parse(fork_branch_ref(repo, config.fork.branch))
     if fork_tip is None:  # the ref was there a moment ago
         raise PreconditionError(missing_branch(repo, config.fork.branch))
-    candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     applies: dict[str, str] = {}
+    if in_fork is not None and source.revision.merged and source.revision.merge_commit:
+        for hid, where in in_fork(repo, config, state, number, source.revision.merge_commit, notes).items():
+            if hid not in reasons:
+                reasons[hid], applies[hid] = Reason(PRESENT, where), "present"
+    candidates = [n for n, group in enumerate(groups) if not any(hid in reasons for hid in group)]
     built: tuple[str, bytes] | None = None  # (how, diff from the fork tip): the trial build's answer, from the probe
     series = queue.series() if series_below is None else tuple(series_below)  # what `apply` puts before this patch
     if candidates:

@@ -85,14 +85,14 @@ def apply_stat(files: Sequence[FileDiff]) -> str | None:
     `stat_patch_list`: a line per file, names shortened past 50 columns, the bar scaled to 70
     columns, then diff.c's summary in the C locale); None when a name would be C-quoted (git is
     asked then)."""
-    rows = []
+    rows: list[tuple[str, list[str], bool, int, int]] = []
     for fd in files:
         names = [n for n in (fd.old_path, fd.new_path) if n is not None]
         if not all(_PLAIN_NAME.match(n) for n in names):
             return None
         added = sum(len(h.added_lines()) for h in fd.text_hunks)
         deleted = sum(len(h.removed_lines()) for h in fd.text_hunks)
-        rows.append((fd.new_path if fd.new_path is not None else fd.old_path, names, fd.is_binary, added, deleted))
+        rows.append((names[-1], names, fd.is_binary, added, deleted))  # the new name, else the old
     max_len = max((len(n) for _name, names, *_ in rows for n in names), default=0)
     max_change = max((a + d for *_, a, d in rows), default=0)
     out = []

@@ -183,10 +183,10 @@ def _probe_together(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequ
             verdicts[n] = _probe_one(probe, files, groups[n])
             r = [m for m in r if m != n]
         for n in r:
-            paths = [fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)]
+            named = [fd.path for fd in files if any(h.id in groups[n] for h in fd.hunks)]
             touched = {p for fd in files if any(h.id in groups[n] for h in fd.hunks) for p in (fd.old_path, fd.new_path) if p}
             conflicted = sorted(unmerged & touched)
-            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(conflicted or paths))) if conflicted else ("3-way", "")
+            verdicts[n] = ("conflict", ", ".join(dict.fromkeys(conflicted or named))) if conflicted else ("3-way", "")
     return verdicts
 
 
@@ -228,8 +228,8 @@ def _read_asked(files: Sequence[FileDiff], ids: set[str], reports: list, reverse
         old, new = fd.old_path, fd.new_path
         if fd.status == "renamed" and meta is not None and meta.id not in ids:
             new = old  # `build_patch` made it an edit of the old path
-        names = dict.fromkeys([new if new is not None else old, f"{old} => {new}"])
-        found = [r for name in names for r in said.get(name, [])]  # type: ignore[index]
+        names = dict.fromkeys([new if new is not None else old or "", f"{old} => {new}"])
+        found = [r for name in names for r in said.get(name, [])]
         if len(found) != 1:
             return {}
         errors, failed_at = found[0]

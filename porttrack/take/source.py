@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from porttrack.tracks.config import Config
 from porttrack.common.errors import GitError, InputError, NotTracked, PreconditionError
-from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
 from porttrack.diff.hunks import parse_diff
+from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
+from porttrack.tracks.config import Config
 from porttrack.workspace.queue import Queue, Revision
 from porttrack.workspace.state import RecordedPR, UpstreamState
 
@@ -73,7 +73,7 @@ def resolve_source(
     merged = pr.state == "merged" and bool(pr.merge_commit_sha)
     if merged and not repo.has_commit(pr.merge_commit_sha or ""):
         raise PreconditionError(
-            f"#{number} merged as {pr.merge_commit_sha[:12]}, which is not in {repo.path}; fetch upstream first"
+            f"#{number} merged as {(pr.merge_commit_sha or '')[:12]}, which is not in {repo.path}; fetch upstream first"
         )
     if head is None and not merged:
         raise PreconditionError(f"#{number}: refs/pull/{number}/head could not be fetched and its head is not in {repo.path}")
@@ -91,9 +91,10 @@ def resolve_source(
     elif merged:
         mc = repo.rev_parse(pr.merge_commit_sha or "")
         assert mc is not None
-        base = repo.rev_parse(f"{mc}^1")
-        if base is None:
+        parent = repo.rev_parse(f"{mc}^1")
+        if parent is None:
             raise PreconditionError(f"#{number}'s merge commit {mc[:12]} has no parent")
+        base = parent
         tip, revision = mc, Revision(head=mc, base=base, merged=True, merge_commit=mc)
     else:
         assert head is not None

@@ -19,11 +19,17 @@ from __future__ import annotations
 import os
 import re
 import string
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # pydantic's dependency, so always installed beside it
+    from typing_extensions import dataclass_transform
 
 from porttrack.common.errors import ConfigError
 
@@ -66,7 +72,7 @@ class _Rule:
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
         from pydantic_core import core_schema
 
-        schema = {**handler(source), **self.constraints}
+        schema: Any = {**handler(source), **self.constraints}  # a pydantic-core schema (not imported until validation)
         if self.before is not None:
             schema = core_schema.no_info_before_validator_function(self.before, schema)
         if self.after is not None:
@@ -216,7 +222,14 @@ class _Record:
         return schema
 
 
-record = dataclass(frozen=True, kw_only=True)  # keyword-only: fields keep the file's order
+_R = TypeVar("_R")
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
+def record(cls: type[_R]) -> type[_R]:
+    """A record's class as a frozen, keyword-only dataclass (keyword-only: fields keep the file's
+    order). A function rather than `dataclass(...)` bound to a name, so type checkers see one."""
+    return dataclass(frozen=True, kw_only=True)(cls)
 
 
 def is_local_path(url: str) -> bool:
@@ -441,6 +454,7 @@ class _ConfigMethods:
     """What every profile's Config answers the same way (the core reads these, never the profile)."""
 
     path: Path
+    upstream: UpstreamConfig
     fork: ForkConfig
     tracks: dict[str, Any]
     targets: dict[str, Any]
@@ -470,7 +484,10 @@ class _ConfigMethods:
 
     def models_waiting_on(self, proof_id: str) -> list[str]:
         """Models with a conditional on `proof_id` (what a proof gate's `models: eligible` means)."""
-        return [mid for mid, model in self.models.items() if any(c.proof == proof_id for c in model.conditional)]
+        # every profile has models (a field of vllm-gpu's, neutral's an empty class constant, which
+        # a field of this base could not be both of)
+        models: Mapping[str, Model] = self.models  # type: ignore[attr-defined]
+        return [mid for mid, model in models.items() if any(c.proof == proof_id for c in model.conditional)]
 
     def gate_targets(self, track_id: str) -> list[str]:
         """The targets a track's gate must pass on: its matrix's targets, else the track's."""

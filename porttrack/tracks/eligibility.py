@@ -25,9 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from porttrack.tracks.config import Config, Model, Track
 from porttrack.common.errors import NotFound
-
+from porttrack.tracks.config import Config, Model, Track
 
 ELIGIBLE = "eligible"
 INELIGIBLE = "ineligible"

@@ -19,10 +19,10 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, cast
 
-from porttrack.tracks.config import MAX_BYTES, PROFILES, TOO_BIG, AnyConfig, Config, _ConfigMethods, _Record, fail
 from porttrack.common.errors import ConfigError
+from porttrack.tracks.config import MAX_BYTES, PROFILES, TOO_BIG, AnyConfig, Config, NeutralConfig, _Record, fail
 from porttrack.workspace.files import atomic_write_text
 
 
@@ -56,7 +56,14 @@ def load_config(path: Path, fork_override: str | None = None, cache_dir: Path | 
         config = validate(_decode(data, shown), shown, path)
         if cache_dir is not None and key:
             _to_cache(cache_dir / CACHE_FILE, key, config)
-    return with_checkout(config, fork_override) if fork_override else config
+    core = _as_core(config)
+    return with_checkout(core, fork_override) if fork_override else core
+
+
+def _as_core(config: AnyConfig) -> Config:
+    """Every profile's record as the core reads it: through the fields and methods all profiles
+    share (`_ConfigMethods`), typed as vllm-gpu's Config, whose interface is the widest."""
+    return cast(Config, config)
 
 
 def with_checkout(config: Config, checkout: str | Path) -> Config:
@@ -73,7 +80,7 @@ def parse_config(text: str, filename: str) -> Config:
 
     if text.startswith("\ufeff"):
         text = text[1:]
-    return validate(text, filename, Path(filename))
+    return _as_core(validate(text, filename, Path(filename)))
 
 
 def _display_name(path: Path) -> str:
@@ -121,7 +128,7 @@ def _cache_key(data: bytes) -> str | None:
     return digest.hexdigest()
 
 
-def _from_cache(file: Path, key: str, path: Path) -> Config | None:
+def _from_cache(file: Path, key: str, path: Path) -> AnyConfig | None:
     try:
         cached = json.loads(file.read_bytes())
         if cached.get("schema") != CACHE_SCHEMA or cached.get("key") != key:
@@ -133,14 +140,14 @@ def _from_cache(file: Path, key: str, path: Path) -> Config | None:
         config = _thaw(cached["config"], path)
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # unreadable, or not ours
         return None
-    return config if isinstance(config, _ConfigMethods) else None
+    return config if isinstance(config, (Config, NeutralConfig)) else None
 
 
 def _config_sum(frozen: Any) -> str:
     return hashlib.sha256(json.dumps(frozen).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _to_cache(file: Path, key: str, config: Config) -> None:
+def _to_cache(file: Path, key: str, config: AnyConfig) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         # Not dump_json: its sorted keys would lose the file's order of targets, models and tracks.
@@ -153,7 +160,7 @@ def _to_cache(file: Path, key: str, config: Config) -> None:
 def _freeze(value: Any) -> Any:
     """Records as {"record": class name, "fields": {...}}, mappings as {"mapping": {...}}, so no key
     a user wrote can pass for a record. Config.path is left to the reader."""
-    if isinstance(value, _Record):
+    if isinstance(value, _Record) and dataclasses.is_dataclass(value):  # every record is
         names = [f.name for f in dataclasses.fields(value) if f.init and f.name != "path"]
         return {"record": type(value).__name__, "fields": {name: _freeze(getattr(value, name)) for name in names}}
     if isinstance(value, dict):
@@ -170,7 +177,7 @@ def _thaw(value: Any, path: Path) -> Any:
         return value
     if "mapping" in value:
         return {key: _thaw(item, path) for key, item in value["mapping"].items()}
-    cls = _Record.kinds[value["record"]]
+    cls: Callable[..., _Record] = _Record.kinds[value["record"]]  # a record's class: its fields by keyword
     fields = {name: _thaw(item, path) for name, item in value["fields"].items()}
     is_config = any(cls is p.record for p in PROFILES.values())
     return cls(path=path, **fields) if is_config else cls(**fields)

@@ -28,7 +28,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 def path(profile: str) -> Path:
     """The shipped schema file of `profile` (inside the installed package)."""
-    return Path(str(resources.files("porttrack").joinpath("schemas", PROFILES[profile].schema_file)))
+    return Path(str(resources.files("porttrack").joinpath("schemas").joinpath(PROFILES[profile].schema_file)))
 
 
 def shipped(profile: str) -> dict[str, Any]:

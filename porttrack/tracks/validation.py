@@ -30,7 +30,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -38,18 +38,19 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from porttrack.tracks.config import (
+    DEFAULT_PROFILE,
     ID_PATTERN,
     MAX_ALIASES,
     MAX_BYTES,
     MAX_DEPTH,
     MAX_NODES,
-    TOO_BIG,
-    DEFAULT_PROFILE,
     PROFILES,
+    TOO_BIG,
     AnyConfig,
     Gate,
     Model,
     NeutralGate,
+    NeutralTrack,
     Track,
     TracksFileError,
     fail,
@@ -355,7 +356,7 @@ def _dotted(loc: Iterable[Any]) -> str:
 
 
 def _locate_all(problems, root, filename) -> list[tuple[str, int, int, str, str]]:
-    located = {}
+    located: dict[tuple[int, int, str], str] = {}
     for loc, message, key in problems:
         line, col = _position(_node_at(root, loc, key))
         # One message per value: a node-level finding (quote SHAs) comes first and replaces
@@ -377,7 +378,7 @@ _EXPECTED = {
 }
 
 
-def _pydantic_problem(err: dict[str, Any], root: yaml.Node, profile: str = DEFAULT_PROFILE,
+def _pydantic_problem(err: Mapping[str, Any], root: yaml.Node, profile: str = DEFAULT_PROFILE,
                       declared: bool = True) -> tuple[tuple[Any, ...], str, bool]:
     loc = tuple(err["loc"])
     kind, ctx = err["type"], err.get("ctx") or {}
@@ -444,7 +445,7 @@ def _record_at(loc: Sequence[Any], profile: str) -> type | None:
     annotation: Any = PROFILES[profile].record
     for part in loc:
         annotation = _unwrap(annotation)
-        if dataclasses.is_dataclass(annotation):
+        if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
             annotation = _keys(annotation).get(str(part))
             if annotation is None:
                 return None
@@ -453,7 +454,7 @@ def _record_at(loc: Sequence[Any], profile: str) -> type | None:
         else:
             return None
     annotation = _unwrap(annotation)
-    return annotation if dataclasses.is_dataclass(annotation) else None
+    return annotation if isinstance(annotation, type) and dataclasses.is_dataclass(annotation) else None
 
 
 def _keys(record: type) -> dict[str, Any]:
@@ -591,7 +592,7 @@ class _CrossCheck:
                     self.add((*loc, "tracks", j), f"unknown track {tid} (tracks: {', '.join(c.tracks)})")
             self.unique((*loc, "tracks"), cond.tracks, "track")
 
-    def track(self, tid: str, track: Track, owner: dict[int, str]) -> None:
+    def track(self, tid: str, track: Track | NeutralTrack, owner: dict[int, str]) -> None:
         loc = ("tracks", tid)
         for index, number in enumerate(track.prs):
             if number in owner and owner[number] != tid:
@@ -624,17 +625,18 @@ class _CrossCheck:
         for index in keys[1:]:
             message = f"only one metric may be the key metric (already: {gate.metrics[keys[0]].name})"
             self.add((*loc, "metrics", index, "key"), message)
-        if isinstance(getattr(gate.matrix, "models", None), list):
-            for index, mid in enumerate(gate.matrix.models):
+        models = getattr(gate.matrix, "models", None)  # vllm-gpu's matrix only
+        if isinstance(models, list):
+            for index, mid in enumerate(models):
                 if mid not in self.config.models:
                     known = ", ".join(self.config.models)
                     self.add((*loc, "matrix", "models", index), f"unknown model {mid} (models: {known})")
-            self.unique((*loc, "matrix", "models"), gate.matrix.models, "model")
+            self.unique((*loc, "matrix", "models"), models, "model")
         for index, target in enumerate(gate.matrix.targets or []):
             self.target_ref((*loc, "matrix", "targets", index), target)
         self.unique((*loc, "matrix", "targets"), gate.matrix.targets or [], "target")
 
-    def track_gate(self, tid: str, track: Track) -> None:
+    def track_gate(self, tid: str, track: Track | NeutralTrack) -> None:
         from porttrack.tracks.eligibility import requirement_failures  # shares the one definition of a match
 
         gate = track.gate
@@ -649,8 +651,8 @@ class _CrossCheck:
             if missing:
                 message = f"a promoting gate must cover every target of the track; missing {', '.join(missing)}"
                 self.add((*loc, "targets"), message)
-        if isinstance(getattr(gate.matrix, "models", None), list):
-            for index, mid in enumerate(gate.matrix.models):
+        if isinstance(track, Track) and track.gate is not None and isinstance(track.gate.matrix.models, list):  # vllm-gpu's
+            for index, mid in enumerate(track.gate.matrix.models):
                 model = self.config.models.get(mid)
                 failures = requirement_failures(model, track) if model is not None else []
                 if failures:

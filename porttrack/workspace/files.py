@@ -470,17 +470,24 @@ def sigterm_as_interrupt() -> Iterator[None]:
 # -- run history ----------------------------------------------------------------------------------
 
 
-def load_runs(path: Path, schema: str) -> list[dict[str, Any]]:
-    """The runs recorded in `path` (oldest first); none when the file does not exist yet."""
+def load_runs(path: Path, schema: str, key: str = "runs", what: str = "run") -> list[dict[str, Any]]:
+    """The runs recorded in `path` under `key` (oldest first); none when the file does not exist
+    yet. The one reader of a run history: apply's per branch, the weekly report's (`what` names it
+    in an error)."""
     try:
         data = read_json(path)
     except FileNotFoundError:
         return []
     except ValueError as exc:
-        raise InputError(f"{path}: malformed run record ({exc}); restore it from git") from None
-    if not isinstance(data, dict) or data.get("schema") != schema or not isinstance(data.get("runs"), list):
+        raise InputError(f"{path}: malformed {what} record ({exc}); restore it from git") from None
+    if not isinstance(data, dict) or data.get("schema") != schema or not isinstance(data.get(key), list):
         raise InputError(f"{path}: not a {schema} record; restore it from git")
-    return data["runs"]
+    return [run for run in data[key] if isinstance(run, dict)]
+
+
+def actor() -> str:
+    """Who is recording (a queue transition, an evidence record): the CI actor or the user."""
+    return os.environ.get("PORTTRACK_ACTOR") or os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown"
 
 
 def append_run(path: Path, schema: str, run: Mapping[str, Any], keep: int, **fields: Any) -> None:

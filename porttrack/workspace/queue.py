@@ -40,9 +40,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -50,7 +49,16 @@ from porttrack.common.clock import utcnow
 from porttrack.common.errors import InputError, NotFound, PreconditionError
 from porttrack.diff.paths import check_file_name, resolve_inside
 from porttrack.diff.pycheck import SourceCheck
-from porttrack.workspace.files import Workspace, atomic_write_bytes, atomic_write_text, commit_point, dump_json, lock, read_json
+from porttrack.workspace.files import (
+    Workspace,
+    actor,
+    atomic_write_bytes,
+    atomic_write_text,
+    commit_point,
+    dump_json,
+    lock,
+    read_json,
+)
 
 SCHEMA = "porttrack/queue/v1"
 LIVE_STATES = frozenset({"queued", "ungated", "gated-pass", "gated-fail", "default-enabled"})
@@ -92,6 +100,13 @@ class Reason:
     @property
     def text(self) -> str:
         return _REASON_PROSE[self.kind].format(self.detail)
+
+
+def _flat(record: Any) -> dict[str, Any]:
+    """`asdict` of a record whose fields are all str, int, bool or None (HunkRef, Revision, and the
+    plain fields of Patch), without its deep copy of each value: a manifest holds thousands of
+    hunk references, and asdict cost most of a big import's queue save."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass(frozen=True)
@@ -171,7 +186,7 @@ class Revision:
     merge_commit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _flat(self)
 
 
 @dataclass(frozen=True)
@@ -185,7 +200,7 @@ class Regenerated:
     hunks: tuple[HunkRef, ...]  # the stored diff's own hunks (ids over the fork's content)
 
     def to_json(self) -> dict[str, Any]:
-        return {"how": self.how, "base": self.base, "below": list(self.below), "hunks": [asdict(h) for h in self.hunks]}
+        return {"how": self.how, "base": self.base, "below": list(self.below), "hunks": [_flat(h) for h in self.hunks]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "Regenerated | None":
@@ -221,10 +236,10 @@ class Patch:
         return self.state in LIVE_STATES
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["revision"] = asdict(self.revision)
-        data["hunks_taken"] = [asdict(h) for h in self.hunks_taken]
-        data["hunks_left_out"] = [asdict(h) for h in self.hunks_left_out]
+        data = _flat(self)  # every field not plain is replaced below
+        data["revision"] = _flat(self.revision)
+        data["hunks_taken"] = [_flat(h) for h in self.hunks_taken]
+        data["hunks_left_out"] = [_flat(h) for h in self.hunks_left_out]
         data["depends_on"] = list(self.depends_on)
         data["history"] = [t.to_json() for t in self.history]
         data["fork_commits"] = list(self.fork_commits)
@@ -252,7 +267,7 @@ class Patch:
     def transition(self, to: str, why: str, by: str = "", evidence: Iterable[str] = (), at: str | None = None) -> "Patch":
         if to not in STATES:
             raise ValueError(f"unknown state {to!r}")
-        step = Transition(at or utcnow(), to, why, by or _who(), tuple(evidence), self.state)
+        step = Transition(at or utcnow(), to, why, by or actor(), tuple(evidence), self.state)
         return replace(self, state=to, history=self.history + (step,))
 
 
@@ -307,10 +322,6 @@ def slug(text: str, limit: int = 40) -> str:
 
 def patch_file_name(name: str, content: bytes) -> str:
     return f"{name}.{hashlib.sha256(content).hexdigest()[:10]}.patch"
-
-
-def _who() -> str:
-    return os.environ.get("PORTTRACK_ACTOR") or os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown"
 
 
 # -- persistence -------------------------------------------------------------------------------

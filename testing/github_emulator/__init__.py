@@ -24,11 +24,11 @@ The package, by idea:
 - `emulator`: `FakeGitHub` assembled from the above, and `running_emulator()`.
 """
 
-from .emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, running_emulator
-from .faults import FAULT_KINDS
-from .gitdata import commits_from_git, files_from_git
-from .payloads import make_zip
-from .transport import LoggedRequest
+from testing.github_emulator.emulator import DEFAULT_TOKEN, READONLY_TOKEN, FakeGitHub, running_emulator
+from testing.github_emulator.faults import FAULT_KINDS
+from testing.github_emulator.gitdata import commits_from_git, files_from_git
+from testing.github_emulator.payloads import make_zip
+from testing.github_emulator.transport import LoggedRequest
 
 __all__ = [
     "DEFAULT_TOKEN",

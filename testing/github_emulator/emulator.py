@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .faults import Fault, FaultsMixin
-from .gitdata import GitMixin
-from .handlers import actions, graphql, issues, meta, pulls, repos, searches
-from .payloads import PayloadsMixin
-from .seeding import SeedingMixin
-from .state import Artifact, Repo, Run, Token
-from .transport import LoggedRequest, Reply, TransportMixin
+from testing.github_emulator.faults import Fault, FaultsMixin
+from testing.github_emulator.gitdata import GitMixin
+from testing.github_emulator.handlers import actions, graphql, issues, meta, pulls, repos, searches
+from testing.github_emulator.payloads import PayloadsMixin
+from testing.github_emulator.seeding import SeedingMixin
+from testing.github_emulator.state import Artifact, Repo, Run, Token
+from testing.github_emulator.transport import LoggedRequest, Reply, TransportMixin
 
 # Token-shaped on purpose (the redactor must catch them), split so no secret scanner flags the file.
 DEFAULT_TOKEN = "ghp" + "_porttrackTestRW000000000000000000001"   # push access, login porttrack-bot

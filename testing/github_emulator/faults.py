@@ -20,7 +20,7 @@ from typing import Any
 
 from werkzeug import Request, Response
 
-from .state import Token, user_id
+from testing.github_emulator.state import Token, user_id
 
 DOCS = "https://docs.github.com/rest"
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .state import Pull, Repo, fake_sha, iso, parse_time
+from testing.github_emulator.state import Pull, Repo, fake_sha, iso, parse_time
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 

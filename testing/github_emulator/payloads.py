@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from .state import Artifact, Comment, Item, Repo, Run, Token, Workflow, fake_sha, iso, user_id
+from testing.github_emulator.state import Artifact, Comment, Item, Repo, Run, Token, Workflow, fake_sha, iso, user_id
 
 
 def make_zip(files: Mapping[str, bytes | str]) -> bytes:

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .gitdata import run_git
-from .state import Item, Pull, Repo, Run, Token, Workflow, fake_sha, parse_time, utcnow
-from .transport import LoggedRequest
+from testing.github_emulator.gitdata import run_git
+from testing.github_emulator.state import Item, Pull, Repo, Run, Token, Workflow, fake_sha, parse_time, utcnow
+from testing.github_emulator.transport import LoggedRequest
 
 
 class SeedingMixin:

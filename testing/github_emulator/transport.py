@@ -27,8 +27,8 @@ from typing import Any
 
 from werkzeug import Request, Response
 
-from .faults import DOCS, PRIMARY_LIMIT_MESSAGE
-from .state import Item, Repo, Token, user_id
+from testing.github_emulator.faults import DOCS, PRIMARY_LIMIT_MESSAGE
+from testing.github_emulator.state import Item, Repo, Token, user_id
 
 REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"   # the prefix of every repository route
 # GitHub's words when an address has spent its unauthenticated budget

@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
-import rel_harness as H
 import rel_figures
+import rel_harness as H
 from rel_harness import cases, secret_guard  # noqa: F401 - fixtures, registered here
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "reliability(category): a reliability-suite case, counted in the figures table")

@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 import rel_harness as H
 
 PLUGIN_NAME = "porttrack-reliability-figures"

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
 from testing.gitfixtures import git
-from testing.workspace import TOKEN, TestWorkspace, make_workspace, track
+from testing.github_emulator import DEFAULT_TOKEN, READONLY_TOKEN
 from testing.text import edit, numbered
+from testing.workspace import TOKEN, TestWorkspace, make_workspace, track
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL = os.environ.get("PORTTRACK_FULL") == "1"
@@ -369,7 +369,8 @@ def check_consistent(rig: Rig, *, fork_before: dict[str, Any] | None = None,
       branch is unchanged or moved to one of the values it may become.
     """
     from porttrack.prove import evidence
-    from porttrack.workspace import queue as queue_mod, state as state_mod
+    from porttrack.workspace import queue as queue_mod
+    from porttrack.workspace import state as state_mod
     from porttrack.workspace.files import Workspace
 
     ws = Workspace(rig.root)

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Callable
 
 import pytest
-
 import rel_harness as H
 from rel_harness import Rig, check_consistent, fork_state, kill, temp_leftovers, wait_for_pause
 

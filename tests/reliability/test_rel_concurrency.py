@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-
 import rel_harness as H
 from rel_harness import Rig, check_consistent, finish, fork_state, wait_for_pause
 

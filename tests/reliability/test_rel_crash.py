@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
-
 import rel_harness as H
 from rel_harness import SUBSETS, Rig, check_consistent, fork_state, kill, rng, temp_leftovers, wait_for_pause
 

@@ -11,15 +11,14 @@ leaves state/, patches/ and reports/ byte for byte as they were (the hash of eve
 from __future__ import annotations
 
 import json
-
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
+from rel_harness import FORK_REPO, SUBSETS, Rig, assert_one_line_error, check_consistent, half
 
 from porttrack.common.errors import ExitCode
-from rel_harness import FORK_REPO, SUBSETS, Rig, assert_one_line_error, check_consistent, half
 from testing.github_emulator import DEFAULT_TOKEN
 
 pytestmark = pytest.mark.reliability("github-faults")

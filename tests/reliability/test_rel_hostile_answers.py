@@ -16,13 +16,11 @@ import random
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-
-from rel_harness import Rig, SEED
+from rel_harness import SEED, Rig
 
 pytestmark = pytest.mark.reliability("hostile-upstream")
 

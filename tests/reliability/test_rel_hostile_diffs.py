@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
-
 import rel_harness as H
 from rel_harness import SUBSETS, Rig, assert_one_line_error, check_consistent, fork_state, half, outside
+
 from testing.gitfixtures import Executable, Symlink, git
 
 pytestmark = pytest.mark.reliability("hostile-diffs")

@@ -14,9 +14,9 @@ import json
 import re
 
 import pytest
-
 import rel_harness as H
 from rel_harness import SUBSETS, Rig, check_consistent, half, outside
+
 from testing.gfm import cmark
 
 pytestmark = pytest.mark.reliability("hostile-metadata")

@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 
 import pytest
-
 import rel_harness as H
 from rel_harness import SCENARIO, SUBSETS, Rig, check_consistent, half, outside
 

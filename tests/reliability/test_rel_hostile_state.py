@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from rel_harness import SEED, Rig
 
 pytestmark = pytest.mark.reliability("hostile-workspace")

@@ -21,7 +21,6 @@ import re
 import time
 
 import pytest
-
 from rel_harness import SUBSETS, UPSTREAM_REPO, Rig, assert_one_line_error, check_consistent, finish, half, popen
 
 NOW = "2027-02-01T08:00:00Z"

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from rel_harness import Rig, assert_one_line_error, git, kill, wait_for_pause
 
 pytestmark = pytest.mark.reliability("hostile-workspace")

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
 from rel_harness import assert_one_line_error, cli, files_under, outside
+
 from testing import workspace as test_workspace
 
 pytestmark = pytest.mark.reliability("hostile-yaml")

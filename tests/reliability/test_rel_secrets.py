@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 import rel_harness as H
-from rel_harness import Rig, SECRETS
-from testing.github_emulator import DEFAULT_TOKEN
+from rel_harness import SECRETS, Rig
+
 from testing.gitfixtures import git
+from testing.github_emulator import DEFAULT_TOKEN
 from testing.workspace import TOKEN
 
 pytestmark = pytest.mark.reliability("secrets")

@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..payloads import make_zip
-from ..state import Artifact, Repo, Run, Workflow, fake_sha, parse_time
-from ..transport import REPO, Ctx, HTTPError, Reply, not_found
+from testing.github_emulator.payloads import make_zip
+from testing.github_emulator.state import Artifact, Repo, Run, Workflow, fake_sha, parse_time
+from testing.github_emulator.transport import REPO, Ctx, HTTPError, Reply, not_found
 
 ROUTES = [
     ("POST", REPO + r"/actions/workflows/(?P<wf>[^/]+)/dispatches", "_h_dispatch"),

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..state import Item, Repo, Token, iso, user_id
-from ..transport import Ctx, HTTPError, Reply
+from testing.github_emulator.state import Item, Repo, Token, iso, user_id
+from testing.github_emulator.transport import Ctx, HTTPError, Reply
 
 GRAPHQL_PATH = "/graphql"
 ROUTES = [

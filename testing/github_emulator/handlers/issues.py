@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..state import Comment, Item, parse_time
-from ..transport import REPO, Ctx, HTTPError, Reply, validation
+from testing.github_emulator.state import Comment, Item, parse_time
+from testing.github_emulator.transport import REPO, Ctx, HTTPError, Reply, validation
 
 ROUTES = [
     ("GET", REPO + r"/issues", "_h_issues"),

@@ -4,8 +4,8 @@ GitHub: transport.py exempts it)."""
 
 from __future__ import annotations
 
-from ..state import Token
-from ..transport import Ctx, Reply
+from testing.github_emulator.state import Token
+from testing.github_emulator.transport import Ctx, Reply
 
 ROUTES = [
     ("GET", r"/rate_limit", "_h_rate_limit"),

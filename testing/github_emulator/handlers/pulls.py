@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..state import Item, Repo
-from ..transport import REPO, Ctx, Reply, not_found
+from testing.github_emulator.state import Item, Repo
+from testing.github_emulator.transport import REPO, Ctx, Reply, not_found
 
 ROUTES = [
     ("GET", REPO + r"/pulls", "_h_pulls"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..gitdata import commits_from_git, files_from_git, run_git
-from ..state import Repo
-from ..transport import REPO, Ctx, HTTPError, Reply, not_found
+from testing.github_emulator.gitdata import commits_from_git, files_from_git, run_git
+from testing.github_emulator.state import Repo
+from testing.github_emulator.transport import REPO, Ctx, HTTPError, Reply, not_found
 
 ROUTES = [
     ("GET", REPO, "_h_repo"),

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from ..state import Item, Repo, iso
-from ..transport import REPO, Ctx, HTTPError, Reply
+from testing.github_emulator.state import Item, iso
+from testing.github_emulator.transport import REPO, Ctx, HTTPError, Reply
 
 ROUTES = [
     ("GET", REPO + r"/issues/(?P<n>\d+)/timeline", "_h_timeline"),

@@ -6,9 +6,9 @@ import sys
 
 
 def compile_kernel(name, key):
-    from torch._inductor import config
-
     import triton
+
+    from torch._inductor import config
 
     hook = triton.knobs.runtime.jit_post_compile_hook
     if config.run_jit_post_compile_hook and hook is not None:
