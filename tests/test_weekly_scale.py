@@ -104,8 +104,8 @@ def test_outside_actions_what_was_cut_is_whole_in_the_issues_comments_linked_fro
     workspace's reports/ file, so what was cut goes whole into comments of the week's issue and the
     body links them; a second run the same week, nothing changed, writes nothing."""
     from porttrack.report import BODY_LIMIT, body_size
-    from testing.github_emulator import DEFAULT_TOKEN
     from testing.gfm import cmark
+    from testing.github_emulator import DEFAULT_TOKEN
 
     for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GITHUB_ACTIONS"):
         monkeypatch.delenv(name, raising=False)
