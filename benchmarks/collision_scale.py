@@ -128,6 +128,7 @@ def main() -> int:
             w, ws, prs, moved_files = build(tmp, fake, args.patches, args.open)
             print(f"built in {time.perf_counter() - t0:.1f} s: {args.patches} queued patches, {args.open} open PRs, "
                   f"machine: {os.cpu_count()} cpus, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            load_before = os.getloadavg()
             fake.latency_s = args.latency
             env = {**bytecode_env(ws.env()), "GITHUB_TOKEN": DEFAULT_TOKEN, "PORTTRACK_SEARCH_LIMIT": "400"}
             subprocess.run([sys.executable, "-m", "porttrack", "--help"], env=env, cwd=ws.root, capture_output=True)
@@ -168,6 +169,7 @@ def main() -> int:
                       + " ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
             still = sorted(row[1] for row in rows if row[0].startswith("still"))
             still_cpu = sorted(cpus[row[0]] for row in rows if row[0].startswith("still"))
+            print(f"etags.json: {(ws.root / '.porttrack' / 'etags.json').stat().st_size / 1e6:.2f} MB")
             print(f"nothing moved: median {still[len(still) // 2]:.2f} s [{still[0]:.2f}..{still[-1]:.2f}] of {len(still)} runs "
                   f"(goal <= 1.0 s), cpu {still_cpu[len(still_cpu) // 2]:.2f} s; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             again = sorted(row[1] for row in rows if row[0].startswith("recompute"))
@@ -182,7 +184,8 @@ def main() -> int:
 
                 Path(args.json).write_text(json.dumps({
                     "world": "generated (testing/openprs.py), GitHub emulator on loopback", "args": vars(args),
-                    "load": os.getloadavg(), "still_median_s": still[len(still) // 2],
+                    "load_before": load_before, "load": os.getloadavg(),
+                    "etags_json_bytes": (ws.root / ".porttrack" / "etags.json").stat().st_size, "still_median_s": still[len(still) // 2],
                     "recomputed_median_s": again[len(again) // 2] if again else None,
                     "still_cpu_median_s": still_cpu[len(still_cpu) // 2],
                     "recomputed_cpu_median_s": again_cpu[len(again_cpu) // 2] if again_cpu else None,

@@ -163,7 +163,7 @@ def bench_ritual(latency: float, repeat: int) -> None:
         print(f"{poll} ritual, counted requests in all: {spread(totals, '{:.0f}')}")
 
 
-def bench_week_latency(latency: float, repeat: int, open_prs: int) -> None:
+def bench_week_latency(latency: float, repeat: int, open_prs: int) -> dict:
     """Issue 32, item 4: `status` with a token at `latency` over the weekly world (5 tracked PRs,
     one orphaned with a successor, one queued patch, `open_prs` open upstream PRs with real heads):
     cold (no ETags, no collision cache, no open-PR head in the checkout) and warm (nothing moved)
@@ -205,6 +205,11 @@ def bench_week_latency(latency: float, repeat: int, open_prs: int) -> None:
           f"{repeat} interleaved cold/warm runs: median [min..max]; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for poll in ("cold", "warm"):
         print(f"{poll:>5}: {spread(times[poll])} s, round trips (counted) {spread([float(x) for x in rts[poll]], '{:.0f}')}")
+    return {"world": "generated (testing/weekly_budget.py), GitHub emulator on loopback", "open_prs": open_prs,
+            "latency_s": latency, "repeat": repeat, "load": os.getloadavg(), "cpus": os.cpu_count(),
+            **{f"{poll}_s": {"median": statistics.median(times[poll]), "min": min(times[poll]), "max": max(times[poll]),
+                             "runs": times[poll]} for poll in times},
+            **{f"{poll}_round_trips": rts[poll] for poll in rts}}
 
 
 def bench_help(repeat: int) -> list[float]:
@@ -230,11 +235,16 @@ def main() -> int:
     parser.add_argument("--ritual", action="store_true", help="measure only the tokenless weekly ritual (issue 24)")
     parser.add_argument("--week", type=int, metavar="OPEN_PRS", default=0,
                         help="measure only status cold/warm, interleaved, over the weekly world with this many open PRs (issue 32)")
+    parser.add_argument("--json", metavar="FILE", help="with --week: also write the figures as JSON")
     args = parser.parse_args()
     import os
 
     if args.week:
-        bench_week_latency(args.latency, args.repeat, args.week)
+        data = bench_week_latency(args.latency, args.repeat, args.week)
+        if args.json:
+            import json
+
+            Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
         return 0
 
     if args.ritual:

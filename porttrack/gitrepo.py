@@ -115,13 +115,17 @@ def qualify_branch(repo: "GitRepo", branch: str) -> str | None:
     over the branch `X`): `refs/heads/B`; else `refs/remotes/B` (B given as `origin/X`); else
     `refs/remotes/origin/B` (a fresh clone of a fork whose branch is not its default has X only
     as `origin/X`); else None. A tag of that name is never the branch. One batch of the reader."""
+    return branch_commit(repo, branch)[0]
+
+
+def branch_commit(repo: "GitRepo", branch: str) -> tuple[str | None, str | None]:
+    """(`qualify_branch`'s ref, the commit it names), or (None, None); in the same one batch."""
     if branch.startswith("-"):
-        return None
-    if branch.startswith("refs/"):
-        return branch if repo.resolve([branch])[branch] else None
-    names = [f"refs/heads/{branch}", f"refs/remotes/{branch}", f"refs/remotes/{FORK_REMOTE}/{branch}"]
+        return None, None
+    names = [branch] if branch.startswith("refs/") else [
+        f"refs/heads/{branch}", f"refs/remotes/{branch}", f"refs/remotes/{FORK_REMOTE}/{branch}"]
     found = repo.resolve(names)
-    return next((name for name in names if found[name]), None)
+    return next(((name, found[name]) for name in names if found[name]), (None, None))
 
 
 def fork_branch_ref(repo: "GitRepo", branch: str) -> str:

@@ -46,6 +46,28 @@ def test_an_untracked_pr_number_is_refused_before_any_request_saying_what_was_me
     assert "token" not in out.stderr.lower()
 
 
+@pytest.mark.parametrize("argv", [("import", "#48408"), ("refresh", "#48408"), ("verify-converged", "#48408"),
+                                  ("verify-converged", " #48408 ")])
+def test_a_pr_number_written_as_github_shows_it_is_read_as_the_number(vllm_like, world, argv):
+    """`#48407` as GitHub and porttrack's own messages write it: read as 48407 by every command that
+    takes a PR (here an untracked one, so the refusal names the number it read)."""
+    world.fake.clear_log()
+    out = vllm_like.run_in_process(*argv)
+    assert "is not a valid" not in out.stderr and "is not a pull request number" not in out.stderr, out.stderr
+    if argv[0] != "refresh":  # refresh reads the queue, not tracks.yaml: no queued patch for #48408
+        assert "#48408 is not tracked" in out.stderr, out.stderr
+    else:
+        assert "48408" in out.stderr, out.stderr
+    assert world.fake.log == []
+
+
+@pytest.mark.parametrize("typed", ["##48407", "#0", "0", "#-5", "48407a", "#\u0664\u0668", "", "# 48407"])
+def test_what_is_not_a_pr_number_is_refused_as_a_usage_error(vllm_like, typed):
+    out = vllm_like.run_in_process("verify-converged", typed)
+    assert out.returncode == ExitCode.USAGE, out.stderr
+    assert "is not a pull request number (write 1234 or #1234)" in out.stderr, out.stderr
+
+
 def test_near_numbers_against_a_brute_force_oracle():
     """Seeded random typos of known numbers: a number one edit (or a digit swap) away is offered,
     one further away never. Oracle: every single-character edit and every transposition, enumerated."""

@@ -67,6 +67,8 @@ def test_a_branch_only_at_origin_is_one_ref_for_doctor_apply_status_and_verify(o
 
     status = newcomer.run("status", "--offline")
     assert f"fork.branch dev read as {ref}" in status.stderr, status.stderr
+    as_data = newcomer.run("status", "--offline", "--json")
+    assert json.loads(as_data.stdout)["fork_branch"] == {"name": "dev", "ref": ref, "sha": tip}, as_data.stdout[:500]
 
     assert resolve_refs(repo, None, "dev", "upstream/main")[0] == ref
 
@@ -81,6 +83,8 @@ def test_a_local_branch_beats_the_remote_and_a_tag(only_remote) -> None:
     run = json.loads(newcomer.run("apply", "--staging", "--json").stdout)
     assert run["base"] == {"ref": "refs/heads/dev", "sha": tip}
     assert "read as" not in newcomer.run("status", "--offline").stderr
+    assert json.loads(newcomer.run("status", "--offline", "--json").stdout)["fork_branch"] == {
+        "name": "dev", "ref": "refs/heads/dev", "sha": tip}
 
 
 def test_a_missing_branch_is_refused_in_words_by_every_command(only_remote) -> None:
@@ -102,6 +106,8 @@ def test_a_missing_branch_is_refused_in_words_by_every_command(only_remote) -> N
 
     status = newcomer.run("status", "--offline")
     assert "fork.branch 'nope' is not a branch" in status.stderr, status.stderr
+    assert json.loads(newcomer.run("status", "--offline", "--json").stdout)["fork_branch"] == {
+        "name": "nope", "ref": None, "sha": None}
 
     with pytest.raises(PreconditionError, match="not a branch of the fork checkout"):
         resolve_refs(repo, None, "nope", "upstream/main")

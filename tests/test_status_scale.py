@@ -227,3 +227,32 @@ def _without_times(value):
         return [_without_times(v) for v in value]
     return value
 
+
+
+def test_the_open_listing_is_kept_as_read_and_a_304_gives_the_same_records(fake, tmp_path):
+    """The ETag cache keeps of a listing page only what `PullRequest.from_json` reads (issue 32:
+    400 open PRs were 2.7 MB of etags.json parsed and walked on every `status`); a fresh answer, a
+    304 from the cache and GitHub's whole objects give the same records."""
+    from porttrack.github.policy import EtagCache
+    from porttrack.github.records import PullRequest
+
+    _varied(fake)
+    path = tmp_path / "etags.json"
+    (fresh, _), from_cache = _client(fake, EtagCache(path)).open_pulls()
+    client = _client(fake, EtagCache.load(path))
+    assert not from_cache and {pr.number for pr in fresh} == {1, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+    params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": 100, "page": 1}
+    whole = client.get(f"/repos/{UP}/pulls", params, conditional=False).data
+    assert fresh == tuple(PullRequest.from_json(item) for item in whole)
+
+    cache = EtagCache(path)
+    _client(fake, cache).open_pulls()
+    cache.save()
+    kept = [entry["body"] for key, entry in json.loads(path.read_text())["entries"].items() if "/pulls?" in key]
+    assert len(kept) == 1 and len(kept[0]) == len(whole)
+    assert all("_links" not in item and "repo" in item["base"] and set(item["base"]["repo"]) == {"default_branch"}
+               for item in kept[0]), kept[0][0]
+    assert len(json.dumps(kept[0])) * 4 < len(json.dumps(whole))
+
+    (again, _), from_cache = _client(fake, EtagCache.load(path)).open_pulls()
+    assert from_cache and again == fresh

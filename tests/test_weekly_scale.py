@@ -97,3 +97,46 @@ def test_status_of_a_hundred_tracks_has_a_one_screen_summary(tmp_path):
     block = lines[summary_at:summary_at + 8]
     assert any("100 tracks" in line for line in block), block
     assert head is not None
+
+
+def test_outside_actions_what_was_cut_is_whole_in_the_issues_comments_linked_from_the_body(tmp_path, fake, monkeypatch):
+    """`report weekly --post` from a person's machine: the reader of the issue cannot open the
+    workspace's reports/ file, so what was cut goes whole into comments of the week's issue and the
+    body links them; a second run the same week, nothing changed, writes nothing."""
+    from porttrack.report import BODY_LIMIT, body_size
+    from testing.gfm import cmark
+    from testing.github_emulator import DEFAULT_TOKEN
+
+    for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GITHUB_ACTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(fake, "html_base", "https://github.com")  # the issue links only GitHub's own pages
+    fake.add_repo("randomvariable/vllm")
+    fake.add_repo("vllm-project/vllm")
+    tracks = {f"t{k}": track([40000 + k], f"track {k}") for k in range(4)}
+    ws = make_workspace(tmp_path / "ws", tracks, api_url=fake.base_url, token=DEFAULT_TOKEN)
+    _queue_many(ws.root, list(tracks))
+    argv = ("report", "weekly", "--offline", "--post", "--now", "2026-12-04T12:00:00Z")
+    out = ws.run_in_process(*argv)
+    assert out.returncode == 0, out.stderr
+    full = (ws.root / "reports" / "weekly-2026-W49.md").read_text(encoding="utf-8")
+    [issue] = fake.issues("randomvariable/vllm")
+    body = issue["body"]
+    assert body_size(body) <= BODY_LIMIT < body_size(full)
+    assert "in the workspace" not in body and "reports/weekly-2026-W49.md" not in body.split("what was cut:")[-1]
+    comments = fake.comments("randomvariable/vllm", issue["number"])
+    assert comments and all(body_size(c["body"]) <= BODY_LIMIT for c in comments)
+    first = comments[0]["html_url"]
+    assert f'<a href="{first}">in the comments below</a>' in cmark(body), body[-600:]
+    queue_rows = [line for line in full.splitlines() if line.startswith("| `")]
+    assert len(queue_rows) >= PATCHES
+    said = "".join(c["body"] for c in comments)
+    assert all(row in said for row in queue_rows if row not in body), "every row the issue left out is in a comment"
+    assert all("|---" in c["body"] or "| ---" in c["body"] or "## " in c["body"] for c in comments)
+    assert f"comments of #{issue['number']}: {first}" in out.stderr, out.stderr
+
+    fake.clear_log()
+    again = ws.run_in_process(*argv)
+    assert again.returncode == 0, again.stderr
+    writes = [(r.method, r.path) for r in fake.log if r.method != "GET"]
+    assert writes == [], writes
+    assert fake.issues("randomvariable/vllm")[0]["body"] == body

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say
+from porttrack.cli.params import PR_NUMBER
 from porttrack.cli.terminal import show
 from porttrack.common.text import for_terminal, short_sha
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @cli.command("verify-converged", epilog=examples("porttrack verify-converged 1234 --dry-run", "porttrack verify-converged 1234 --apply-drops"))
-@click.argument("pr", type=click.IntRange(min=1), metavar="PR", shell_complete=completes("pr"))
+@click.argument("pr", type=PR_NUMBER, shell_complete=completes("pr"))
 @click.option("--fork-ref", metavar="REF", help="The fork commit to check: a branch, remote-tracking branch, tag or commit [default: fork.branch of tracks.yaml].")
 @click.option("--run-regression", is_flag=True, help="Run the track's regression command on the fork ref and include its result.")
 @click.option("--apply-drops", is_flag=True, help="Retire the queued patches that the verdict shows droppable (evidence kept).")

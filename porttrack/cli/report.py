@@ -42,7 +42,9 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     """
     from porttrack import report as rep
     from porttrack.report.gather import gather as gather_report
+    from porttrack.report.post import cut_comments, post_cut
     from porttrack.report.post import post as post_report
+    from porttrack.report.render import cut_parts, state_branch_link
     from porttrack.report.render import render as render_report
     from porttrack.report.status import rate_words, recorded_ago
     from porttrack.workspace.files import lock
@@ -96,9 +98,25 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         # Under the workspace lock: a second `report weekly --post` (a re-run cron job, a person)
         # waits, then finds the issue this one created instead of creating another.
         with contextlib.nullcontext() if dry_run else lock(ws, "report weekly: posting the issue"):
+            recorded = rep.recorded_issue_number(ws, week, config.report.repo)
+            # Cut, outside GitHub Actions: what was cut goes whole into the issue's own comments, the
+            # one place its reader can open; the link to them is in the body from the week's second run.
+            to_comments = cut and state_branch_link(weekly_report) is None
+            kept = cut_comments(client, recorded or getattr(rep.find_week_issue(issues, week), "number", None), week) if to_comments else []
+            if kept:
+                body, _ = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report, kept[0].html_url))
             outcome = post_report(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
-                               issues=issues, recorded=rep.recorded_issue_number(ws, week, config.report.repo), dry_run=dry_run)
+                               issues=issues, recorded=recorded, dry_run=dry_run)
             say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
+            if to_comments and not dry_run and outcome.number is not None and outcome.action != "closed-by-person":
+                parts = cut_parts(full, body)
+                posted = post_cut(client, outcome.number, week, parts, kept)
+                assert posted, "a cut body leaves out at least one section"
+                linked, _ = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report, posted[0].html_url))
+                if linked != body:
+                    client.update_issue(outcome.number, body=linked)
+                say(f"what was cut is whole in {len(parts)} comment{'s' if len(parts) != 1 else ''} of #{outcome.number}: "
+                    f"{posted[0].html_url}")
             checkpoint("report:posted")
             if not dry_run and outcome.number is not None:
                 rep.record_issue(ws, weekly_report, full, config.report.repo, outcome)

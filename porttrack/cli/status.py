@@ -7,6 +7,7 @@ convergence records and `porttrack.diff.hunks` they are ~60 ms, and every comman
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -33,8 +34,6 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
 
     Without a token a public upstream is polled unauthenticated (60 requests an hour; an unchanged
     PR, answered 304, costs none)."""
-    from dataclasses import replace
-
     from porttrack.report.knowledge import (
         gather,
         record_findings,
@@ -87,7 +86,7 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     elif report.mode == "offline":
         say(f"offline: {report.offline_reason}; showing the state recorded at {when} ({age}; source: {report.source})")
     if fork is not None:
-        _say_fork_branch(fork, config.fork.branch)
+        report = replace(report, fork_branch=_fork_branch(fork, config.fork.branch))
     if report.authenticated is False:  # a token's 5000 an hour is rarely news; the address's 60 is
         from porttrack.github.client import TOKEN_HINT  # loaded already: the client came from there
 
@@ -107,17 +106,19 @@ def status(ctx: Context, as_json: bool, offline: bool, no_fetch: bool, dry_run: 
     return int(problem.exit_code) if problem is not None else 0
 
 
-def _say_fork_branch(fork: "GitRepo", branch: str) -> None:
-    """Which ref `fork.branch` was read as, when that is not the local branch: coverage and
-    verdicts are bound to it, and doctor, apply and verify-converged read the same one."""
-    from porttrack.gitrepo import branch_words, qualify_branch  # loaded already: the fork came from there
+def _fork_branch(fork: "GitRepo", branch: str) -> dict[str, str | None]:
+    """Which ref `fork.branch` was read as, and its commit (for --json); said when that is not the
+    local branch: coverage and verdicts are bound to it, and doctor, apply and verify-converged
+    read the same one."""
+    from porttrack.gitrepo import branch_commit, branch_words  # loaded already: the fork came from there
 
-    ref = qualify_branch(fork, branch)
+    ref, sha = branch_commit(fork, branch)
     if ref is None:
         say(f"fork.branch {branch!r} is not a branch of {fork.path} (`porttrack doctor` says what to fetch): "
             f"coverage and recorded verdicts cannot be read against it")
     elif ref != f"refs/heads/{branch}":
         say(f"fork.branch {branch} read as {branch_words(ref, branch)}")
+    return {"name": branch, "ref": ref, "sha": sha}
 
 
 def render(report: "StatusReport", term: Terminal) -> str:

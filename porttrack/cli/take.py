@@ -6,13 +6,7 @@ from __future__ import annotations
 import click
 
 from porttrack.cli import Context, cli, completes, emit_json, examples, pass_ctx, say
-
-
-def _pr_number(value: str) -> int:
-    text = value.strip().lstrip("#")
-    if not text.isdigit() or int(text) <= 0:
-        raise click.BadParameter(f"{value!r} is not a pull request number")
-    return int(text)
+from porttrack.cli.params import PR_NUMBER
 
 
 def _client(ctx: Context, offline: bool):
@@ -21,7 +15,7 @@ def _client(ctx: Context, offline: bool):
 
 
 @cli.command("import", epilog=examples("porttrack import 1234 --dry-run", "porttrack import 1234 --paths 'src/*' --exclude 'tests/*'"))
-@click.argument("pr", shell_complete=completes("pr"))
+@click.argument("pr", type=PR_NUMBER, shell_complete=completes("pr"))
 @click.option("--through", metavar="SHA", help="Take the PR only up to this commit of it.")
 @click.option("--paths", "paths", multiple=True, metavar="GLOB", help="Only files matching a glob (repeatable).")
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB", help="Never files matching a glob (repeatable).")
@@ -31,7 +25,7 @@ def _client(ctx: Context, offline: bool):
 @click.option("--dry-run", is_flag=True, help="Show what would be taken and written; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/import/v1).")
 @pass_ctx
-def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], exclude: tuple[str, ...],
+def import_(ctx: Context, pr: int, through: str | None, paths: tuple[str, ...], exclude: tuple[str, ...],
             hunks: tuple[str, ...], force_unstable: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
     """Take the stable, separable hunks of upstream PR into the patch queue.
 
@@ -41,7 +35,7 @@ def import_(ctx: Context, pr: str, through: str | None, paths: tuple[str, ...], 
     from porttrack.take.importer import import_pr, plan_to_json
     from porttrack.workspace.queue import PRESENT, Selection
 
-    number = _pr_number(pr)
+    number = pr
     ctx.require_tracked(number)  # a typo costs no request
     selection = Selection(paths=tuple(paths), exclude=tuple(exclude), hunks=tuple(hunks), force_unstable=force_unstable)
     outcome = import_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), through=through,
@@ -110,18 +104,18 @@ def render_import(outcome) -> str:
 
 
 @cli.command("refresh", epilog=examples("porttrack refresh 1234", "porttrack refresh 1234 --update --dry-run"))
-@click.argument("pr", shell_complete=completes("pr"))
+@click.argument("pr", type=PR_NUMBER, shell_complete=completes("pr"))
 @click.option("--update", is_flag=True, help="Replace the queued patch by an import of the PR as it is now.")
 @click.option("--offline", is_flag=True, help="Use the recorded upstream state; do not poll GitHub.")
 @click.option("--dry-run", is_flag=True, help="With --update: show the new patch; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON shape (schema porttrack/refresh/v1).")
 @pass_ctx
-def refresh(ctx: Context, pr: str, update: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
+def refresh(ctx: Context, pr: int, update: bool, offline: bool, dry_run: bool, as_json: bool) -> int:
     """Per hunk, what changed upstream since the PR was imported (new / removed / changed /
     unchanged); the queue changes only with --update."""
     from porttrack.take.refresh import refresh_pr, refresh_to_json
 
-    number = _pr_number(pr)
+    number = pr
     result = refresh_pr(ctx.workspace, ctx.config, number, repo=ctx.fork, client=_client(ctx, offline), update=update,
                         dry_run=dry_run, say=say)
     if as_json:

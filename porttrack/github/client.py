@@ -70,6 +70,7 @@ from porttrack.github.records import (
     WorkflowRun,
     cross_references,
     int_or_none,
+    pull_as_read,
     require_object,
 )
 
@@ -277,9 +278,11 @@ class GitHubClient:
                 self.rate_seen = seen
 
     def get(self, path: str, params: Mapping[str, Any] | None = None, *, conditional: bool = True,
-            shape: Callable[[Any], Any] | None = None) -> Answer:
+            shape: Callable[[Any], Any] | None = None, keep: Callable[[Any], Any] | None = None) -> Answer:
         """GET with conditional request, bounded retries and rate-limit handling. `shape` checks the
-        decoded body (raising MalformedResponse): a body of the wrong shape is retried like a 5xx."""
+        decoded body (raising MalformedResponse): a body of the wrong shape is retried like a 5xx.
+        `keep`: what of a (checked) body is returned and kept in the ETag cache, so that an answer
+        and a 304 from the cache read alike."""
         key = f"{self.api_url}{path}?{json.dumps(dict(params or {}), sort_keys=True)}"
         cached = self.cache.get(key) if conditional else None
         headers = {}
@@ -325,6 +328,8 @@ class GitHubClient:
                         last_problem = f"unexpected answer to GET {path}: {exc}"
                         self._backoff(attempt)
                         continue
+                if keep is not None:
+                    data = keep(data)
                 if conditional:
                     self.cache.put(key, hdrs.get("etag"), hdrs.get("last-modified"), data)
                 return Answer(status, hdrs, data)
@@ -691,6 +696,10 @@ class GitHubClient:
         answer = self.write("POST", f"/repos/{self.repo}/issues/{int(number)}/comments", {"body": body})
         return _written(IssueComment.from_json, answer, f"POST /issues/{int(number)}/comments")
 
+    def edit_comment(self, comment_id: int, body: str) -> IssueComment:
+        answer = self.write("PATCH", f"/repos/{self.repo}/issues/comments/{int(comment_id)}", {"body": body})
+        return _written(IssueComment.from_json, answer, f"PATCH /issues/comments/{int(comment_id)}")
+
     # -- searches -------------------------------------------------------------------------------
     # What successors (porttrack.observe.successors) and collisions (porttrack.observe.collisions) read: one
     # bounded page each, conditional like every poll, so a run that finds nothing new costs 304s.
@@ -722,7 +731,8 @@ class GitHubClient:
         """One page of the open pull requests, most recently updated first: ((records, whether
         another page may follow), answered from the ETag cache)."""
         params = {"state": "open", "sort": "updated", "direction": "desc", "per_page": per_page, "page": page}
-        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered)
+        answer = self.get(f"/repos/{self.repo}/pulls", params, shape=list_of_numbered,
+                          keep=lambda items: [pull_as_read(item) for item in items])
         prs = tuple(PullRequest.from_json(i) for i in answer.data or ())
         # a 304 carries no Link header: a full cached page means there may be another
         more = 'rel="next"' in answer.headers.get("link", "") or (answer.from_cache and len(prs) == per_page)

@@ -72,6 +72,24 @@ class PullRequest:
             raise MalformedResponse(f"pull request payload is missing or mistyped: {exc}") from None
 
 
+# What `PullRequest.from_json` reads of a pull request, by key: the rest of GitHub's object (its
+# two repository objects, the _links, ~6 KB of each PR and more on github.com) is not kept.
+_PULL_READ: Mapping[str, Any] = {
+    key: True for key in ("number", "title", "body", "state", "merged", "merged_at", "html_url", "draft",
+                          "created_at", "updated_at", "closed_at", "merge_commit_sha")
+} | {"user": {"login": True}, "head": {"sha": True, "ref": True, "repo": {"full_name": True}},
+     "base": {"ref": True, "sha": True, "repo": {"default_branch": True}}}
+
+
+def pull_as_read(data: Any, read: Mapping[str, Any] = _PULL_READ) -> Any:
+    """A pull request object of GitHub's with only what `PullRequest.from_json` reads (the same
+    record from either): what the ETag cache keeps of a listing page, so that 1,000 open PRs are
+    not 20 MB to parse and walk on every run. Anything not an object is kept as it is."""
+    if not isinstance(data, Mapping):
+        return data
+    return {key: (value if read[key] is True else pull_as_read(value, read[key])) for key, value in data.items() if key in read}
+
+
 @dataclass(frozen=True)
 class Comparison:
     status: str  # "ahead" | "behind" | "diverged" | "identical"

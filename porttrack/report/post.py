@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 from porttrack.common import markdown as md
 from porttrack.common.errors import GitHubAuthError, NotFound
 from porttrack.github.client import GitHubClient, WriteUncertain
-from porttrack.github.records import Issue
+from porttrack.github.records import Issue, IssueComment
 from porttrack.report.records import PostOutcome
 
 
@@ -149,3 +149,39 @@ def comment_tracking(client: "GitHubClient", tracking_issue: int, week: str, out
             return f"commented on #{tracking_issue} (confirmed after an uncertain answer)"
         raise
     return f"commented on #{tracking_issue} with a link to #{outcome.number}"
+
+
+CUT_MARKER = "porttrack:weekly-cut:"
+
+
+def cut_comments(client: "GitHubClient", number: int | None, week: str) -> list["IssueComment"]:
+    """The comments of the week's issue `number` that hold what its body had to leave out
+    (`post_cut`), in order; none when there is no issue yet."""
+    if number is None:
+        return []
+    marker = f"<!-- {CUT_MARKER}{week}:"
+    found: dict[int, IssueComment] = {}
+    for comment in client.list_issue_comments(number):
+        index = comment.body[len(marker):].split(" ", 1)[0] if comment.body.startswith(marker) else ""
+        if index.isdigit():
+            found.setdefault(int(index), comment)
+    return [found[i] for i in sorted(found)]
+
+
+def post_cut(client: "GitHubClient", number: int, week: str, parts: Sequence[str],
+             kept: Sequence["IssueComment"]) -> list["IssueComment"]:
+    """What the week's issue body had to leave out, whole, as comments of the issue a reader can
+    open (the workspace's reports/ is on one machine): one per part, edited in place on the week's
+    later runs (only when changed); a kept comment past the parts says that nothing more was cut."""
+    out: list[IssueComment] = []
+    texts = [*parts, *(["_Nothing more was cut from this week's issue._\n"] * max(0, len(kept) - len(parts)))]
+    for i, text in enumerate(texts):
+        body = f"<!-- {CUT_MARKER}{week}:{i + 1} -->\n" + (f"**Cut from the issue to fit, part {i + 1} of {len(parts)}**\n\n"
+                                                          if i < len(parts) else "") + text
+        if i >= len(kept):
+            out.append(client.comment_issue(number, body))
+        elif kept[i].body != body:
+            out.append(client.edit_comment(kept[i].id, body))
+        else:
+            out.append(kept[i])
+    return out

@@ -331,6 +331,9 @@ def body_size(body: str) -> int:
     return max(len(body), len(body.encode("utf-16-le", "surrogatepass")) // 2)
 
 
+CUT_NOTICE_START = "\n---\n\n**This report was cut to fit GitHub's limit on an issue's length"
+
+
 def fit_body(body: str, limit: int, pointer: str) -> tuple[str, bool]:
     """`body` if it fits; otherwise `body` made shorter, then `pointer` to the full report.
 
@@ -342,7 +345,7 @@ def fit_body(body: str, limit: int, pointer: str) -> tuple[str, bool]:
     if body_size(body) <= limit:
         return body, False
     original = dict((name, "".join(lines)) for name, lines in _sections(body))
-    notice = f"\n---\n\n**This report was cut to fit GitHub's limit on an issue's length** (what was cut: {{cut}}). {pointer}\n"
+    notice = f"{CUT_NOTICE_START}** (what was cut: {{cut}}). {pointer}\n"
     budget = limit - body_size(notice) - 16 - 400  # room for the names of what was cut
     for shrink in _SHRINKS:
         body = shrink(body, budget)
@@ -478,13 +481,50 @@ def _fence_open(text: str) -> bool:
 STATE_BRANCH = "porttrack-state"  # where .github/porttrack-weekly.sh keeps state/ and reports/
 
 
-def pointer_to_full(report: WeeklyReport) -> str:
-    where = f"The full report is `{report.report_file}` in the workspace"
+def state_branch_link(report: WeeklyReport) -> str | None:
+    """In GitHub Actions on github.com: the full report's page on the state branch (the weekly
+    workflow keeps reports/ there), a page anyone can open; elsewhere None."""
     server, repo, run = (os.environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server == "https://github.com" and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and run.isdigit():
-        # the weekly workflow keeps reports/ on the porttrack-state branch: a page anyone can open
-        kept = f"https://github.com/{repo}/blob/{STATE_BRANCH}/{report.report_file}"
+        return f"https://github.com/{repo}/blob/{STATE_BRANCH}/{report.report_file}"
+    return None
+
+
+def pointer_to_full(report: WeeklyReport, cut_url: str | None = None) -> str:
+    """Where a reader of the cut issue finds the rest: the state branch's copy in GitHub Actions;
+    elsewhere `cut_url`, the first of the issue's comments holding the cut sections whole
+    (`report.post.post_cut`); with neither (not posted yet, or not posted), the workspace file."""
+    kept = state_branch_link(report)
+    if kept is not None:
+        repo, run = os.environ["GITHUB_REPOSITORY"], os.environ["GITHUB_RUN_ID"]
         url = f"https://github.com/{repo}/actions/runs/{run}"
         where = (f"The full report: {md.link(kept, md.Md(report.report_file))} on the `{STATE_BRANCH}` branch "
                  f"(once the run has saved it), and in the artifact of {md.link(url, md.Md('the workflow run'))}")
+    elif cut_url is not None:
+        where = f"What was cut, whole: {md.link(cut_url, md.Md('in the comments below'))}"
+    else:
+        where = f"The full report is `{report.report_file}` in the workspace"
     return where + "; `porttrack report weekly --json` gives the same content as data."
+
+
+def cut_parts(full: str, body: str, limit: int = BODY_LIMIT) -> list[str]:
+    """The sections `body` (the issue, cut by `fit_body`) holds shorter than `full` does, whole and
+    in order, split at lines into texts of at most `limit` less room for a heading: what the
+    week's issue carries in its comments for a reader outside the workspace."""
+    posted = {name: "".join(lines).rstrip() for name, lines in _sections(body.split(CUT_NOTICE_START, 1)[0])}
+    cut = [(name, "".join(lines)) for name, lines in _sections(full) if name and posted.get(name) != "".join(lines).rstrip()]
+    room = limit - 2000  # a heading, a table's header and the marker of the comment
+    parts: list[str] = []
+    for name, text in cut:
+        header: list[str] = []  # the current table's header and delimiter rows, repeated where a part starts in it
+        for line in (text if text.endswith("\n") else text + "\n").splitlines(keepends=True):
+            line = line if body_size(line) <= room else line[: room // 2].rstrip("\n") + " …\n"
+            if not line.startswith("|"):
+                header = []
+            elif len(header) < 2:
+                header.append(line)
+            if not parts or body_size(parts[-1]) + body_size(line) > room:
+                continued = "" if line.startswith("## ") else f"## {name} (continued)\n\n"
+                parts.append(continued + ("".join(header) if len(header) == 2 and line not in header else ""))
+            parts[-1] += line
+    return parts

@@ -154,6 +154,10 @@ class StatusReport:
     rate_limit: RateLimit | None = None
     # PR -> why GitHub gave no answer for it in this live poll (5xx after the retries): shown as recorded
     failed: Mapping[int, str] = field(default_factory=dict)
+    # fork.branch as read in the fork checkout (`gitrepo.qualify_branch`, the ref doctor, apply and
+    # verify-converged read too): {"name", "ref", "sha"}, ref and sha None when it is no branch
+    # there; None without a fork checkout
+    fork_branch: Mapping[str, str | None] | None = None
 
 
 @dataclass(frozen=True)

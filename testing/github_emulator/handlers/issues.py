@@ -1,5 +1,5 @@
 """Issue routes: list (filtered, newest first), create, edit (title, body, labels, state),
-and an issue's comments (list, create). Writes need a token with push access."""
+and an issue's comments (list, create, edit). Writes need a token with push access."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ ROUTES = [
     ("PATCH", REPO + r"/issues/(?P<n>\d+)", "_h_edit_issue"),
     ("GET", REPO + r"/issues/(?P<n>\d+)/comments", "_h_comments"),
     ("POST", REPO + r"/issues/(?P<n>\d+)/comments", "_h_create_comment"),
+    ("PATCH", REPO + r"/issues/comments/(?P<cid>\d+)", "_h_edit_comment"),
 ]
 
 
@@ -109,4 +110,18 @@ class IssuesHandlers:
         item.updated_at = self._bump(item.updated_at)
         d = self._comment_json(r, item, c)
         return Reply(201, d, headers={"Location": d["url"]})
+
+    def _h_edit_comment(self, ctx: Ctx, owner: str, name: str, cid: str) -> Reply:
+        r = self._repo_for(owner, name)
+        self._require_push(ctx)
+        found = [(item, c) for item in r.items.values() for c in item.comments if c.id == int(cid)]
+        if not found:
+            raise HTTPError(404, "Not Found")
+        body = ctx.body if isinstance(ctx.body, dict) else {}
+        if not isinstance(body.get("body"), str) or not body["body"]:
+            raise validation("IssueComment", "body")
+        item, c = found[0]
+        c.body = body["body"]
+        c.updated_at = self.now()
+        return Reply(payload=self._comment_json(r, item, c))
 
