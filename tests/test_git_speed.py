@@ -31,16 +31,17 @@ def _busy_workspace(tmp_path, world):
         world.open_pr(101 + n, {f"m{n}.py": base[f"m{n}.py"].replace(f"line {n}.3\n", f"line {n}.3 changed\n")}, f"PR {n}")
     tracks = {f"t{n}": track([101 + n], f"track {n}") for n in range(6)}
     ws = make_workspace(tmp_path / "ws", tracks, api_url=world.fake.base_url, fork=world.fork, token=world.token)
-    assert ws.run("status").returncode == 0
+    # the setup runs in process (only the counted runs are about the process: `_counted`)
+    assert ws.run_in_process("status").returncode == 0
     world.append(101, {"m0.py": base["m0.py"].replace("line 0.20\n", "line 0.20 appended\n")})
     world.force_push(102, {"m1.py": base["m1.py"].replace("line 1.3\n", "line 1.3 rewritten\n")})
     world.squash_merge(103)
     world.squash_merge(104)
     world.close(105)
     git(world.fork, "pull", "-q", "--ff-only", "upstream", "main")
-    assert (poll := ws.run("status")).returncode == 0, poll.stderr
-    assert (imported := ws.run("import", "106")).returncode == 0, imported.stderr
-    assert (verified := ws.run("verify-converged", "103")).returncode == 0, verified.stderr
+    assert (poll := ws.run_in_process("status")).returncode == 0, poll.stderr
+    assert (imported := ws.run_in_process("import", "106")).returncode == 0, imported.stderr
+    assert (verified := ws.run_in_process("verify-converged", "103")).returncode == 0, verified.stderr
     return ws
 
 

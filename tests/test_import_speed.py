@@ -246,7 +246,7 @@ def test_plans_with_one_real_apply_equal_plans_made_with_the_old_checks(tmp_path
     for n in range(int(__import__("os").environ.get("PORTTRACK_IMPORT_SCENARIOS", "30"))):
         world = World(tmp_path / f"s{n}", fake)
         ws = _plan_scenario(rng, world, 700 + n, tmp_path / f"s{n}" / "ws")
-        assert (status := ws.run("status")).returncode == 0, status.stderr
+        assert (status := ws.run_in_process("status")).returncode == 0, status.stderr
         config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
         plans = []
         for apply_all_now in (importer.apply_all, old_way):
@@ -316,7 +316,7 @@ def test_plans_made_from_the_probe_equal_plans_made_with_the_trial_build(tmp_pat
     for n in range(int(__import__("os").environ.get("PORTTRACK_IMPORT_SCENARIOS", "30"))):
         world = World(tmp_path / f"s{n}", fake)
         ws = _plan_scenario(rng, world, 800 + n, tmp_path / f"s{n}" / "ws")
-        assert (status := ws.run("status")).returncode == 0, status.stderr
+        assert (status := ws.run_in_process("status")).returncode == 0, status.stderr
         config, workspace, repo = load_config(ws.root / "tracks.yaml"), Workspace(ws.root), GitRepo.open(world.fork)
         plans = []
         for reuse in (True, False):

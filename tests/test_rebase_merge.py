@@ -19,15 +19,15 @@ def _two_commit_pr(tmp_path, world, merge: str = "rebase"):
     world.open_pr(101, {"a.py": "a = 2\n"}, "Two steps")
     world.append(101, {"b.py": "b = 2\n"})
     ws = make_workspace(tmp_path / "ws", {"t": track([101])}, api_url=world.fake.base_url, fork=world.fork, token=world.token)
-    assert ws.run("status").returncode == 0  # records the head; the next poll records the merge
+    assert ws.run_in_process("status").returncode == 0  # records the head; the next poll records the merge
     sha = world.rebase_merge(101) if merge == "rebase" else world.squash_merge(101)
     git(world.fork, "fetch", "-q", "upstream")
-    assert ws.run("status").returncode == 0
+    assert ws.run_in_process("status").returncode == 0
     return ws, sha
 
 
 def _verify(ws, *argv):
-    proc = ws.run("verify-converged", "101", "--json", *argv)
+    proc = ws.run_in_process("verify-converged", "101", "--json", *argv)
     return proc, json.loads(proc.stdout) if proc.stdout else None
 
 

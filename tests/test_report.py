@@ -291,6 +291,25 @@ def test_realistic_week_as_json_is_the_same_content(week):
     _golden("weekly-realistic.json", out.stdout)
 
 
+def test_reports_rendered_one_after_another_in_one_process_each_carry_their_own_values(week):
+    """The compiled template is kept per process (report/render.py `_COMPILED`); what a report binds
+    (its filters and globals: the week's marker, links to its repositories) is not kept with it."""
+    import importlib
+
+    render_mod = importlib.import_module("porttrack.report.render")  # the module: the package exports a `render` function
+    later_now, later_week = "2026-12-07T08:00:00Z", "2026-W50"
+    render_mod._COMPILED.clear()
+    first = weekly(week, "--offline", "--dry-run")
+    later = week.run_in_process("report", "weekly", "--now", later_now, "--offline", "--dry-run")
+    assert first.returncode == 0 and later.returncode == 0, (first.stderr, later.stderr)
+    assert len(render_mod._COMPILED) == 1, "the second report was not rendered from the kept compile"
+    assert f"porttrack:weekly:{WEEK}" in first.stdout and f"porttrack:weekly:{later_week}" in later.stdout
+    assert f"porttrack:weekly:{WEEK}" not in later.stdout
+    render_mod._COMPILED.clear()
+    compiled_afresh = week.run_in_process("report", "weekly", "--now", later_now, "--offline", "--dry-run")
+    assert later.stdout == compiled_afresh.stdout
+
+
 def test_the_week_says_what_happened(week):
     text = weekly(week, "--offline", "--dry-run").stdout
     track = {t: _section(text, f"### {t}:") for t in TRACKS}

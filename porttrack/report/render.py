@@ -24,6 +24,12 @@ from porttrack.workspace.files import Workspace
 
 TEMPLATE_NAME = "weekly_status.md.j2"
 BODY_LIMIT = 65536  # GitHub's limit on an issue body, in characters
+# Compiled templates by (source, filter names): compiling the packaged template is most of a
+# render's time, and a process that renders more than once (a long-lived caller, the test suite's
+# in-process runs) compiles it once. The filters and globals bound to each report are looked up
+# at render time, so the compiled code does not depend on the report. A few entries at most.
+_COMPILED: dict[tuple[str, tuple[str, ...]], Any] = {}
+_COMPILED_MAX = 8
 
 
 def template_source(ws: Workspace | None) -> tuple[str, str]:
@@ -57,7 +63,14 @@ def render(report: WeeklyReport, ws: Workspace | None = None) -> str:
     env.filters.update(_filters(report))
     env.globals.update(_globals(report))
     try:
-        template = env.from_string(source)
+        key = (source, tuple(sorted(env.filters)))
+        code = _COMPILED.get(key)
+        if code is None:
+            code = env.compile(source)
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.clear()
+            _COMPILED[key] = code
+        template = env.template_class.from_code(env, code, env.make_globals(None), None)
         text = template.render(r=report_to_json(report))
     except jinja2.sandbox.SecurityError as exc:
         raise InputError(f"{origin}:{_template_line(exc)}: the template reached for something a template may not use"

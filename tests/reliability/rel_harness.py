@@ -185,15 +185,20 @@ def digest(root: Path, *subdirs: str, skip_parts: tuple[str, ...] = ()) -> str:
     return h.hexdigest()
 
 
+def fork_refs(fork: Path) -> dict[str, str]:
+    """The fork's branches, remote-tracking refs and tags (refname -> object)."""
+    refs = git(fork, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/remotes", "refs/tags")
+    return dict(line.split(" ", 1) for line in refs.splitlines()) if refs else {}
+
+
 def fork_state(fork: Path) -> dict[str, Any]:
     """What a porttrack run must leave unchanged or fully updated in the fork checkout
     (porttrack's own refs/porttrack/* and scratch folders under .git/porttrack are not part of it)."""
-    refs = git(fork, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/remotes", "refs/tags")
     index = fork / ".git" / "index"
     return {
         "HEAD": (fork / ".git" / "HEAD").read_text(),
         "head_sha": git(fork, "rev-parse", "HEAD"),
-        "refs": dict(line.split(" ", 1) for line in refs.splitlines()) if refs else {},
+        "refs": fork_refs(fork),
         "index": hashlib.sha256(index.read_bytes()).hexdigest() if index.exists() else None,
         "status": git(fork, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"),
     }
@@ -325,14 +330,14 @@ class Rig:
         dest = self.snapshots / name
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(self.root, dest / "ws", symlinks=True)
-        (dest / "refs.json").write_text(json.dumps(fork_state(self.fork)["refs"]))
+        (dest / "refs.json").write_text(json.dumps(fork_refs(self.fork)))
 
     def restore(self, name: str) -> None:
         src = self.snapshots / name
         shutil.rmtree(self.root)
         shutil.copytree(src / "ws", self.root, symlinks=True)
         refs = json.loads((src / "refs.json").read_text())
-        now = fork_state(self.fork)["refs"]
+        now = fork_refs(self.fork)  # the refs alone (fork_state also runs rev-parse and status)
         for ref in set(now) - set(refs):
             git(self.fork, "update-ref", "-d", ref)
         for ref, sha in refs.items():
