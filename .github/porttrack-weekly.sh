@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The steps of .github/workflows/porttrack-weekly.yml that are not porttrack itself, in one file
-# that the workflow runs and tests/test_weekly_ci.py runs too, so the test exercises what CI runs.
+# that the workflow runs and tests/report/test_weekly_ci.py runs too, so the test exercises what CI runs.
 #
 #   restore           in the workspace checkout: bring back what the last run kept on the state
 #                     branch (state/upstream.json, state/reports.json, reports/), unless the copy

@@ -49,11 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 from porttrack import apply as apply_mod  # noqa: E402
 from porttrack.diff.hunks import parse_diff  # noqa: E402
-from porttrack.gitrepo import GitRepo  # noqa: E402
+from porttrack.git.repo import GitRepo  # noqa: E402
+from porttrack.queue import manifest as queue_mod  # noqa: E402
+from porttrack.queue.manifest import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from porttrack.tracks.file import load_config  # noqa: E402
-from porttrack.workspace import queue as queue_mod  # noqa: E402
 from porttrack.workspace.files import Workspace  # noqa: E402
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name  # noqa: E402
 from testing.gitcount import GitCounter, describe  # noqa: E402
 from testing.gitfixtures import generate_history, git, git_bytes, isolated_environ, write_files  # noqa: E402
 from testing.workspace import make_workspace, track  # noqa: E402

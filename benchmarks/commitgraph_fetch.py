@@ -44,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from porttrack.common.commitgraph import read_commit_graph  # noqa: E402
-from porttrack.gitrepo import GitRepo  # noqa: E402
+from porttrack.git.commitgraph import read_commit_graph  # noqa: E402
+from porttrack.git.repo import GitRepo  # noqa: E402
 from testing.gitcount import GitCounter, describe  # noqa: E402
 from testing.gitfixtures import isolated_environ  # noqa: E402
 from testing.realhistory import TITLES, git, record_merges  # noqa: E402

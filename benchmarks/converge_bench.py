@@ -325,7 +325,7 @@ def measure(label: str, argv: list[str], env: dict[str, str], cwd: Path, runs: i
 def decide_in_process(fork: Path, merge: str, ref: str, runs: int) -> float:
     """Median seconds of `converge.decide` alone (the git work and hunk checks), imports excluded."""
     from porttrack.converge.verify import MergedPR, decide
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
 
     repo, pr = GitRepo(fork), MergedPR(PR, "bench", merge, None, "recorded")
     decide(repo, pr, fork_ref=ref, upstream_base="upstream/main")  # warm-up

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from porttrack.git.repo import GitRepo  # noqa: E402
 from porttrack.github.client import GitHubClient  # noqa: E402
-from porttrack.gitrepo import GitRepo  # noqa: E402
 from porttrack.observe.poll import poll  # noqa: E402
 from porttrack.workspace.state import UpstreamState  # noqa: E402
 from testing.gitfixtures import git, isolated_environ  # noqa: E402

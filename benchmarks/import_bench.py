@@ -125,11 +125,11 @@ def main() -> int:
         handle = make_workspace(tmp / "ws", {"bench": track([PR])}, fork=built["fork"], token=None)
         record_state(handle.root, built["rev1"], built["rev2"])
 
-        from porttrack.gitrepo import GitRepo
+        from porttrack.git.repo import GitRepo
+        from porttrack.queue.manifest import reason_counts
         from porttrack.take.importer import import_pr
         from porttrack.tracks.file import load_config
         from porttrack.workspace.files import Workspace
-        from porttrack.workspace.queue import reason_counts
 
         ws = Workspace(handle.root)
         config = load_config(ws.tracks_file, fork_override=str(built["fork"]))

@@ -5,7 +5,7 @@
 World: no GPU; testing/standins/triton_3_6 (Triton 3.6's launch protocol: a LazyDict-like object
 handed to `knobs.runtime.launch_enter_hook`, a HookChain) and testing/standins/torch_cuda. The
 stand-in's launch is a few steps where the real one is hundreds, so the figures are what the probe
-adds, not ratios: the GPU figure is benchmarks/probe_gpu_overhead.py's.
+adds, not ratios: the GPU figure is proofs/probe_gpu_overhead.py's.
 
 The same four loops as the GPU benchmark (`out`, `in`, `inert`, `region_only`), each run in a fresh
 process per variant: `off` (this tree's probe installed, inactive), `on` (this tree's, active) and

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from porttrack.converge.decide import MergedPR, decide, summary  # noqa: E402
-from porttrack.gitrepo import GitRepo  # noqa: E402
+from porttrack.git.repo import GitRepo  # noqa: E402
 from testing.gitfixtures import isolated_environ  # noqa: E402
 from testing.realhistory import git, make_fork  # noqa: E402
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from porttrack import results
+from porttrack.runner import results
 from testing.vllm_standin import install
 
 ENUM = ("FLASH_ATTN", "TRITON_ATTN", "FLASHINFER", "FLASHMLA_SPARSE", "TRITON_MLA")

@@ -2,8 +2,8 @@
 `porttrack.converge.verify` (issue 11's differential test).
 
 Nothing here imports porttrack: the oracle is `git apply --check` in a scratch index plus what the
-generator itself knows about how the fork was built. `tests/test_converge_differential.py` (a
-fast subset) and `benchmarks/converge_differential.py` (the full run) compare it with
+generator itself knows about how the fork was built. `tests/properties/test_converge_differential.py` (a
+fast subset) and `proofs/converge_differential.py` (the full run) compare it with
 `porttrack.converge.decide`.
 
 Scenario (one integer seed decides everything; `reset_clock()` first, so SHAs repeat too)

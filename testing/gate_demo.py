@@ -1,7 +1,7 @@
 """A tiny fork whose program is gated end to end by porttrack, with the probe inside the job.
 
-Used by `benchmarks/probe_gpu_demo.py` on a real GPU (real Triton kernels) and by
-`tests/test_gate_probe_e2e.py` in CI (the Triton/torch stand-ins): an upstream whose `demo/` holds
+Used by `proofs/probe_gpu_demo.py` on a real GPU (real Triton kernels) and by
+`tests/jobs/test_cells_gate_e2e.py` in CI (the Triton/torch stand-ins): an upstream whose `demo/` holds
 the program under test, PR 101 (benign) and PR 102 (planted: a compile after warmup), a fork, and a
 workspace whose tracks.yaml has one target and a gate with every assertion, run by
 `porttrack.jobs.cells`. Queue entries are made the way porttrack's own gate tests make them (a
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from porttrack.workspace import queue as queue_mod
+from porttrack.queue import manifest as queue_mod
 from porttrack.workspace.files import Workspace
 from testing.gitfixtures import Upstream, clone_fork, git, git_bytes
 from testing.queueing import queue_mail

@@ -14,7 +14,7 @@ git's status. Only the calls that reach git through PATH are counted: git runs i
 (`git-upload-pack`, the `rev-list` of a connectivity check) from its exec-path, which is what a
 user pays for as part of the one command they asked for.
 
-Used by benchmarks (process counts beside times) and by tests/test_git_speed.py.
+Used by benchmarks (process counts beside times) and by tests/git/test_repo_processes.py.
 """
 
 from __future__ import annotations

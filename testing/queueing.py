@@ -8,9 +8,9 @@ import hashlib
 from pathlib import Path
 
 from porttrack.diff.hunks import parse_diff
-from porttrack.workspace import queue as queue_mod
+from porttrack.queue import manifest as queue_mod
+from porttrack.queue.manifest import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace.files import Workspace
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
 
 
 def queue_mail(root: Path, data: bytes, *, name: str, track: str, pr: int, title: str, head: str, base: str,

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from porttrack.results import ENV_VARS, Results
+from porttrack.runner.results import ENV_VARS, Results
 
 DEFAULT_ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "sm_121a": {"gpu": "NVIDIA GB10", "arch": "sm_121a", "driver": "580.95.05", "cuda": "13.0", "rocm": None,

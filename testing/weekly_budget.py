@@ -2,7 +2,7 @@
 and taken over by a merged successor, one queued patch, and ~270 open upstream PRs, with no token.
 
 `build(tmp, fake)` returns the workspace; `counted(fake)` is what the emulator's log says cost rate
-limit (every answered request but a 304). Used by tests/test_weekly_budget.py and
+limit (every answered request but a 304). Used by tests/report/test_weekly_budget.py and
 benchmarks/status_poll.py."""
 
 from __future__ import annotations

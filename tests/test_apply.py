@@ -19,9 +19,10 @@ import yaml
 from porttrack import apply as apply_mod
 from porttrack.cli import testhooks
 from porttrack.diff.hunks import parse_diff
-from porttrack.workspace import queue as queue_mod
+from porttrack.queue import manifest as queue_mod
+from porttrack.queue import series as series_mod
+from porttrack.queue.manifest import HunkRef, Patch, Revision, patch_file_name
 from porttrack.workspace.files import Workspace
-from porttrack.workspace.queue import HunkRef, Patch, Revision, patch_file_name
 from testing.gitfixtures import Executable, Upstream, clone_fork, fork_commit, git, git_bytes
 from testing.workspace import make_workspace, track
 
@@ -460,7 +461,7 @@ def test_a_branch_moved_during_the_build_is_left_alone(aw, monkeypatch):
     assert aw.cli("apply").returncode == 0
     aw.queue(102)
     intruder = git(aw.fork, "rev-parse", "upstream/main")
-    real_build = apply_mod._build
+    real_build = series_mod._build
 
     def build_while_someone_moves_the_branch(*args, **kwargs):
         result = real_build(*args, **kwargs)

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "reliability"))
 import rel_harness as H  # noqa: E402
 from rel_harness import Rig, cases, secret_guard  # noqa: E402,F401 - fixtures used by this module
 
-from porttrack import results  # noqa: E402
 from porttrack.common import errors, secrets, text
 from porttrack.github.client import GitHubClient, WriteUncertain  # noqa: E402
 from porttrack.github.records import MalformedResponse  # noqa: E402
-from porttrack.workspace import queue as queue_mod
+from porttrack.queue import manifest as queue_mod
+from porttrack.runner import results  # noqa: E402
 from porttrack.workspace.files import Workspace, atomic_write_text, dump_json  # noqa: E402
 from testing.github_emulator import DEFAULT_TOKEN  # noqa: E402
 from testing.workspace import TOKEN  # noqa: E402
@@ -158,7 +158,7 @@ def test_non_utf8_file_name_can_be_recorded_in_the_queue_not_an_internal_error(t
 
 
 def test_queued_patch_with_an_escaping_symlink_is_refused_by_apply():
-    from porttrack.apply import _parse
+    from porttrack.queue.series import _parse
 
     data = (b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n---\n"
             b"diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+../../../../tmp\n"
@@ -357,7 +357,7 @@ def test_first_observation_is_not_reported_as_unchanged(tmp_path, world):
 
 
 def test_git_error_keeps_the_fatal_line_not_only_the_last_line_of_advice(tmp_path):
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
 
     H.git(tmp_path, "init", "-q")
     with pytest.raises(errors.GitError) as failed:
@@ -367,7 +367,7 @@ def test_git_error_keeps_the_fatal_line_not_only_the_last_line_of_advice(tmp_pat
 
 
 def test_git_error_never_prints_the_userinfo_of_a_remote_url(tmp_path):
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
 
     H.git(tmp_path, "init", "-q")
     with pytest.raises(errors.GitError) as failed:
@@ -423,12 +423,12 @@ def test_stacking_cycle_is_named_not_followed(tmp_path, world):
 
 
 def test_lone_surrogate_title_does_not_make_every_weekly_report_an_internal_error(tmp_path, world):
-    from porttrack import report as report_render
     from porttrack.common import markdown
+    from porttrack.report import render as render_mod
     from testing.workspace import track
 
     assert markdown.clean("a\ud800b\udcff") == "a\ufffdb\ufffd"
-    assert report_render.body_size("x\ud800") == 2  # was UnicodeEncodeError (utf-16)
+    assert render_mod.body_size("x\ud800") == 2  # was UnicodeEncodeError (utf-16)
     world.open_pr(101, {"a.py": "a = 1\n"}, "lone \ud800 surrogate \udcff here", message="a commit")
     handle = _ws17(tmp_path, world, {"one": track([101], "one")})
     assert H.cli(handle, "status").returncode == 0
@@ -464,15 +464,15 @@ def test_renamed_and_force_pushed_pr_grows_the_state_file_no_more(world):
 
 
 def test_cut_weekly_issue_keeps_summary_queue_and_gates_and_cuts_history_first():
-    from porttrack import report as report_render
+    from porttrack.report import render as render_mod
 
     history = "".join(f"  - retitled: name number {i} {'y' * 60}\n" for i in range(1500))
     body = ("<!-- porttrack:weekly:2027-W05 -->\n# weekly\n\n## Summary\n\n| a | b |\n|---|---|\n| SUMMARY-ROW | x |\n\n"
             "## Upstream, per track\n\n### one\n\n- #7 title\n  open\n\n" + history + "\n**Next:** NEXT-ONE\n\n"
             "## Patch queue\n\nQUEUE-ROW\n\n## Gates\n\nGATE-ROW\n\n## Eligibility\n\nELIGIBILITY-ROW\n\n"
             "## Problems\n\nPROBLEM-ROW\n")
-    cut, was_cut = report_render.fit_body(body, 65536, "pointer")
-    assert was_cut and report_render.body_size(cut) <= 65536
+    cut, was_cut = render_mod.fit_body(body, 65536, "pointer")
+    assert was_cut and render_mod.body_size(cut) <= 65536
     for kept in ("SUMMARY-ROW", "QUEUE-ROW", "GATE-ROW", "ELIGIBILITY-ROW", "PROBLEM-ROW", "NEXT-ONE", "#7 title"):
         assert kept in cut, kept  # the old cut dropped everything after the long history
     assert "left out to fit" in cut and "name number 1499" in cut  # the latest history is what stays

@@ -17,7 +17,7 @@ LONG_MODULES: dict[str, str] = {
     "porttrack/github/client.py": "the one door to GitHub: every request porttrack sends, with its deadline, retries, "
                            "conditional cache and the endpoints it calls; its records (github_records), policy "
                            "(github_policy) and GraphQL batching (github_graphql) already live apart",
-    "porttrack/gitrepo.py": "the one door to git: every process porttrack starts in a repository (commands, fetch, "
+    "porttrack/git/repo.py": "the one door to git: every process porttrack starts in a repository (commands, fetch, "
                             "clone, worktrees, scratch indexes) and the one object reader they share; the "
                             "commit-graph reader (common/commitgraph) and the pinned settings (common/gitconfig) "
                             "already live apart",
@@ -117,10 +117,10 @@ def test_only_the_github_door_speaks_http() -> None:
 def test_processes_start_in_the_doors_only() -> None:
     """git runs only in gitrepo; a user's job command only in the one job runner; `gh auth token`
     only where the token is resolved; the user's pager only where output meets the terminal."""
-    allowed = {"porttrack.gitrepo", "porttrack.prove.runner", "porttrack.common.secrets", "porttrack.cli.terminal"}
+    allowed = {"porttrack.git.repo", "porttrack.runner.local", "porttrack.common.secrets", "porttrack.cli.terminal"}
     starts = {name: _process_calls(tree) for name, tree in _modules().items()}
     assert {name: lines for name, lines in starts.items() if lines and name not in allowed} == {}
-    assert starts.get("porttrack.prove.runner"), "the job runner exists and starts the jobs"
+    assert starts.get("porttrack.runner.local"), "the job runner exists and starts the jobs"
 
 
 def test_no_import_error_guard_on_an_own_module() -> None:
@@ -149,7 +149,7 @@ def test_modules_hold_one_idea() -> None:
 def test_one_no_fork_checkout_message() -> None:
     sources = {path: path.read_text(encoding="utf-8") for path in PACKAGE.rglob("*.py")}
     holders = sorted(p.name for p, text in sources.items() if "no fork checkout" in text.lower())
-    assert holders == ["gitrepo.py"]
+    assert holders == ["git/repo.py"]
 
 
 # The layering the subpackages' docstrings state (issue 23): a module may import its own
@@ -166,7 +166,7 @@ LAYERS: dict[str, set[str]] = {
     "observe": DOORS,
     "apply": DOORS,
     "take": DOORS | {"observe", "apply"},
-    "results": {"common"},  # the contract a job writes and prove reads (jobs import porttrack.results)
+    "results": {"common"},  # the contract a job writes and prove reads (jobs import porttrack.runner.results)
     "prove": DOORS | {"apply", "results"},
     "probe": set(),  # loaded into the process under test (vLLM's engine and workers): nothing else of porttrack
     "jobs": DOORS | {"prove", "probe", "results"},

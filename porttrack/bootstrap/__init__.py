@@ -1,4 +1,4 @@
 """First run: make a workspace (`porttrack init`) and check it (`porttrack doctor`).
 
-May import: common, diff, workspace, gitrepo, github, tracks.
+May import: common, diff, workspace, git, github, tracks, queue, runner.
 """

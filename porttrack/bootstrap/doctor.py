@@ -4,7 +4,7 @@ command that fixes a broken one.
 Checks, in order; a check whose input is broken is reported as not run rather than guessed:
 workspace (tracks.yaml found and valid) · fork checkout · `upstream` remote points at
 `upstream.repo` (a git failure said as one, never "no remote") · the fork branch (`fork.branch`
-read as every command reads it, `gitrepo.qualify_branch`, and which ref that is: a warning for a
+read as every command reads it, `git.repo.qualify_branch`, and which ref that is: a warning for a
 remote-tracking one) · the upstream base ref exists · the commit-graph (a warning when it is missing,
 has no changed-path Bloom filters, or lacks the fork branch's or the upstream base's tip) · token (where from, scopes, rate limit left; or
 unauthenticated mode, which is fine for reading a public upstream) · GitHub reachable · quilt (only
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from porttrack import gitrepo
 from porttrack.common import secrets
 from porttrack.common.errors import PorttrackError, without_userinfo
+from porttrack.git import repo as gitrepo
 from porttrack.workspace.files import TRACKS_FILE, Workspace
 
 PASSING = ("ok", "warn")

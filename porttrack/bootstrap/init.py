@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from porttrack import gitrepo
 from porttrack.common.errors import InputError, PreconditionError
+from porttrack.git import repo as gitrepo
+from porttrack.queue.manifest import SCHEMA as QUEUE_SCHEMA
 from porttrack.tracks.config import DEFAULT_PROFILE, PROFILES, is_local_path
 from porttrack.workspace.files import TRACKS_FILE, atomic_write_bytes, dump_json
-from porttrack.workspace.queue import SCHEMA as QUEUE_SCHEMA
 
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,200}")

@@ -33,8 +33,8 @@ from porttrack.common.secrets import redact, register_configured
 from porttrack.common.text import for_terminal_lines
 
 if TYPE_CHECKING:  # the doors are opened inside the properties: `--help` loads none of them
+    from porttrack.git.repo import GitRepo
     from porttrack.github.client import GitHubClient
-    from porttrack.gitrepo import GitRepo
     from porttrack.tracks.config import Config
     from porttrack.workspace.files import Workspace
 
@@ -86,9 +86,9 @@ class Context:
 
     @property
     def fork(self) -> GitRepo:
-        """The fork checkout as a `GitRepo`; `gitrepo.NO_FORK_CHECKOUT` when there is none."""
+        """The fork checkout as a `GitRepo`; `git.repo.NO_FORK_CHECKOUT` when there is none."""
         if "fork" not in self._cache:
-            from porttrack.gitrepo import open_fork
+            from porttrack.git.repo import open_fork
 
             self._cache["fork"] = open_fork(self.config.fork_checkout())
         return self._cache["fork"]
@@ -176,7 +176,7 @@ class CommandInfo(NamedTuple):
 
 # Every command, in the README's order: the module defining it (a full module path, so a move of
 # modules rewrites this one table), its click command there, and its short help (the first sentence
-# of its docstring; tests/test_startup.py checks each against the command's own). A command's module
+# of its docstring; tests/cli/test_startup.py checks each against the command's own). A command's module
 # is imported only when that command is resolved (run, completed, or asked for its own --help).
 COMMANDS: dict[str, CommandInfo] = {
     "status": CommandInfo("porttrack.cli.status", "status", "Poll every tracked PR, record its state, and show per track what changed and what to do next."),

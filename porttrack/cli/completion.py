@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from porttrack.queue import manifest as queue_mod
 from porttrack.tracks.config import Config
 from porttrack.tracks.file import load_config
-from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace
 
 Candidate = tuple[str, str]  # (what is inserted, what zsh and fish show beside it)

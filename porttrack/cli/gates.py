@@ -16,7 +16,7 @@ from porttrack.common.errors import NotFound
 def _subject(ctx: Context, patch: str | None, proof: str | None):
     """The patch (by name, prefix or PR number) or the proof (--proof ID) a gate command is about."""
     from porttrack.prove import gates
-    from porttrack.workspace import queue as queue_mod
+    from porttrack.queue import manifest as queue_mod
 
     if (patch is None) == (proof is None):
         raise click.UsageError("name a patch, or a proof with --proof ID (not both)")
@@ -49,8 +49,8 @@ def gate() -> None:
 def gate_run(ctx: Context, patch, proof, targets, baseline, interleaved, run_ids, poll_interval, wait_s, force, as_json, dry_run) -> int:
     """Build the staging ref, run the gate job (local command or GitHub Actions workflow) per
     target, and record its results as evidence. Exit code: the verdict's, as `gate check`."""
+    from porttrack.prove import gaterun
     from porttrack.prove import promote as promote_mod
-    from porttrack.prove import run as gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     if interleaved is not None:
@@ -100,7 +100,7 @@ def gate_ingest(ctx: Context, patch, proof, target, results_file, baseline, as_j
     """Record results measured by hand as evidence — only when they are for the build `gate run`
     would measure (its ref, patch set, target, track and subject); otherwise refused with the
     reason (exit 2) and nothing recorded. Exit code: the verdict's, as `gate check`."""
-    from porttrack.prove import run as gaterun
+    from porttrack.prove import gaterun
 
     queue, subject = _subject(ctx, patch, proof)
     warnings: list[str] = []  # said after the line on what was recorded
@@ -269,7 +269,7 @@ def evidence_list(ctx: Context, subject, as_json, current) -> int:
 
 
 def _subject_name(ctx: Context, subject: str) -> str:
-    from porttrack.workspace import queue as queue_mod
+    from porttrack.queue import manifest as queue_mod
 
     if subject in ctx.config.proofs:
         return subject
@@ -288,7 +288,7 @@ def _subject_name(ctx: Context, subject: str) -> str:
 def evidence_supersede(ctx: Context, record_id, reason, replaced_by, dry_run) -> int:
     """Record a correction: the record stops counting but stays in history."""
     from porttrack.prove import evidence
-    from porttrack.workspace import queue as queue_mod
+    from porttrack.queue import manifest as queue_mod
 
     entry = evidence.supersede(ctx.workspace, record_id, reason, replaced_by=replaced_by, dry_run=dry_run)
     say(f"{entry.supersedes} superseded by {entry.id}: {entry.reason}" + (" (dry run: nothing recorded)" if dry_run else ""))

@@ -10,7 +10,7 @@ from porttrack.cli import Context, cli, emit_json, examples, pass_ctx, say
 from porttrack.common.errors import ExitCode, PorttrackError
 
 # porttrack.tracks.config's profile names, the default first; written here because importing the records
-# module costs `--help` ~25 ms (tests/test_profiles.py checks the two agree)
+# module costs `--help` ~25 ms (tests/tracks/test_config.py checks the two agree)
 PROFILE_NAMES = ["vllm-gpu", "neutral"]
 
 

@@ -1,4 +1,4 @@
-"""`porttrack queue` and `drop`: list the patch queue and retire a patch from it (`porttrack.workspace.queue`).
+"""`porttrack queue` and `drop`: list the patch queue and retire a patch from it (`porttrack.queue.manifest`).
 Patches enter the queue with `porttrack import` (`porttrack.cli.take`)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # rich is imported where output is laid out
 def queue_(ctx: Context, include_retired: bool, as_json: bool, collisions: bool) -> int:
     """List the queued patches: state, PR, track, hunks taken and left out, and hand-port coverage."""
     from porttrack.converge.coverage import track_coverage
-    from porttrack.workspace.queue import QUEUE_SCHEMA, queue_entries
+    from porttrack.queue.manifest import QUEUE_SCHEMA, queue_entries
 
     entries, stale = queue_entries(ctx.workspace, include_retired)
     coverage = track_coverage(ctx.workspace, ctx.config, *ctx.fork_or_problem)
@@ -133,7 +133,7 @@ _HUNK_COLUMNS = (terminal.Column(), terminal.Column(), terminal.Column(fit="wrap
 @pass_ctx
 def drop(ctx: Context, patch: str, reason: str, force: bool, dry_run: bool, as_json: bool) -> int:
     """Retire a queued patch (by name, unique prefix, or PR number), recording why."""
-    from porttrack.workspace.queue import DROP_SCHEMA, drop_patch
+    from porttrack.queue.manifest import DROP_SCHEMA, drop_patch
 
     result = drop_patch(ctx.workspace, patch, reason, dry_run=dry_run, force=force)
     if as_json:

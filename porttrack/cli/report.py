@@ -40,7 +40,10 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     The markdown goes to stdout and to reports/weekly-<week>.md; this run is recorded in
     state/reports.json so the next report counts changes from here.
     """
-    from porttrack import report as rep
+    from porttrack.report import history as history_mod
+    from porttrack.report import post as post_mod
+    from porttrack.report import records as records_mod
+    from porttrack.report import render as render_mod
     from porttrack.report.gather import gather as gather_report
     from porttrack.report.post import cut_comments, post_cut
     from porttrack.report.post import post as post_report
@@ -62,12 +65,12 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     client, issues = None, []
     if post:
         client = _issue_client(ctx, config)
-        note = rep.check_permission(client)
+        note = post_mod.check_permission(client)
         if note:
             say(f"note: {note}")
-        issues = rep.labelled_issues(client, config.report.labels)
+        issues = post_mod.labelled_issues(client, config.report.labels)
 
-    previous = rep.previous_report(ws, week, moment, since_arg=since, issues=issues)
+    previous = history_mod.previous_report(ws, week, moment, since_arg=since, issues=issues)
     fork, fork_problem = ctx.fork_or_problem
     if offline and fork is not None:
         fork.offline = True  # not even git may reach a remote (a partial clone's on-demand fetch)
@@ -75,7 +78,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
     weekly_report = gather_report(ws, config, now=moment, since=previous, client=upstream, fork=fork, fork_problem=fork_problem,
                                dry_run=dry_run)
     full = render_report(weekly_report, ws)
-    body, cut = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report))
+    body, cut = render_mod.fit_body(full, render_mod.BODY_LIMIT, render_mod.pointer_to_full(weekly_report))
     if cut:
         say(f"the report is longer than GitHub allows in an issue; the issue shows a cut version, the full one is {weekly_report.report_file}")
     if weekly_report.upstream["mode"] == "offline":
@@ -88,7 +91,7 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
 
     if not dry_run:
         with lock(ws, "report weekly: writing the report"):
-            rep.write_outputs(ws, weekly_report, full)
+            history_mod.write_outputs(ws, weekly_report, full)
         say(f"wrote {weekly_report.report_file}")
         checkpoint("report:written")
 
@@ -98,13 +101,13 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
         # Under the workspace lock: a second `report weekly --post` (a re-run cron job, a person)
         # waits, then finds the issue this one created instead of creating another.
         with contextlib.nullcontext() if dry_run else lock(ws, "report weekly: posting the issue"):
-            recorded = rep.recorded_issue_number(ws, week, config.report.repo)
+            recorded = history_mod.recorded_issue_number(ws, week, config.report.repo)
             # Cut, outside GitHub Actions: what was cut goes whole into the issue's own comments, the
             # one place its reader can open; the link to them is in the body from the week's second run.
             to_comments = cut and state_branch_link(weekly_report) is None
-            kept = cut_comments(client, recorded or getattr(rep.find_week_issue(issues, week), "number", None), week) if to_comments else []
+            kept = cut_comments(client, recorded or getattr(post_mod.find_week_issue(issues, week), "number", None), week) if to_comments else []
             if kept:
-                body, _ = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report, kept[0].html_url))
+                body, _ = render_mod.fit_body(full, render_mod.BODY_LIMIT, render_mod.pointer_to_full(weekly_report, kept[0].html_url))
             outcome = post_report(client, week=week, title=weekly_report.title, body=body, labels=config.report.labels,
                                issues=issues, recorded=recorded, dry_run=dry_run)
             say(("warning: " if outcome.action == "closed-by-person" else "") + outcome.message)
@@ -112,19 +115,19 @@ def weekly(ctx: Context, post: bool, dry_run: bool, as_json: bool, since: str | 
                 parts = cut_parts(full, body)
                 posted = post_cut(client, outcome.number, week, parts, kept)
                 assert posted, "a cut body leaves out at least one section"
-                linked, _ = rep.fit_body(full, rep.BODY_LIMIT, rep.pointer_to_full(weekly_report, posted[0].html_url))
+                linked, _ = render_mod.fit_body(full, render_mod.BODY_LIMIT, render_mod.pointer_to_full(weekly_report, posted[0].html_url))
                 if linked != body:
                     client.update_issue(outcome.number, body=linked)
                 say(f"what was cut is whole in {len(parts)} comment{'s' if len(parts) != 1 else ''} of #{outcome.number}: "
                     f"{posted[0].html_url}")
             checkpoint("report:posted")
             if not dry_run and outcome.number is not None:
-                rep.record_issue(ws, weekly_report, full, config.report.repo, outcome)
+                history_mod.record_issue(ws, weekly_report, full, config.report.repo, outcome)
             if comment_tracking:
                 outcome = _comment(client, config, week, outcome, dry_run)
 
     if as_json:
-        data = rep.report_to_json(weekly_report)
+        data = records_mod.report_to_json(weekly_report)
         data["issue_body_truncated"] = cut
         data["post"] = outcome.to_json() if outcome is not None else None
         emit_json(data)
@@ -151,12 +154,12 @@ def _issue_client(ctx: Context, config):
 
 
 def _comment(client, config, week: str, outcome, dry_run: bool):
-    from porttrack import report as rep
+    from porttrack.report import post as post_mod
 
     if config.report.tracking_issue is None:
         raise ConfigError("--comment-tracking: tracks.yaml sets no report.tracking_issue")
     if outcome.action == "closed-by-person":
         return replace(outcome, comment="not linked: the week's issue was closed by a person")
-    said = rep.comment_tracking(client, config.report.tracking_issue, week, outcome, dry_run=dry_run)
+    said = post_mod.comment_tracking(client, config.report.tracking_issue, week, outcome, dry_run=dry_run)
     say(said)
     return replace(outcome, comment=said)

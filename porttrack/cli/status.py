@@ -18,7 +18,7 @@ from porttrack.common import clock
 from porttrack.common.text import for_terminal, short_sha
 
 if TYPE_CHECKING:
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
     from porttrack.report.status import StatusReport
 
 
@@ -110,7 +110,7 @@ def _fork_branch(fork: "GitRepo", branch: str) -> dict[str, str | None]:
     """Which ref `fork.branch` was read as, and its commit (for --json); said when that is not the
     local branch: coverage and verdicts are bound to it, and doctor, apply and verify-converged
     read the same one."""
-    from porttrack.gitrepo import branch_commit, branch_words  # loaded already: the fork came from there
+    from porttrack.git.repo import branch_commit, branch_words  # loaded already: the fork came from there
 
     ref, sha = branch_commit(fork, branch)
     if ref is None:

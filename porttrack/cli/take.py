@@ -32,8 +32,8 @@ def import_(ctx: Context, pr: int, through: str | None, paths: tuple[str, ...], 
     Every hunk left out is recorded with its reason: not selected, excluded by path rule,
     unstable, depends on a left-out hunk, not separable, or already in the fork.
     """
+    from porttrack.queue.manifest import PRESENT, Selection
     from porttrack.take.importer import import_pr, plan_to_json
-    from porttrack.workspace.queue import PRESENT, Selection
 
     number = pr
     ctx.require_tracked(number)  # a typo costs no request

@@ -6,6 +6,4 @@
   markdown   untrusted text made safe for GitHub-flavoured Markdown
   clock      the one clock (UTC, parsed and printed one way)
   trace      -v/--verbose: each git command and GitHub request, timed, to stderr
-  commitgraph  git's commit-graph files read as bytes (no process; the git door asks it)
-  gitconfig  the git settings pinned for every git process (a user's config cannot change a verdict)
 """

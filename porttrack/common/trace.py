@@ -1,6 +1,6 @@
 """`-v/--verbose`: each git command and each GitHub request, with its outcome and time, to stderr.
 
-The doors (`porttrack.gitrepo`, `porttrack.github.client`) call `git()` and `request()` once per
+The doors (`porttrack.git.repo`, `porttrack.github.client`) call `git()` and `request()` once per
 process or exchange; nothing is written unless the command layer called `enable()`. A plain hook,
 not `logging`: the doors pay one `None` check when it is off, and nothing is imported for it.
 What is written never carries a token: URL credentials are dropped and every known token or

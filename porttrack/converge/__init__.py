@@ -7,5 +7,5 @@
   coverage   hand ports of a PR found in the fork (per hunk)
   ports      the fork's own port records (cherry-pick -x, "Port: upstream #N through SHA")
 
-May import: common, diff, workspace, gitrepo, github, tracks, observe, prove.
+May import: common, diff, workspace, git, github, tracks, queue, runner, observe, prove.
 """

@@ -33,7 +33,7 @@ from porttrack.converge.history import cat_blobs, rebase_merged, unreadable
 from porttrack.converge.ports import ForkCommit, Marker, fork_history, markers_for, pr_commits
 from porttrack.diff.hunks import SYMLINK_MODE, FileDiff, Hunk, parse_diff
 from porttrack.diff.presence import hunk_state
-from porttrack.gitrepo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
+from porttrack.git.repo import NO_FORK_CHECKOUT_BRIEF, GitRepo, missing_branch, pull_ref, qualify_branch, upstream_ref
 from porttrack.observe.prdiff import near_match
 from porttrack.tracks.config import Config
 from porttrack.workspace import state as state_mod
@@ -151,7 +151,7 @@ def track_coverage(ws: Workspace, config: Config, repo: GitRepo | None, problem:
     """Coverage of every tracked PR the fork ports: one that tracks.yaml lists fork commits for, or
     that the fork's history names (markers) or carries (content), looked for in the fork checkout
     `repo`; None: the listed PRs' coverage is unknown, for `problem` (default:
-    `gitrepo.NO_FORK_CHECKOUT_BRIEF`)."""
+    `git.repo.NO_FORK_CHECKOUT_BRIEF`)."""
     wanted = [(tid, n, tuple(t.fork_commits)) for tid, t in config.tracks.items() for n in t.prs]
     if not wanted:
         return ()

@@ -132,7 +132,7 @@ from porttrack.converge.history import rebase_merged as _rebase_merged
 from porttrack.converge.history import renamed_to as _renamed_to
 from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
-from porttrack.gitrepo import GitRepo
+from porttrack.git.repo import GitRepo
 
 if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff, Hunk

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 from porttrack.common.errors import CannotEvaluate
 from porttrack.diff import hunks as hunks_mod
 from porttrack.diff import presence
-from porttrack.gitrepo import GitRepo
+from porttrack.git.repo import GitRepo
 
 if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff
@@ -193,7 +193,7 @@ def patch_ids_of(stream: bytes, algo: str = "sha1") -> list[tuple[str, str]]:
     """`git patch-id --stable` of `stream` (diffs, each after a line that starts with its commit's
     SHA, as `diff-tree --stdin` prints them): [(patch-id, commit)], as git prints them. A port of
     builtin/patch-id.c (git 2.39, its binary handling and hunk-header counts included), checked
-    bit for bit against git on 3,026 real vLLM commits (tests/test_converge_patch_id.py): it spares a
+    bit for bit against git on 3,026 real vLLM commits (tests/converge/test_history_patch_id.py): it spares a
     `git patch-id` process per verify."""
     hexlen = hashlib.new(algo).digest_size * 2
     oid_at = re.compile(rb"[0-9a-fA-F]{%d}" % hexlen)

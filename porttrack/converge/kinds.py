@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from porttrack.converge.history import LITERAL, rename_in
 from porttrack.diff import presence
-from porttrack.gitrepo import GitRepo
+from porttrack.git.repo import GitRepo
 
 if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff, Hunk

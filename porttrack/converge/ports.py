@@ -19,7 +19,7 @@ from typing import Sequence
 
 from porttrack.common.errors import InputError, PorttrackError
 from porttrack.diff.hunks import Hunk, parse_diff
-from porttrack.gitrepo import GitRepo, fork_branch_ref
+from porttrack.git.repo import GitRepo, fork_branch_ref
 from porttrack.tracks.config import Config
 
 MAX_FORK_COMMITS = 500  # how far back the fork's history is read

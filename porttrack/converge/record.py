@@ -24,8 +24,8 @@ from typing import Any
 
 from porttrack.common.errors import GitError, InputError
 from porttrack.converge.decide import VERDICTS, Verdict, counts_words, summary, to_json
-from porttrack.gitrepo import FORK_REMOTE, GitRepo, qualify_branch
-from porttrack.workspace import queue as queue_mod
+from porttrack.git.repo import FORK_REMOTE, GitRepo, qualify_branch
+from porttrack.queue import manifest as queue_mod
 from porttrack.workspace.files import Workspace, checkpoint, lock, read_json, write_json
 
 RECORD_SCHEMA = "porttrack/convergence-record/v1"

@@ -42,7 +42,7 @@ from porttrack.diff import hunks as hunks_mod
 
 if TYPE_CHECKING:
     from porttrack.diff.hunks import FileDiff, Hunk
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
 
 GAP, LINE = 0, 1  # item kinds; a gap "before line n" sorts before line n
 LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
@@ -289,7 +289,7 @@ def renames_read(repo: "GitRepo", deleted: Iterable[tuple[str, str]]) -> dict[tu
     (its trees compared from the root, only where they differ); an added file with the deleted
     file's blob is its new name, else the added file most like it, when at least half of their
     lines are the same (git's own default threshold), the same file name first."""
-    from porttrack.gitrepo import _tree_entries
+    from porttrack.git.repo import _tree_entries
 
     by_commit: dict[str, list[str]] = {}
     for sha, path in deleted:

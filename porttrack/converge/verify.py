@@ -4,7 +4,7 @@ The merge commit comes from GitHub, once: a merge is final, so a PR the recorded
 by `status`) already has merged is not asked about again (`resolve_merged_pr`).
 
 The fork ref defaults to `fork.branch` of tracks.yaml in the fork checkout (`refs/heads/B`,
-`refs/remotes/B` for a branch given as `origin/X`, else `refs/remotes/origin/B`: `gitrepo.qualify_branch`,
+`refs/remotes/B` for a branch given as `origin/X`, else `refs/remotes/origin/B`: `git.repo.qualify_branch`,
 the one reading doctor, apply and status share; none: refused, never HEAD in its place); the
 upstream base is `fork.upstream_base` (default `upstream/main`). Both are resolved once, fully
 qualified (`resolve_refs`: a tag named like the branch is never taken for it), printed, and
@@ -64,10 +64,10 @@ from porttrack.converge.decide import (  # noqa: F401  (MergedPR, decide, summar
 )
 from porttrack.converge.record import _load_history, _same_as_last, names_branch, record, record_path
 from porttrack.diff import hunks as hunks_mod
-from porttrack.gitrepo import GitRepo, branch_words, fork_branch_ref, upstream_ref
-from porttrack.prove.runner import run_job
+from porttrack.git.repo import GitRepo, branch_words, fork_branch_ref, upstream_ref
+from porttrack.queue import manifest as queue_mod
+from porttrack.runner.local import run_job
 from porttrack.tracks.config import Config, Job
-from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace
 
@@ -139,7 +139,7 @@ def resolve_refs(repo: GitRepo, fork_ref: str | None, branch: str, upstream_base
     picks another object of the same name (a tag `X` beside the branch `X`: git's own order takes
     the tag). The fork ref: `--fork-ref` as given (a branch, then a remote-tracking branch, then a
     tag of that name; else a commit name such as a SHA or `HEAD`, as it is), else `fork.branch`
-    (`gitrepo.qualify_branch`, the reading every command shares; none: refused, never HEAD in its
+    (`git.repo.qualify_branch`, the reading every command shares; none: refused, never HEAD in its
     place). The base: `refs/remotes/B`, else `refs/heads/B`, else as given."""
     if fork_ref is not None:
         ref = _qualified(repo, fork_ref, ("refs/heads/", "refs/remotes/", "refs/tags/")) or fork_ref
@@ -237,7 +237,7 @@ def ensure_commit(repo: GitRepo, sha: str, remote: str, branch: str, say: Callab
     problems = []
     for refspec in (f"+refs/heads/{branch}:{upstream_ref(branch)}", sha):
         try:
-            repo.fetch(remote, [refspec])  # the one fetch policy (and its bounds) of porttrack.gitrepo
+            repo.fetch(remote, [refspec])  # the one fetch policy (and its bounds) of porttrack.git.repo
         except GitError as exc:
             problems.append(str(exc))
         if repo.has_commit(sha):
@@ -360,7 +360,7 @@ def _duplicates(repo: GitRepo, sha: str, change_pid: str | None, merged_ids: set
 
 def regression(repo: GitRepo, job: Job, fork_sha: str) -> Regression:
     """Run the track's regression command on the fork ref through the one job runner
-    (`porttrack.prove.runner`: split into arguments, placeholders filled per argument, no shell):
+    (`porttrack.runner.local`: split into arguments, placeholders filled per argument, no shell):
     in the checkout when it is exactly that commit and clean, else in a temporary worktree (the
     checkout is never touched). The command gets no GitHub token: it has no need of one, and its
     output is kept in the record."""

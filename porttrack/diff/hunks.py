@@ -57,7 +57,7 @@ keeps its id; a hunk whose changed lines differ (beyond trailing whitespace / li
 new one; two hunks that git merged into one (edits within 6 lines) form a new id. The id is a pure
 function of the bytes, identical across Python runs and machines.
 
-Speed (measured, tests/test_hunks.py): a 200-file x 10-hunk diff (18,800 lines) parses in about
+Speed (measured, tests/diff/test_hunks.py): a 200-file x 10-hunk diff (18,800 lines) parses in about
 0.15 s on a 2-core machine; `build_patch` of half its hunks takes a few ms.
 """
 

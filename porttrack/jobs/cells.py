@@ -22,7 +22,7 @@ replays from inside; the program writes `{output}`:
 `porttrack.probe.engine_record`); `--backend M=BACKEND` is what each cell of M claims. Both are
 kept in the cell; `gate check` shows them and refuses a claim the record does not show.
 
-The job writes one `porttrack/results/v1` file (`porttrack.results`) with the environment
+The job writes one `porttrack/results/v1` file (`porttrack.runner.results`) with the environment
 fingerprint. It refuses to write a cell it did not measure: a run that failed, wrote no output,
 or whose probe could not count compiles after warmup or graph replays is left out and named on
 stderr, so `gate check` reads that cell as missing (fail closed), never as a pass. When no cell
@@ -42,8 +42,8 @@ from typing import Any, Sequence
 
 from porttrack.probe import events
 from porttrack.probe.summary import Summary, summarize
-from porttrack.prove import runner
-from porttrack.results import Results, detect_environment
+from porttrack.runner import local as runner
+from porttrack.runner.results import Results, detect_environment
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")
 PHASES = ("cold", "warm")
@@ -89,7 +89,7 @@ def measure_cell(cell: Cell, program: Sequence[str], phases: Sequence[str], work
             continue
         log, output = work / f"{phase}.probe.jsonl", work / f"{phase}.json"
         values = {"model": cell.model, "context": str(cell.context), "batch": str(cell.batch), "phase": phase, "output": str(output)}
-        # The one job runner's rule (porttrack.prove.runner): placeholders filled per argument, no shell.
+        # The one job runner's rule (porttrack.runner.local): placeholders filled per argument, no shell.
         finished = runner.run_job(shlex.join(program), values, cwd=work, timeout_s=timeout_s,
                                   env={**caches, events.ENV: str(log)}, log=work / f"{phase}.log", what="program under test")
         measured = _read(cell, phase, finished, log, output)

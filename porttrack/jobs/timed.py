@@ -5,12 +5,12 @@
 
 Runs PROGRAM (no shell) in `--cwd` (give `{workdir}`: the tree porttrack built for the ref under
 test; a gate job itself starts in the workspace) `--repeat`
-times and writes one `porttrack/results/v2` cell (`porttrack.results`): its coordinates are the
+times and writes one `porttrack/results/v2` cell (`porttrack.runner.results`): its coordinates are the
 `--axis` values (a value of digits only is an integer, as YAML reads it in `matrix.axes`), its
 metric NAME (default `wall_time`, seconds) the fastest run — the least noisy estimate of what the
 code costs. The machine fingerprint (arch, os, python) is what a baseline must share.
 
-PROGRAM runs through the one local job runner (`porttrack.prove.runner`: no shell, its own process
+PROGRAM runs through the one local job runner (`porttrack.runner.local`: no shell, its own process
 group, stopped after `--timeout`); its output tail is shown when it fails.
 
 The code measured is the worktree's. PROGRAM runs with the worktree's `src/` (a src-layout
@@ -33,7 +33,7 @@ own first word is shimmed), or one started with a PATH that drops the shims.
 
 Fails closed: when PROGRAM fails (a failing test suite), nothing is written and this exits with
 PROGRAM's exit code, so `gate check` reads the cell as missing, never as a pass. porttrack's
-environment (PORTTRACK_TRACK, PORTTRACK_REF, ...; see `porttrack.results`) says what is tested.
+environment (PORTTRACK_TRACK, PORTTRACK_REF, ...; see `porttrack.runner.results`) says what is tested.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from porttrack.common.errors import ConfigError, ExitCode, InputError
-from porttrack.prove.runner import run_job
-from porttrack.results import Results, detect_machine
+from porttrack.runner.local import run_job
+from porttrack.runner.results import Results, detect_machine
 
 _INTEGER = re.compile(r"^-?[0-9]+$")
 IMPORT_WATCH = Path(__file__).resolve().parent / "importwatch"  # holds porttrack's sitecustomize.py

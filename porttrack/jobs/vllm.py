@@ -78,8 +78,8 @@ from porttrack.common.errors import ConfigError, InputError, PorttrackError
 from porttrack.jobs import cells as cells_mod
 from porttrack.probe import WARMUP_DONE, engine_record, events
 from porttrack.probe.summary import summarize
-from porttrack.prove import runner
-from porttrack.results import ENV_VARS, Results, detect_environment
+from porttrack.runner import local as runner
+from porttrack.runner.results import ENV_VARS, Results, detect_environment
 
 MODELS_ENV = "PORTTRACK_VLLM_MODELS"
 BACKEND_ENV = "VLLM_ATTENTION_BACKEND"  # the interface of vLLM before #32812 (2026-01-21)

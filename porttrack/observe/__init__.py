@@ -5,5 +5,5 @@
   collisions  open upstream PRs that rewrite lines of queued patches
   prdiff      hunks of a PR read from GitHub's file list
 
-May import: common, diff, workspace, gitrepo, github, tracks.
+May import: common, diff, workspace, git, github, tracks, queue, runner.
 """

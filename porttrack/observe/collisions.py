@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from porttrack.common.errors import PorttrackError
 from porttrack.diff.hunks import Hunk, parse_diff
+from porttrack.git.repo import GitRepo
 from porttrack.github.budget import Budget, BudgetSpent
-from porttrack.gitrepo import GitRepo
 from porttrack.observe.prdiff import file_hunks
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 from porttrack.common.errors import GitError, PorttrackError, without_userinfo
 from porttrack.diff.hunks import Hunk, parse_diff
-from porttrack.gitrepo import GitRepo, upstream_ref
+from porttrack.git.repo import GitRepo, upstream_ref
 from porttrack.workspace.files import atomic_write_text
 
 CACHE_VERSION = 1

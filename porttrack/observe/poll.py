@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from porttrack.common.clock import utcnow
 from porttrack.common.errors import GitError, without_userinfo
 from porttrack.common.text import for_terminal
-from porttrack.gitrepo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
+from porttrack.git.repo import GitRepo, HeadChange, pull_ref, seen_ref, upstream_ref
 from porttrack.workspace.state import Event, HeadSeen, RecordedPR, StackLink, UpstreamState, compact
 
 if TYPE_CHECKING:

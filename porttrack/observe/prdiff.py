@@ -59,7 +59,7 @@ def git_hunks(repo, remote: str, number: int, head: str | None, base: str | None
     import re
 
     from porttrack.common.errors import PorttrackError
-    from porttrack.gitrepo import pull_ref
+    from porttrack.git.repo import pull_ref
 
     if repo is None or repo.offline or not head or not base or not all(re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", s) for s in (head, base)):
         return None

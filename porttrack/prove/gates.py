@@ -28,7 +28,7 @@ evidence for the cell, or it lacks a required measurement — fails closed); `ba
 fallback). The gate passes only when every required cell passes. `check()` never raises for
 missing data: it says so per cell; the CLI maps fail → exit 1, anything not evaluable → exit 7.
 
-This module only judges; running a gate job and ingesting its results is `porttrack.prove.run`.
+This module only judges; running a gate job and ingesting its results is `porttrack.prove.gaterun`.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from porttrack.tracks import eligibility
 from porttrack.workspace.files import Workspace
 
 if TYPE_CHECKING:
+    from porttrack.queue.manifest import Patch, Queue
     from porttrack.tracks.config import Config, Gate, Metric
-    from porttrack.workspace.queue import Patch, Queue
 
 JSON_SCHEMA_ID = "porttrack/gate-check/v1"
 

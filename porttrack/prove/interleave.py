@@ -20,18 +20,18 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from porttrack import results
 from porttrack.common.errors import CannotEvaluate, InputError, PreconditionError
-from porttrack.prove import run as gaterun
+from porttrack.prove import gaterun
 from porttrack.prove.gates import GateSubject
-from porttrack.prove.runner import command_argv, run_job
+from porttrack.runner import results
+from porttrack.runner.local import command_argv, run_job
 from porttrack.workspace.files import checkpoint
 
 if TYPE_CHECKING:
-    from porttrack.gitrepo import GitRepo
+    from porttrack.git.repo import GitRepo
+    from porttrack.queue.manifest import Queue
     from porttrack.tracks.config import Config
     from porttrack.workspace.files import Workspace
-    from porttrack.workspace.queue import Queue
 
 ROLES = ("candidate", "baseline")
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from porttrack.common.errors import CheckFailed, ConfigError, PreconditionError
 from porttrack.prove import gates
-from porttrack.workspace import queue as queue_mod
+from porttrack.queue import manifest as queue_mod
 from porttrack.workspace.files import Workspace, lock
 
 if TYPE_CHECKING:

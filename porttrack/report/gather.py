@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from porttrack.common.clock import iso_week, parse_moment, stamp
 from porttrack.common.errors import InputError, PorttrackError
 from porttrack.converge.record import RecordedVerdict, latest_verdicts
-from porttrack.gitrepo import GitRepo
+from porttrack.git.repo import GitRepo
 from porttrack.observe.collisions import render_lines as render_collisions
 from porttrack.observe.successors import SHOWN as SUCCESSORS_SHOWN
 from porttrack.observe.successors import render_lines as render_successors
 from porttrack.prove import evidence, gates
 from porttrack.prove.evidence import EvidenceLog
+from porttrack.queue import manifest as queue_mod
 from porttrack.report.knowledge import Findings, record_findings, recorded_findings, search_upstream, with_findings
 from porttrack.report.knowledge import gather as gather_knowledge
 from porttrack.report.records import (
@@ -44,7 +45,6 @@ from porttrack.report.records import (
 from porttrack.report.status import Knowledge, PRStatus, StatusReport, recorded_ago, refresh
 from porttrack.tracks import eligibility
 from porttrack.tracks.config import Config
-from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace
 

@@ -15,11 +15,11 @@ from porttrack.common.errors import ConfigError, PorttrackError
 from porttrack.converge.coverage import Coverage, track_coverage
 from porttrack.converge.record import latest_verdicts
 from porttrack.diff.hunks import parse_diff
+from porttrack.git.repo import GitRepo
 from porttrack.github.budget import DEFAULT_LIMIT, Budget, Cost
-from porttrack.gitrepo import GitRepo
+from porttrack.queue import manifest as queue_mod
 from porttrack.report.status import Knowledge, NextAction, StatusReport, TrackStatus, tracked_numbers
 from porttrack.tracks.config import Config
-from porttrack.workspace import queue as queue_mod
 from porttrack.workspace import state as state_mod
 from porttrack.workspace.files import Workspace
 

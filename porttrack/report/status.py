@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from porttrack.common import clock
 from porttrack.common.errors import PorttrackError
 from porttrack.converge.record import RecordedVerdict
-from porttrack.gitrepo import GitRepo
+from porttrack.git.repo import GitRepo
 from porttrack.observe.poll import PRChange, poll
 from porttrack.tracks.config import Config
 from porttrack.workspace import state as state_mod
@@ -154,7 +154,7 @@ class StatusReport:
     rate_limit: RateLimit | None = None
     # PR -> why GitHub gave no answer for it in this live poll (5xx after the retries): shown as recorded
     failed: Mapping[int, str] = field(default_factory=dict)
-    # fork.branch as read in the fork checkout (`gitrepo.qualify_branch`, the ref doctor, apply and
+    # fork.branch as read in the fork checkout (`git.repo.qualify_branch`, the ref doctor, apply and
     # verify-converged read too): {"name", "ref", "sha"}, ref and sha None when it is no branch
     # there; None without a fork checkout
     fork_branch: Mapping[str, str | None] | None = None

@@ -4,8 +4,7 @@
   source     where a PR's diff comes from (head, merge commit, --through SHA); stability
   separability  which hunk groups go onto the fork tip: one real apply of all, else probes
   checks     names one hunk needs from another, and the patched files checked after taking
-  mail       the git format-patch mail a queued patch is stored as, with its provenance
   refresh    what changed upstream since a patch was imported
 
-May import: common, diff, workspace, gitrepo, github, tracks, observe, apply.
+May import: common, diff, workspace, git, github, tracks, queue, runner, observe.
 """

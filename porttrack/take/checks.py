@@ -23,9 +23,9 @@ from porttrack.diff.pycheck import (
     name_uses,
 )
 from porttrack.diff.pymodules import DIRECTORY, Project, cross_module_uses
-from porttrack.gitrepo import GitRepo, ScratchIndex, read_index_file
+from porttrack.git.repo import GitRepo, ScratchIndex, read_index_file
+from porttrack.queue.manifest import DEPENDS, SOURCE_CHECK, Reason
 from porttrack.take.separability import AllAtOnce, Taken, apply_taken
-from porttrack.workspace.queue import DEPENDS, SOURCE_CHECK, Reason
 
 CACHE_FOLDER = "pycheck"  # under .git/porttrack/: the base's findings by blob id (`pycheck.FactsCache`)
 

@@ -4,10 +4,10 @@
 one `queue.save` under the workspace lock (`workspace.commit_point`), so an interrupted or killed
 import leaves the queue exactly as it was. Side effects before that point are only porttrack's
 own refs in the fork checkout (`refs/porttrack/pull/N/{head,seen/*}`,
-`refs/porttrack/upstream/<branch>`), scratch indexes (`gitrepo.ScratchIndex`) under
+`refs/porttrack/upstream/<branch>`), scratch indexes (`git.repo.ScratchIndex`) under
 `.git/porttrack/import/` and `.git/porttrack/apply/` (the trial build of the queue, below),
 removed on exit and swept by the next run after a SIGKILL, and the unreferenced objects those
-builds wrote (for `git gc`). `porttrack.take.refresh` follows a queued PR; `porttrack.workspace.queue` lists
+builds wrote (for `git gc`). `porttrack.take.refresh` follows a queued PR; `porttrack.queue.manifest` lists
 and drops.
 
 Where the PR comes from: the recorded state (`state/upstream.json`), refreshed by a poll of this
@@ -29,7 +29,7 @@ What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
 4. *depends on left-out hunk*: a hunk travels with its dependency group; one member left out
    leaves the group out.
 5. *separability*, probed against the fork branch's tip (plus the queued patches a stacked PR
-   depends on) in a scratch index (`gitrepo.ScratchIndex`; the fork's work tree, index and
+   depends on) in a scratch index (`git.repo.ScratchIndex`; the fork's work tree, index and
    branches are never touched): plain apply, else the change already there (reverse
    apply: *already in the fork*), else a 3-way merge judged by its exit status and the unmerged
    entries it leaves (`apply --check --3way` exits 0 on conflicts, library notes §2.4), else
@@ -42,7 +42,7 @@ What is taken, hunk by hunk (hunk ids: `porttrack.diff.hunks`):
    With nothing stacked below, the probe's index holds only the tip's entries at the PR's paths
    (`separability.only_paths`: no `read-tree` of the whole tree).
 
-The patch is one `git format-patch` mail (`porttrack.take.mail`) with provenance trailers.
+The patch is one `git format-patch` mail (`porttrack.queue.mail`) with provenance trailers.
 
 Context: the queue is applied in `series` order on the build base (`fork.build_base`, default
 `fork.branch`), so before it is stored the mail is built exactly as `porttrack apply` will build
@@ -71,7 +71,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from porttrack import apply as apply_mod
 from porttrack.common.clock import utcnow
 from porttrack.common.errors import GitHubAuthError, InputError, PreconditionError, UnsafeInput, UpstreamUnreachable
 from porttrack.common.text import for_terminal
@@ -79,16 +78,11 @@ from porttrack.diff.hunks import FileDiff, Hunk, parse_diff
 from porttrack.diff.paths import check_diff_paths, check_symlink_targets, path_matches
 from porttrack.diff.pycheck import MAX_PYTHON_BYTES, NotCheckable, SourceCheck, as_edges, describe, is_python
 from porttrack.diff.relations import dependency_groups, missing_dependencies
-from porttrack.gitrepo import GitRepo, fork_branch_ref, missing_branch
-from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
-from porttrack.take.mail import Provenance, format_mail
-from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
-from porttrack.take.source import resolve_source, stability, track_for
-from porttrack.tracks.config import Config
-from porttrack.workspace import queue as queue_mod
-from porttrack.workspace import state as state_mod
-from porttrack.workspace.files import Workspace, actor, checkpoint, commit_point, lock
-from porttrack.workspace.queue import (
+from porttrack.git.repo import GitRepo, fork_branch_ref, missing_branch
+from porttrack.queue import manifest as queue_mod
+from porttrack.queue import series as series_mod
+from porttrack.queue.mail import Provenance, format_mail
+from porttrack.queue.manifest import (
     DEPENDS,
     EXCLUDED,
     NOT_SELECTED,
@@ -105,6 +99,12 @@ from porttrack.workspace.queue import (
     Transition,
     reason_counts,
 )
+from porttrack.take.checks import facts_cache, name_dependencies, take_what_passes
+from porttrack.take.separability import apply_all, only_paths, patch_of, probe_base, probe_groups
+from porttrack.take.source import resolve_source, stability, track_for
+from porttrack.tracks.config import Config
+from porttrack.workspace import state as state_mod
+from porttrack.workspace.files import Workspace, actor, checkpoint, commit_point, lock
 from porttrack.workspace.state import RecordedPR, UpstreamState
 
 if TYPE_CHECKING:  # the GitHub client and the poll are for online imports only: not imported by --offline ones
@@ -454,7 +454,7 @@ def plan_pr(
             exact_on_tip = taken is not None and taken.exact
             stat = first.stat if first.holds(diff) else None  # the mail's diffstat, printed by that same apply
             if REUSE_PROBE and taken is not None and not taken.exact and not below and not series \
-                    and repo.rev_parse(apply_mod.build_base(repo, config)) == fork_tip:
+                    and repo.rev_parse(series_mod.build_base(repo, config)) == fork_tip:
                 # the trial build would put this same diff on this same tree the same way: its tree is here
                 # (the pathspec: the probe's index may hold only the PR's paths, `separability.only_paths`)
                 fork_diff = repo.run("diff-index", "--cached", "-p", "--no-ext-diff", "--no-textconv", "--binary",
@@ -603,7 +603,7 @@ def _in_fork_context(
     and the build base at the fork tip, how the probe put the diff on that tip (offset | 3-way: the
     trial build's own steps, `git apply` then `--3way`, on the same tree) and the diff from the tip
     to what it made, which is the trial build's answer without the build."""
-    base_ref = apply_mod.build_base(repo, config)
+    base_ref = series_mod.build_base(repo, config)
     base = repo.rev_parse(base_ref)
     if base is None:
         return format_mail(plan.provenance(), pr, repo, diff, stat=stat), None, (
@@ -617,14 +617,14 @@ def _in_fork_context(
     try:
         contents = {p.name: queue_mod.read_patch(ws, p) for p in below}
         candidate = _patch_entry(replace(plan, mail=mail), CANDIDATE)
-        results, tip = apply_mod.build_series(repo, base, (*below, candidate), {**contents, CANDIDATE: mail})
+        results, tip = series_mod.build_series(repo, base, (*below, candidate), {**contents, CANDIDATE: mail})
     except (InputError, UnsafeInput) as exc:  # a queued file edited by hand: `apply` will say so too
         return mail, None, (f"the queue could not be built to check this patch over it ({exc}); "
                             f"it keeps upstream's context",)
     last = results[-1]
     if last.outcome == "clean":
         return mail, None, ()
-    if last.outcome == apply_mod.NOT_TRIED:
+    if last.outcome == series_mod.NOT_TRIED:
         blocked = next(r.name for r in results if r.outcome == "conflict")
         return mail, None, (f"{blocked} conflicts on {base_ref}, so this patch was not checked over the queue; "
                             f"it keeps upstream's context (see `porttrack apply`)",)

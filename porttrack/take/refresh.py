@@ -16,13 +16,13 @@ from typing import Any, Callable, Sequence
 from porttrack.common.errors import NotFound, PreconditionError
 from porttrack.diff.hunks import parse_diff
 from porttrack.diff.relations import HunkChange, diff_of_diffs
+from porttrack.git.repo import GitRepo
 from porttrack.github.client import GitHubClient
-from porttrack.gitrepo import GitRepo
+from porttrack.queue import manifest as queue_mod
+from porttrack.queue.manifest import Patch, Queue, Reason, Revision
 from porttrack.take.importer import ImportPlan, observe_pr, plan_pr, record_poll
 from porttrack.tracks.config import Config
-from porttrack.workspace import queue as queue_mod
 from porttrack.workspace.files import Workspace, commit_point, lock
-from porttrack.workspace.queue import Patch, Queue, Reason, Revision
 
 REFRESH_SCHEMA = "porttrack/refresh/v1"
 

@@ -1,5 +1,5 @@
 """Separability: which of a PR's candidate hunk groups go onto the fork's tip, probed in a scratch
-index (`gitrepo.ScratchIndex`; the fork's work tree, index and branches are never touched).
+index (`git.repo.ScratchIndex`; the fork's work tree, index and branches are never touched).
 
 Per group: plain apply, else the change already there (reverse apply: *present*), else a 3-way
 merge judged by its exit status and the unmerged entries it leaves (`apply --check --3way` exits 0
@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from porttrack import apply as apply_mod
 from porttrack.common.errors import ConflictError
 from porttrack.diff.hunks import FileDiff, _quote, build_patch
-from porttrack.gitrepo import ScratchIndex, ThreeWay, read_index_file, write_index_file
+from porttrack.git.repo import ScratchIndex, ThreeWay, read_index_file, write_index_file
+from porttrack.queue import series as series_mod
 
 TAKEN = "taken"  # the scratch index file `apply_all` writes: the probe's index plus every candidate
 
@@ -97,7 +97,7 @@ def apply_all(probe: ScratchIndex, patch: bytes) -> AllAtOnce:
     if proc.returncode != 0:
         return AllAtOnce(patch, False, "", False)
     return AllAtOnce(patch, True, proc.stdout.decode("utf-8", "replace"),
-                     apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")))
+                     series_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")))
 
 
 def probe_groups(probe: ScratchIndex, files: Sequence[FileDiff], groups: Sequence[frozenset[str]], candidates: Sequence[int],
@@ -358,7 +358,7 @@ def apply_taken(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first: A
         probe.copy("index", into)
         proc = probe.apply(diff, "-v", index=into)
         if proc.returncode == 0:
-            return Taken(into, "offset" if apply_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
+            return Taken(into, "offset" if series_mod.moved_hunks(proc.stderr.decode("utf-8", "replace")) else "clean")
     # A group that needed a merge has a hunk that does not go in as it is, alone or with groups
     # that are not adjacent to it: the plain step would fail, so it is not asked.
     elif threeway(probe, diff, into=into).clean:
@@ -375,7 +375,7 @@ def check_together(probe: ScratchIndex, diff: bytes, needs_threeway: bool, first
         return not first.moved
     ok, said = _plain(probe, diff, verbose=True)
     if ok:
-        return not apply_mod.moved_hunks(said)
+        return not series_mod.moved_hunks(said)
     if needs_threeway and probe.threeway(diff).clean:
         return False
     raise ConflictError("the hunks to take apply to the fork one group at a time but not together; "

@@ -19,9 +19,9 @@ from typing import Sequence
 
 from porttrack.common.errors import GitError, InputError, NotTracked, PreconditionError
 from porttrack.diff.hunks import parse_diff
-from porttrack.gitrepo import GitRepo, pull_ref, seen_ref, upstream_ref
+from porttrack.git.repo import GitRepo, pull_ref, seen_ref, upstream_ref
+from porttrack.queue.manifest import Queue, Revision
 from porttrack.tracks.config import Config
-from porttrack.workspace.queue import Queue, Revision
 from porttrack.workspace.state import RecordedPR, UpstreamState
 
 RECENT_REVISIONS = 3  # the current head and the two before it

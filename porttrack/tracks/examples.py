@@ -1,7 +1,7 @@
 """What to write for each required key of tracks.yaml: the second half of every "required key is
 missing" (`porttrack.tracks.validation`), keyed "Record.field" (records of `porttrack.tracks.config`).
 
-tests/test_tracks_schema.py removes every required key of every profile in turn and checks that
+tests/tracks/test_schema.py removes every required key of every profile in turn and checks that
 its message carries an example from here that starts with the key.
 """
 

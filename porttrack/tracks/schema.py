@@ -1,7 +1,7 @@
 """The published JSON Schema of tracks.yaml, one per profile (`porttrack/schemas/tracks.<profile>.schema.json`).
 
 Generated from the same records the validator reads (`porttrack.tracks.config`, through pydantic), so the
-two cannot disagree on keys, types, enums and what is required; tests/test_tracks_schema.py checks
+two cannot disagree on keys, types, enums and what is required; tests/tracks/test_schema.py checks
 that the shipped files are what `generate` makes now and that both profiles' example files
 validate. What only the validator checks (cross-references, SHA and ref syntax, placeholders,
 unique entries) is beyond a schema; editors show the rest as you type.

@@ -3,7 +3,6 @@
   files      paths inside the workspace only, the lock, atomic writes, the commit point, the run
              log, checkpoints (pause points the command layer installs for crash tests)
   state      the recorded upstream state (state/upstream.json)
-  queue      the patch queue (patches/: series, *.patch, manifest)
 
 May import: common, diff.
 """

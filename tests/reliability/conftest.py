@@ -2,7 +2,7 @@
 table, and the secrets check applied after every reliability case.
 
 - Items marked `slow` are deselected unless PORTTRACK_FULL=1 (anywhere in the session: the full
-  run is `PORTTRACK_FULL=1 python -m pytest`, or `python benchmarks/reliability.py`).
+  run is `PORTTRACK_FULL=1 python -m pytest`, or `python proofs/reliability.py`).
 - Every item under tests/reliability/ or tests/test_regressions.py is counted in its category
   (`pytestmark = pytest.mark.reliability("...")`); a test that runs sub-cases (`cases` fixture)
   counts each sub-case instead. The table is printed at the end of the run and written as JSON to

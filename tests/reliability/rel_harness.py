@@ -374,7 +374,7 @@ def check_consistent(rig: Rig, *, fork_before: dict[str, Any] | None = None,
       branch is unchanged or moved to one of the values it may become.
     """
     from porttrack.prove import evidence
-    from porttrack.workspace import queue as queue_mod
+    from porttrack.queue import manifest as queue_mod
     from porttrack.workspace import state as state_mod
     from porttrack.workspace.files import Workspace
 

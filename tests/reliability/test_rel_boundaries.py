@@ -12,7 +12,7 @@ that patch retired in the manifest (issue 33 item 2: the record said "retired", 
 still carried the patch, and every re-run said "unchanged" and never repaired it).
 
 The weekly `save` (a shell script: its boundaries are its git steps) is walked the same way in
-tests/test_weekly_save.py.
+tests/report/test_weekly_save.py.
 """
 
 from __future__ import annotations

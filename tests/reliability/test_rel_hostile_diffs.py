@@ -179,7 +179,7 @@ APPLY_CASES = {
 
 @pytest.mark.parametrize("kind", [k if k == "symlink-out" else pytest.param(k, marks=pytest.mark.slow) for k in sorted(APPLY_CASES)])
 def test_hostile_patch_file_in_the_queue_is_refused_by_apply(tmp_path, world, kind):
-    from porttrack.workspace import queue as queue_mod
+    from porttrack.queue import manifest as queue_mod
     from porttrack.workspace.files import Workspace
 
     rig = Rig(tmp_path, world)

@@ -6,7 +6,7 @@ Every case runs `porttrack status --offline` in a workspace holding only that fi
 clear error — exit 2, one `porttrack: error:` line naming `tracks.yaml:LINE:COL` — or, for a file
 that is merely unusual but valid, in success. Each stays within a time and memory bound (an alias
 bomb is refused before expansion), prints no traceback and writes nothing, inside the workspace
-or next to it. These are distinct from tests/test_config.py's cases (which check each message's
+or next to it. These are distinct from tests/tracks/test_file.py's cases (which check each message's
 exact position); here the point is the whole command surviving the file.
 """
 

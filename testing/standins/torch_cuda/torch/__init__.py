@@ -18,7 +18,7 @@ class CUDAGraph:
 
 
 def _device_properties(_index=0):
-    """The device porttrack.results.detect_environment reads (STANDIN_GPU_ARCH: sm_121 or gfx1151)."""
+    """The device porttrack.runner.results.detect_environment reads (STANDIN_GPU_ARCH: sm_121 or gfx1151)."""
     arch = os.environ.get("STANDIN_GPU_ARCH", "sm_121")
     if arch.startswith("gfx"):
         return types.SimpleNamespace(name="AMD Radeon 8060S (stand-in)", major=11, minor=5, gcnArchName=arch + ":sramecc-:xnack-")

@@ -1,7 +1,7 @@
 """Stand-in for the `vllm` command: `vllm --version` and `vllm bench latency` with the flags
 porttrack.jobs.vllm passes (as vllm/benchmarks/latency.py defines them), writing its
 `--output-json` in vLLM 0.33's shape (model_id, avg_latency, latencies, percentiles: the fields
-benchmarks/results/vllm_compat.json recorded from the real source)."""
+proofs/results/vllm_compat.json recorded from the real source)."""
 
 import json
 import statistics

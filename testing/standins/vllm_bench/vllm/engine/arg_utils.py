@@ -1,5 +1,5 @@
 """Stand-in for vllm.engine.arg_utils.EngineArgs: the engine arguments the job passes, spelled as
-vLLM 0.33 spells them (benchmarks/results/vllm_compat.json records the real ones; a CI test
+vLLM 0.33 spells them (proofs/results/vllm_compat.json records the real ones; a CI test
 checks every flag here exists there). An older vLLM (STANDIN_VLLM {"reads_env": true}) or one
 with no way to choose the backend ({"no_interface": true}) has no `attention_backend`."""
 

@@ -1,6 +1,6 @@
 """Stand-in for vllm.v1.attention.backends.registry: a subset of vLLM 0.33's AttentionBackendEnum
 (a CI test checks every member here is a member of the real enum recorded in
-benchmarks/results/vllm_compat.json). As in vLLM, a member's value is its backend class's path
+proofs/results/vllm_compat.json). As in vLLM, a member's value is its backend class's path
 (`get_path()`), and the classes' `get_name()` is not unique: ROCM_AITER_FA's class reports
 "FLASH_ATTN" (`NAMES`), as vLLM 0.33's AiterFlashAttentionBackend does."""
 
