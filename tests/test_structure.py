@@ -358,6 +358,7 @@ UNTESTED_BY_NAME: dict[str, str] = {
     "porttrack.cli.eligibility": "the command is driven end to end by tests/tracks/test_eligibility.py and tests/cli/test_terminal.py",
     "porttrack.cli.gates": "the commands are driven end to end by tests/prove/test_gates.py",
     "porttrack.cli.init": "the command is driven end to end by tests/bootstrap/test_init.py and test_doctor.py",
+    "porttrack.cli.params": "the PR-number type is driven through import, refresh and verify-converged by tests/cli/test_first_run.py",
     "porttrack.cli.report": "the command is driven end to end by tests/report/test_render.py and tests/report/test_weekly_*.py",
     "porttrack.cli.take": "the commands are driven end to end by tests/cli/test_queue.py and tests/take/test_importer.py",
     "porttrack.cli.testhooks": "test-only pause points, used by tests/workspace/test_files.py and the crash tests",
