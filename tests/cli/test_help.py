@@ -26,7 +26,10 @@ COMMANDS = list(_walk(cli))
 
 
 def _help(path: tuple[str, ...], command: click.Command) -> str:
-    return command.get_help(click.Context(command, info_name=" ".join(("porttrack", *path))))
+    # with cli's context settings, as every context of a real run has them (inherited by the
+    # subcommands): click keeps the first help option a command makes, so a context without them
+    # would leave `--help` alone (no `-h`) for the rest of the process
+    return command.get_help(click.Context(command, info_name=" ".join(("porttrack", *path)), **cli.context_settings))
 
 
 def _examples(text: str) -> list[str]:
