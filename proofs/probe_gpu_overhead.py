@@ -6,7 +6,8 @@
 World: a real GPU (the H200 here), a one-kernel Triton program written for this benchmark.
 
 Each round starts one fresh process per variant: `off` (the probe installed but inactive, as in a
-program run without PORTTRACK_PROBE), `on` (the probe of this tree, active) and any `--variant
+program run without PORTTRACK_PROBE), `on` (the probe of this tree, active), with `--control` `off2` (a second inactive process: its
+ratio over `off` shows what two identical processes differ by) and any `--variant
 NAME=ROOT` (the probe imported from another checkout, e.g. main's, active). Every process warms up
 (the kernel compiled, a graph captured in a region, `warmup-done` marked) unpinned, then every
 thread of every process is pinned to the same CPU core and they take turns: the parent hands out blocks one process at a time,
@@ -195,6 +196,8 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=9)
     parser.add_argument("--launches", type=int, default=2000)
     parser.add_argument("--variant", action="append", default=[], help="NAME=ROOT: another checkout's probe, active")
+    parser.add_argument("--control", action="store_true",
+                        help="add `off2`, a second probe-off process: its ratio over `off` is the A/A noise floor")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "probe_gpu_overhead_interleaved.json")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
@@ -205,6 +208,8 @@ def main() -> int:
     if args.rounds < 15:
         parser.error("--rounds: at least 15")
     variants: dict[str, tuple[Path, bool]] = {"off": (ROOT, False), "on": (ROOT, True)}
+    if args.control:
+        variants["off2"] = (ROOT, False)
     for spec in args.variant:
         name, _, root = spec.partition("=")
         variants[name] = (Path(root).resolve(), True)
